@@ -1,0 +1,356 @@
+//! The run configuration: one TOML file, one serde struct per stage, every field defaulted.
+//!
+//! Keys are kebab-case (`min-context-tokens`), unknown keys are errors that name the key, the file
+//! and the line, and relative paths are resolved against the directory of the file that names
+//! them, so a config means the same thing from any working directory. The resolved config (paths
+//! made absolute) is what each stage writes next to its artifacts.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    pub run: RunConfig,
+    pub tagger: TaggerConfig,
+    pub pairs: PairsConfig,
+}
+
+/// Where artifacts go and what every stage shares.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RunConfig {
+    /// The run directory; each stage writes into a subdirectory named after it.
+    pub dir: PathBuf,
+    /// The seed every random choice of the run derives from.
+    pub seed: u64,
+    /// CPU threads for rayon and libtorch; 0 means one per core.
+    pub threads: usize,
+    /// "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
+    pub device: String,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self { dir: PathBuf::from("runs/default"), seed: 13, threads: 0, device: "auto".into() }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TaggerConfig {
+    /// A tagger model written by `af tagger train`; absent means the model built into `af`.
+    pub model: Option<PathBuf>,
+}
+
+/// `af pairs`: which inputs, which filters, how many folds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PairsConfig {
+    pub inputs: Vec<InputSpec>,
+    /// Cross-fitting folds, assigned by group.
+    pub folds: u32,
+    pub min_context_tokens: u32,
+    pub max_context_tokens: u32,
+    pub min_ending_tokens: u32,
+    pub max_ending_tokens: u32,
+}
+
+impl Default for PairsConfig {
+    fn default() -> Self {
+        Self {
+            inputs: Vec::new(),
+            folds: 5,
+            min_context_tokens: 6,
+            max_context_tokens: 100,
+            min_ending_tokens: 5,
+            max_ending_tokens: 25,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputFormat {
+    /// `{video_id: {sentences: [...], ...}}` as ActivityNet Captions ships it.
+    Activitynet,
+    Csv,
+    Jsonl,
+    /// Plain text: one document per file (a directory means every `*.txt` in it).
+    Text,
+}
+
+impl fmt::Display for InputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InputFormat::Activitynet => "activitynet",
+            InputFormat::Csv => "csv",
+            InputFormat::Jsonl => "jsonl",
+            InputFormat::Text => "text",
+        })
+    }
+}
+
+/// One input of `af pairs`. CSV and JSONL come in two shapes: sentence rows (`group-field` and
+/// `text-field`; consecutive rows of a group are consecutive sentences) or pair rows
+/// (`context-field` and `sentence2-field`, optionally `id-field`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct InputSpec {
+    pub path: PathBuf,
+    pub format: InputFormat,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentence2_field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_field: Option<String>,
+    /// CSV only: the field delimiter (default ",").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delimiter: Option<char>,
+}
+
+/// How a CSV/JSONL input lays out its text, once validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordLayout {
+    Sentences { group: String, text: String },
+    Pairs { group: Option<String>, context: String, sentence2: String, id: Option<String> },
+}
+
+impl InputSpec {
+    /// Checks that the fields given make one of the two record layouts.
+    pub fn record_layout(&self) -> Result<RecordLayout, String> {
+        let both = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some();
+        match (&self.text_field, &self.context_field, &self.sentence2_field) {
+            (Some(text), None, None) => match &self.group_field {
+                Some(group) => Ok(RecordLayout::Sentences { group: group.clone(), text: text.clone() }),
+                None => Err(format!(
+                    "input {}: `text-field` needs `group-field` (which rows belong to one document)",
+                    self.path.display()
+                )),
+            },
+            (None, Some(context), Some(sentence2)) => Ok(RecordLayout::Pairs {
+                group: self.group_field.clone(),
+                context: context.clone(),
+                sentence2: sentence2.clone(),
+                id: self.id_field.clone(),
+            }),
+            _ if both(&self.context_field, &self.text_field) || both(&self.sentence2_field, &self.text_field) => {
+                Err(format!(
+                    "input {}: give either `text-field` (sentence rows) or `context-field` and `sentence2-field` (pair rows), not both",
+                    self.path.display()
+                ))
+            }
+            _ => Err(format!(
+                "input {}: a {} input needs `group-field` and `text-field` (sentence rows) or `context-field` and `sentence2-field` (pair rows)",
+                self.path.display(),
+                self.format
+            )),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a config file, resolves its relative paths against the file's directory and checks
+    /// what serde cannot.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let mut config = Self::parse(&text, path)?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        config.resolve_paths(&base);
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Parses TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map(|s| line_column(text, s.start)).unwrap_or((0, 0));
+            ConfigError::Parse { path: origin.to_path_buf(), line, column, message: e.message().trim().to_string() }
+        })
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let absolute = |p: &Path| -> PathBuf {
+            let joined = if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+            normalize(&std::path::absolute(&joined).unwrap_or(joined))
+        };
+        self.run.dir = absolute(&self.run.dir);
+        if let Some(m) = &self.tagger.model {
+            self.tagger.model = Some(absolute(m));
+        }
+        for input in &mut self.pairs.inputs {
+            input.path = absolute(&input.path);
+        }
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        let p = &self.pairs;
+        if p.folds < 2 {
+            return Err(invalid(format!("[pairs] folds = {}: cross-fitting needs at least 2", p.folds)));
+        }
+        if p.min_context_tokens > p.max_context_tokens {
+            return Err(invalid("[pairs] min-context-tokens is larger than max-context-tokens".into()));
+        }
+        if p.min_ending_tokens > p.max_ending_tokens || p.min_ending_tokens == 0 {
+            return Err(invalid("[pairs] needs 1 <= min-ending-tokens <= max-ending-tokens".into()));
+        }
+        for input in &p.inputs {
+            if matches!(input.format, InputFormat::Csv | InputFormat::Jsonl) {
+                input.record_layout().map_err(invalid)?;
+            }
+        }
+        parse_device(&self.run.device).map_err(|m| invalid(format!("[run] device: {m}")))?;
+        Ok(())
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a Config always serialises")
+    }
+}
+
+/// The device a config asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceRequest {
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+pub fn parse_device(s: &str) -> Result<DeviceRequest, String> {
+    match s {
+        "auto" => Ok(DeviceRequest::Auto),
+        "cpu" => Ok(DeviceRequest::Cpu),
+        "cuda" => Ok(DeviceRequest::Cuda(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(DeviceRequest::Cuda)
+            .ok_or_else(|| format!("`{s}` is not one of auto, cpu, cuda, cuda:N")),
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Removes `.` and `..` components without touching the file system.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(c);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_the_documented_defaults() {
+        let c = Config::parse("", Path::new("x.toml")).unwrap();
+        assert_eq!(c.pairs.folds, 5);
+        assert_eq!((c.pairs.min_context_tokens, c.pairs.max_context_tokens), (6, 100));
+        assert_eq!((c.pairs.min_ending_tokens, c.pairs.max_ending_tokens), (5, 25));
+        assert_eq!(c.run.device, "auto");
+    }
+
+    #[test]
+    fn unknown_key_names_key_file_and_line() {
+        let text = "[run]\nseed = 1\n\n[pairs]\nfolds = 3\nmin-context-token = 4\n";
+        let err = Config::parse(text, Path::new("configs/bad.toml")).unwrap_err().to_string();
+        assert!(err.starts_with("configs/bad.toml:6:"), "{err}");
+        assert!(err.contains("min-context-token"), "{err}");
+    }
+
+    #[test]
+    fn mistyped_value_names_its_line() {
+        let err = Config::parse("[run]\nseed = \"x\"\n", Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.starts_with("c.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_config_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("configs")).unwrap();
+        let file = dir.path().join("configs/c.toml");
+        std::fs::write(
+            &file,
+            "[run]\ndir = \"../runs/x\"\n[[pairs.inputs]]\npath = \"../data/a.json\"\nformat = \"activitynet\"\n",
+        )
+        .unwrap();
+        let c = Config::load(&file).unwrap();
+        let root = std::path::absolute(dir.path()).unwrap();
+        assert_eq!(c.run.dir, root.join("runs/x"));
+        assert_eq!(c.pairs.inputs[0].path, root.join("data/a.json"));
+    }
+
+    #[test]
+    fn resolved_config_round_trips_through_toml() {
+        let mut c = Config::default();
+        c.pairs.inputs.push(InputSpec {
+            path: "/a.csv".into(),
+            format: InputFormat::Csv,
+            group_field: Some("g".into()),
+            text_field: Some("t".into()),
+            context_field: None,
+            sentence2_field: None,
+            id_field: None,
+            delimiter: Some(';'),
+        });
+        let back = Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn csv_input_without_a_layout_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[[pairs.inputs]]\npath = \"a.csv\"\nformat = \"csv\"\ntext-field = \"t\"\n").unwrap();
+        let err = Config::load(&file).unwrap_err().to_string();
+        assert!(err.contains("needs `group-field`"), "{err}");
+    }
+
+    #[test]
+    fn devices_parse() {
+        assert_eq!(parse_device("cuda:1"), Ok(DeviceRequest::Cuda(1)));
+        assert!(parse_device("gpu").is_err());
+    }
+}

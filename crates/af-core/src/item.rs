@@ -1,0 +1,39 @@
+//! What `af pairs` produces and every later stage reads.
+
+use serde::{Deserialize, Serialize};
+
+/// A run of consecutive sentences from one group (an ActivityNet video, a text file, the rows of
+/// a CSV that share a group id). Pairs are made only between neighbours inside one document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    /// The group every item of this document belongs to: splits never separate a group.
+    pub group: String,
+    /// Explicit item id, for inputs that give whole pairs with their own id (one pair per document).
+    pub id: Option<String>,
+    pub sentences: Vec<String>,
+    /// Where the document came from, for error messages: "file.json: video v_x" or "file.csv:12".
+    pub origin: String,
+}
+
+/// One question before any endings are generated: context `s`, the noun phrase `n` that starts the
+/// second sentence, and the gold ending `v` (the rest of the second sentence).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Item {
+    pub id: String,
+    pub group: String,
+    pub fold: u32,
+    pub context: String,
+    pub noun_phrase: String,
+    pub ending: String,
+    pub context_tokens: u32,
+    pub noun_phrase_tokens: u32,
+    pub ending_tokens: u32,
+}
+
+impl Item {
+    /// The second sentence as it was found: noun phrase, a space, then the ending.
+    pub fn sentence2(&self) -> String {
+        format!("{} {}", self.noun_phrase, self.ending)
+    }
+}

@@ -1,0 +1,11 @@
+//! af-core owns what every stage agrees on: the item and document types that travel between
+//! stages, the configuration (TOML mapped onto serde structs with defaults and
+//! `deny_unknown_fields`), and the small helpers for writing files so that a crash never leaves a
+//! half-written artifact. It has no libtorch and no I/O format beyond TOML.
+
+pub mod atomic;
+pub mod config;
+pub mod item;
+
+pub use config::{Config, ConfigError};
+pub use item::{Document, Item};
