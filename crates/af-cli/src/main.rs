@@ -1,1 +1,123 @@
-fn main(){}
+//! The `af` command line. It parses arguments, sets up logging and threads, calls the library
+//! crates and prints for people: results on stdout, progress and errors (with their whole cause
+//! chain) on stderr. Nothing below this crate prints.
+
+mod commands;
+mod progress;
+mod stage;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "af",
+    version,
+    about = "Adversarial Filtering: build multiple-choice datasets whose wrong answers cannot be told from the right one by style",
+    long_about = "af builds SWAG-style multiple-choice datasets: it pairs consecutive sentences, \
+splits the second into a noun phrase and an ending, generates candidate endings with language \
+models, and filters them adversarially. Each stage reads and writes files in a run directory.\n\n\
+Start with `af doctor`, then `af run configs/default.toml`."
+)]
+struct Cli {
+    /// More log output (-v: debug, -vv: trace). AF_LOG=<filter> overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check libtorch: version, where it was loaded from, CUDA, devices and threads.
+    Doctor {
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Train, evaluate or try the part-of-speech tagger.
+    #[command(subcommand)]
+    Tagger(commands::tagger::TaggerCommand),
+    /// Make items from sentence pairs: the `pairs` stage alone.
+    Pairs(StageArgs),
+    /// Run every stage of a config in order, skipping those whose outputs are up to date.
+    Run {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// Rerun this stage even if its outputs are up to date (repeatable).
+        #[arg(long, value_name = "STAGE")]
+        force: Vec<stage::StageName>,
+    },
+    /// Benchmarks that print JSON with the machine, sizes and figures.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the resolved config (defaults filled in, paths made absolute) as TOML.
+    Show {
+        /// The config file (default: configs/default.toml).
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct StageArgs {
+    /// The run config (default: configs/default.toml in the current directory).
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Doctor { json } => commands::doctor::run(json),
+        Command::Config(ConfigCommand::Show { file }) => {
+            let config = commands::load_config(file.as_deref())?;
+            print!("{}", config.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tagger(c) => commands::tagger::run(c),
+        Command::Pairs(args) => {
+            let config = commands::load_config(args.config.as_deref())?;
+            stage::run_stages(&config, &[stage::StageName::Pairs], &[stage::StageName::Pairs])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { stage: args, force } => {
+            let config = commands::load_config(args.config.as_deref())?;
+            stage::run_stages(&config, stage::ALL_STAGES, &force)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(c) => commands::bench::run(c),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_env("AF_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}

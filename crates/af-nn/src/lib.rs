@@ -1,1 +1,7 @@
-pub fn probe() -> i64 { tch::Tensor::from_slice(&[1i64, 2]).sum(tch::Kind::Int64).int64_value(&[]) }
+//! af-nn owns everything that touches libtorch: loading it (and its CUDA backend), choosing the
+//! device, thread counts, and, as the pipeline grows, the language models and the committee.
+//! Other crates stay free of tensors so they build and test in seconds.
+
+pub mod runtime;
+
+pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::split::split_subject;
+use crate::split::split_sentence;
 use crate::tagger::Tagger;
 use crate::tokenize::tokenize;
 
@@ -89,9 +89,8 @@ fn make_pair(doc: &Document, k: usize, tagger: &Tagger, o: &PairOptions) -> Outc
     }
     let toks = tokenize(s2);
     let words = toks.to_vec();
-    let tags = tagger.tag(&words);
-    let split = match split_subject(&words, &tags) {
-        Ok(i) => i,
+    let split = match split_sentence(tagger, &words) {
+        Ok((i, _)) => i,
         Err(e) => return Outcome::Dropped(e.as_str()),
     };
     let n_end = (words.len() - split) as u32;
@@ -130,12 +129,21 @@ pub fn assign_folds<'a>(groups: impl IntoIterator<Item = &'a str>, folds: u32, s
     groups.into_iter().enumerate().map(|(i, g)| (g.to_string(), (i % folds as usize) as u32)).collect()
 }
 
-pub fn make_pairs(docs: &[Document], tagger: &Tagger, options: &PairOptions) -> Result<PairsOutput, PairsError> {
+/// Makes the items of `docs`, in document order; `on_document` is called once per document done
+/// (from worker threads), for progress bars.
+pub fn make_pairs(
+    docs: &[Document],
+    tagger: &Tagger,
+    options: &PairOptions,
+    on_document: &(dyn Fn() + Sync),
+) -> Result<PairsOutput, PairsError> {
     let per_doc: Vec<Vec<(Outcome, usize)>> = docs
         .par_iter()
         .enumerate()
         .map(|(d, doc)| {
-            (0..doc.sentences.len().saturating_sub(1)).map(|k| (make_pair(doc, k, tagger, options), d)).collect()
+            let pairs = (0..doc.sentences.len().saturating_sub(1)).map(|k| (make_pair(doc, k, tagger, options), d)).collect();
+            on_document();
+            pairs
         })
         .collect();
 

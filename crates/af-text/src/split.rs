@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::tagger::upos;
+use crate::tagger::{upos, Tagger};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SplitFailure {
@@ -20,6 +20,8 @@ pub enum SplitFailure {
     NoSubject,
     /// Starts with a subordinate clause that no comma closes: where the main clause begins is a guess.
     UnclosedSubordinateClause,
+    /// The only finite verb found sits in a dependent clause, and no earlier word reads as a verb.
+    VerbOnlyInDependentClause,
 }
 
 impl SplitFailure {
@@ -28,6 +30,7 @@ impl SplitFailure {
             SplitFailure::NoFiniteVerb => "split-no-finite-verb",
             SplitFailure::NoSubject => "split-no-subject",
             SplitFailure::UnclosedSubordinateClause => "split-unclosed-subordinate-clause",
+            SplitFailure::VerbOnlyInDependentClause => "split-verb-only-in-dependent-clause",
         }
     }
 }
@@ -46,10 +49,77 @@ fn is_nominal(tag: &str) -> bool {
     matches!(upos(tag), "NOUN" | "PROPN" | "PRON" | "NUM" | "DET" | "ADJ" | "SYM" | "X")
 }
 
-const RELATIVE_PRONOUNS: [&str; 5] = ["who", "which", "that", "whom", "whose"];
+/// How far below the tagger's choice a finite-verb reading may score and still be taken (in the
+/// tagger's score units; docs/text.md says how it was chosen).
+pub const MAX_FORCED_VERB_GAP: f32 = 32.0;
 
-/// The index of the first token of the ending, or why there is none.
+/// Tags `words` and splits them; returns the ending's first token and the tags used.
+///
+/// Captions are sentences, and a tagger trained on web text often reads their verbs as nouns
+/// ("the crowd cheers"). So when the rules find no finite verb, or find one only inside a
+/// dependent clause ("The boy laughs as he falls": `laughs` read as a noun leaves `falls`), the
+/// token before that clause whose finite-verb reading scored closest to the tagger's choice is
+/// taken as the verb, if within [`MAX_FORCED_VERB_GAP`]; otherwise the sentence is dropped.
+pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S]) -> Result<(usize, Vec<&'t str>), SplitFailure> {
+    let (ids, margins) = tagger.tag_with_margins(words);
+    let names = tagger.tags();
+    let mut tags: Vec<&str> = ids.iter().map(|&t| names[t].as_str()).collect();
+    let analysis = analyse(words, &tags);
+    let limit = match (&analysis.verb, analysis.clause_break) {
+        (Ok(_), None) => return analysis.verb.map(|s| (s, tags)),
+        (Ok(_), Some(b)) => b,
+        (Err(SplitFailure::NoFiniteVerb), _) => tags.len(),
+        (Err(e), _) => return Err(*e),
+    };
+    let Some(first_nominal) = analysis.first_nominal else { return Err(SplitFailure::NoFiniteVerb) };
+    // Only open-class verb readings (auxiliaries are a closed class the tagger knows by heart),
+    // and only right after something a verb can follow: not "A close | up of ...".
+    let verb_tags: Vec<usize> = (0..names.len()).filter(|&t| matches!(names[t].as_str(), "VERB_VBZ" | "VERB_VBP" | "VERB_VBD")).collect();
+    let can_precede_verb = |i: usize| {
+        (0..i).rev().find(|&j| upos(tags[j]) != "ADV").is_some_and(|p| matches!(upos(tags[p]), "NOUN" | "PROPN" | "PRON" | "NUM" | "PUNCT"))
+    };
+    let best = (first_nominal + 1..limit)
+        .filter(|&i| !is_finite(tags[i]) && can_precede_verb(i))
+        .filter_map(|i| margins[i].as_ref().map(|m| (i, m)))
+        .flat_map(|(i, m)| verb_tags.iter().map(move |&t| (i, t, m[t])))
+        .max_by(|a, b| a.2.total_cmp(&b.2));
+    match best {
+        Some((i, t, gap)) if gap >= -MAX_FORCED_VERB_GAP => {
+            tags[i] = names[t].as_str();
+            let again = analyse(words, &tags);
+            match again.clause_break {
+                None => again.verb.map(|s| (s, tags)),
+                Some(_) => Err(SplitFailure::VerbOnlyInDependentClause),
+            }
+        }
+        _ if analysis.verb.is_ok() => Err(SplitFailure::VerbOnlyInDependentClause),
+        _ => Err(SplitFailure::NoFiniteVerb),
+    }
+}
+
+/// The index of the first token of the ending, or why there is none, from tags alone.
 pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Result<usize, SplitFailure> {
+    let a = analyse(words, tags);
+    match a.clause_break {
+        None => a.verb,
+        Some(_) => a.verb.and(Err(SplitFailure::VerbOnlyInDependentClause)),
+    }
+}
+
+const RELATIVE_PRONOUNS: [&str; 5] = ["who", "which", "that", "whom", "whose"];
+/// Words that open a dependent clause after the subject ("watches as the band plays").
+const CLAUSE_OPENERS: [&str; 9] = ["as", "while", "when", "after", "before", "until", "because", "once", "since"];
+
+struct Analysis {
+    /// The ending's first token.
+    verb: Result<usize, SplitFailure>,
+    first_nominal: Option<usize>,
+    /// Set when the finite verb found sits in a dependent or coordinated clause that starts here,
+    /// so the main verb must come earlier (and was mis-tagged).
+    clause_break: Option<usize>,
+}
+
+fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Analysis {
     assert_eq!(words.len(), tags.len(), "one tag per word");
     let word = |i: usize| words[i].as_ref().to_lowercase();
     // Where the subject can start: after a leading subordinate or participial clause, if any.
@@ -58,40 +128,54 @@ pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Result<usize,
     if lead < tags.len() && (upos(tags[lead]) == "SCONJ" || tags[lead] == "VERB_VBG") {
         match (lead..tags.len()).find(|&i| words[i].as_ref() == ",") {
             Some(comma) => start = comma + 1,
-            None if upos(tags[lead]) == "SCONJ" => return Err(SplitFailure::UnclosedSubordinateClause),
+            None if upos(tags[lead]) == "SCONJ" => {
+                return Analysis { verb: Err(SplitFailure::UnclosedSubordinateClause), first_nominal: None, clause_break: None }
+            }
             None => {}
         }
     }
-    let mut subject_seen = false;
+    let mut first_nominal = None;
     let mut in_relative = false;
+    let mut clause_opener = None;
     for i in start..tags.len() {
         let tag = tags[i];
-        let previous = (start..i).rev().find(|&j| upos(tags[j]) != "ADV").map(|j| tags[j]);
+        let previous = (start..i).rev().find(|&j| upos(tags[j]) != "ADV");
         let finite = is_finite(tag)
             // A plural present tense the tagger read as a base form: "two kids run".
-            || (tag == "VERB_VB" && previous.is_some_and(|p| matches!(upos(p), "NOUN" | "PROPN" | "PRON")));
+            || (tag == "VERB_VB" && previous.is_some_and(|p| matches!(upos(tags[p]), "NOUN" | "PROPN" | "PRON")));
         if finite {
-            if !subject_seen {
-                return Err(SplitFailure::NoSubject);
+            if first_nominal.is_none() {
+                return Analysis { verb: Err(SplitFailure::NoSubject), first_nominal, clause_break: None };
             }
             if in_relative {
                 in_relative = false;
                 continue;
             }
+            // "sits at a piano and begins": a verb right after a coordinator coordinates with
+            // a verb before it.
+            let coordinated = previous.filter(|&p| upos(tags[p]) == "CCONJ" && p > first_nominal.unwrap_or(0));
             let mut split = i;
             while split > start + 1 && upos(tags[split - 1]) == "ADV" {
                 split -= 1;
             }
-            return Ok(split);
+            return Analysis { verb: Ok(split), first_nominal, clause_break: clause_opener.or(coordinated) };
         }
-        if subject_seen && upos(tag) == "PRON" && RELATIVE_PRONOUNS.contains(&word(i).as_str()) {
+        if first_nominal.is_some() && upos(tag) == "PRON" && RELATIVE_PRONOUNS.contains(&word(i).as_str()) {
             in_relative = true;
         }
-        if is_nominal(tag) {
-            subject_seen = true;
+        if first_nominal.is_some()
+            && clause_opener.is_none()
+            && matches!(upos(tag), "SCONJ" | "ADP")
+            && CLAUSE_OPENERS.contains(&word(i).as_str())
+            && tags.get(i + 1).is_some_and(|t| is_nominal(t))
+        {
+            clause_opener = Some(i);
+        }
+        if is_nominal(tag) && first_nominal.is_none() {
+            first_nominal = Some(i);
         }
     }
-    Err(SplitFailure::NoFiniteVerb)
+    Analysis { verb: Err(SplitFailure::NoFiniteVerb), first_nominal, clause_break: None }
 }
 
 #[cfg(test)]

@@ -90,11 +90,30 @@ fn key(template: u64, a: u64, b: u64) -> u64 {
 /// What the features need of one token, computed once per sentence.
 struct TokenView {
     word: u64,
+    /// The word with its case, for the lookup dictionary and case-sensitive features.
+    cased: u64,
     suffixes: [u64; 4],
     prefixes: [u64; 3],
     shape: u64,
     /// Bit set of the tags this word had in training (0 when unseen).
     ambiguity: u64,
+    /// What the whole sentence looks like (see [`views`]): headline case, fragment.
+    sentence: u64,
+}
+
+/// The views of a sentence's words. Headlines ("Court Upholds Ban") and short fragments
+/// (signatures, greetings) change what a capital letter means, so every token knows of them.
+fn views<S: AsRef<str>>(words: &[S], ambiguity: &KeyMap<u64>) -> Vec<TokenView> {
+    let mut views: Vec<TokenView> = words.iter().map(|w| view(w.as_ref(), ambiguity)).collect();
+    let alpha: Vec<&str> = words.iter().map(AsRef::as_ref).filter(|w| w.chars().next().is_some_and(char::is_alphabetic)).collect();
+    let capitalised = alpha.iter().filter(|w| w.chars().next().is_some_and(char::is_uppercase)).count();
+    let headline = alpha.len() >= 3 && capitalised * 10 >= alpha.len() * 6;
+    let fragment = words.len() <= 3;
+    let sentence = 4 | u64::from(headline) | u64::from(fragment) << 1;
+    for v in &mut views {
+        v.sentence = sentence;
+    }
+    views
 }
 
 const START: u64 = 0x5354_4152_54;
@@ -139,22 +158,30 @@ fn view(word: &str, ambiguity: &KeyMap<u64>) -> TokenView {
     let w = fnv(norm.as_bytes());
     TokenView {
         word: w,
+        cased: fnv(word.as_bytes()),
         suffixes: [affix(1, true), affix(2, true), affix(3, true), affix(4, true)],
         prefixes: [affix(1, false), affix(2, false), affix(3, false)],
         shape: fnv(shape(word).as_bytes()),
         ambiguity: ambiguity.get(&w).copied().unwrap_or(0),
+        sentence: 0,
     }
 }
 
-const N_FEATURES: usize = 30;
+/// Features of the first pass; the second adds [`N_LOOKAHEAD`] on the first pass's tags ahead.
+const N_BASE: usize = 38;
+const N_LOOKAHEAD: usize = 6;
+const N_FEATURES: usize = N_BASE + N_LOOKAHEAD;
 
 /// The feature keys of token `i`, given the tags already chosen for tokens before it.
-fn features(views: &[TokenView], i: usize, prev: u64, prev2: u64, out: &mut [u64; N_FEATURES]) {
+/// The feature keys of token `i`; with `ahead` (the first pass's tags, as tag id + 1), the
+/// lookahead features too. Returns how many of `out` are set.
+fn features(views: &[TokenView], i: usize, prev: u64, prev2: u64, ahead: Option<&[u64]>, out: &mut [u64; N_FEATURES]) -> usize {
     let at = |j: isize| -> Option<&TokenView> { usize::try_from(j).ok().and_then(|j| views.get(j)) };
     let i_ = i as isize;
     let w = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.word);
     let amb = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.ambiguity);
     let suf3 = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.suffixes[2]);
+    let shape = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.shape);
     let v = &views[i];
     let first = u64::from(i == 0);
     *out = [
@@ -188,7 +215,28 @@ fn features(views: &[TokenView], i: usize, prev: u64, prev2: u64, out: &mut [u64
         key(27, amb(1), v.word),
         key(28, prev, amb(1)),
         key(29, v.ambiguity, amb(1)),
+        key(30, v.cased, 0),
+        key(31, shape(-1), v.shape),
+        key(32, v.shape, shape(1)),
+        key(33, prev, v.shape),
+        key(34, v.cased, w(1)),
+        key(35, w(-1), v.cased),
+        key(36, v.shape, v.sentence),
+        key(37, v.word, v.sentence),
+        0, 0, 0, 0, 0, 0,
     ];
+    let Some(ahead) = ahead else { return N_BASE };
+    let tag_at = |j: usize| ahead.get(j).copied().unwrap_or(END);
+    let (next, next2) = (tag_at(i + 1), tag_at(i + 2));
+    out[N_BASE..].copy_from_slice(&[
+        key(40, next, 0),
+        key(41, next, next2),
+        key(42, prev, next),
+        key(43, v.word, next),
+        key(44, tag_at(i), 0),
+        key(45, tag_at(i), v.word),
+    ]);
+    N_FEATURES
 }
 
 /// Training-time weights: dense rows per feature, with the bookkeeping for averaging.
@@ -252,26 +300,161 @@ pub struct TrainOptions {
     /// by lookup.
     pub dict_min_count: u32,
     pub dict_purity: f64,
+    /// Folds for the jackknifed first-pass tags the second pass learns from (as it will see
+    /// first-pass mistakes when tagging new text, it must see them in training too).
+    pub jackknife_folds: usize,
+    /// Words seen fewer times get no ambiguity class.
+    pub ambiguity_min_count: u32,
+    /// 1: left to right only; 2: a second pass that sees the first pass's tags ahead.
+    pub passes: usize,
 }
 
 impl Default for TrainOptions {
     fn default() -> Self {
-        Self { epochs: 10, seed: 13, dict_min_count: 20, dict_purity: 0.99 }
+        Self { epochs: 10, seed: 13, dict_min_count: 20, dict_purity: 0.99, jackknife_folds: 5, ambiguity_min_count: 5, passes: 1 }
     }
 }
 
-/// A trained tagger, ready to tag.
-pub struct Tagger {
-    tags: Vec<String>,
-    dict: KeyMap<u8>,
-    ambiguity: KeyMap<u64>,
-    /// feature -> (first entry, entry count) in `entries`.
+/// The averaged weights of one pass, sparse: feature -> (first entry, entry count).
+struct Weights {
     index: KeyMap<(u32, u8)>,
     entries: Vec<(u8, f32)>,
 }
 
+/// A trained tagger, ready to tag. Two passes: the first tags left to right; the second tags
+/// again, seeing the first pass's tags of the words ahead.
+pub struct Tagger {
+    tags: Vec<String>,
+    dict: KeyMap<u8>,
+    ambiguity: KeyMap<u64>,
+    passes: Vec<Weights>,
+}
+
+/// Tag ids as the features see them (id + 1; 0 is never a tag).
+fn feature_tags(ids: &[usize]) -> Vec<u64> {
+    ids.iter().map(|&t| t as u64 + 1).collect()
+}
+
+/// Greedy left-to-right decoding. With `margins`, also records for every token the score of
+/// each tag minus the chosen tag's (None for dictionary words, which are not scored).
+fn decode(
+    views: &[TokenView],
+    dict: &KeyMap<u8>,
+    n_tags: usize,
+    ahead: Option<&[u64]>,
+    mut margins: Option<&mut Vec<Option<Vec<f32>>>>,
+    mut score: impl FnMut(&[u64], &mut [f32]),
+) -> Vec<usize> {
+    let mut out = Vec::with_capacity(views.len());
+    let mut scores = vec![0.0f32; n_tags];
+    let mut feats = [0u64; N_FEATURES];
+    let (mut prev, mut prev2) = (START, START);
+    for i in 0..views.len() {
+        let (t, margin) = match dict.get(&views[i].cased) {
+            Some(&t) => (t as usize, None),
+            None => {
+                let n = features(views, i, prev, prev2, ahead, &mut feats);
+                score(&feats[..n], &mut scores);
+                let t = argmax(&scores);
+                (t, margins.is_some().then(|| scores.iter().map(|s| s - scores[t]).collect()))
+            }
+        };
+        if let Some(m) = margins.as_deref_mut() {
+            m.push(margin);
+        }
+        out.push(t);
+        prev2 = prev;
+        prev = t as u64 + 1;
+    }
+    out
+}
+
+impl Weights {
+    fn score(&self, feats: &[u64], scores: &mut [f32]) {
+        scores.fill(0.0);
+        for f in feats {
+            if let Some(&(start, n)) = self.index.get(f) {
+                for &(c, w) in &self.entries[start as usize..start as usize + n as usize] {
+                    scores[c as usize] += w;
+                }
+            }
+        }
+    }
+}
+
+/// What one pass trains on: a sentence's token views, gold tag ids and, for the second pass,
+/// the first pass's tags.
+struct Example<'a> {
+    views: &'a [TokenView],
+    gold: &'a [usize],
+    ahead: Option<&'a [u64]>,
+}
+
+fn train_pass(
+    examples: &[Example],
+    dict: &KeyMap<u8>,
+    n_tags: usize,
+    options: &TrainOptions,
+    mut on_epoch: impl FnMut(usize, f64),
+) -> Weights {
+    let mut model = Averaged {
+        n_tags,
+        rows: KeyMap::default(),
+        weights: Vec::new(),
+        totals: Vec::new(),
+        stamps: Vec::new(),
+        clock: 0,
+    };
+    let mut order: Vec<usize> = (0..examples.len()).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut scores = vec![0.0f32; n_tags];
+    let mut feats = [0u64; N_FEATURES];
+    for epoch in 0..options.epochs {
+        let (mut right, mut seen) = (0usize, 0usize);
+        for &e in &order {
+            let ex = &examples[e];
+            let (mut prev, mut prev2) = (START, START);
+            for (i, &truth) in ex.gold.iter().enumerate() {
+                let guess = match dict.get(&ex.views[i].cased) {
+                    Some(&t) => t as usize,
+                    None => {
+                        let n = features(ex.views, i, prev, prev2, ex.ahead, &mut feats);
+                        model.clock += 1;
+                        model.scores(&feats[..n], &mut scores);
+                        let guess = argmax(&scores);
+                        if guess != truth {
+                            model.update(&feats[..n], truth, guess);
+                        }
+                        guess
+                    }
+                };
+                right += usize::from(guess == truth);
+                seen += 1;
+                prev2 = prev;
+                prev = guess as u64 + 1;
+            }
+        }
+        on_epoch(epoch + 1, right as f64 / seen.max(1) as f64);
+        order.shuffle(&mut rng);
+    }
+    let averaged = model.averaged();
+    let mut index = KeyMap::default();
+    let mut entries = Vec::new();
+    for (&f, &r) in &model.rows {
+        let row = &averaged[r as usize * n_tags..(r as usize + 1) * n_tags];
+        let start = entries.len() as u32;
+        entries.extend(row.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(c, w)| (c as u8, *w)));
+        let n = entries.len() as u32 - start;
+        if n > 0 {
+            index.insert(f, (start, n as u8));
+        }
+    }
+    Weights { index, entries }
+}
+
 impl Tagger {
-    /// Trains on `sentences`; `on_epoch(epoch, training_accuracy)` reports progress.
+    /// Trains on `sentences`; `on_epoch(pass_epochs_done, training_accuracy)` reports progress,
+    /// over `Tagger::training_epochs(options)` epochs in all.
     pub fn train(
         sentences: &[TaggedSentence],
         options: &TrainOptions,
@@ -286,85 +469,83 @@ impl Tagger {
         if tags.len() > 64 {
             return Err(TaggerError::TooManyTags(tags.len()));
         }
+        let n_tags = tags.len();
         let tag_id: HashMap<&str, usize> = tags.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
 
-        // Per-word tag counts give the lookup dictionary and the ambiguity classes.
+        // The dictionary is case-sensitive ("US" is not "us"); ambiguity classes are not.
         let mut counts: KeyMap<Vec<u32>> = KeyMap::default();
+        let mut cased_counts: KeyMap<Vec<u32>> = KeyMap::default();
         for s in sentences {
             for (w, t) in s.words.iter().zip(&s.tags) {
-                counts.entry(fnv(normalise(w).as_bytes())).or_insert_with(|| vec![0; tags.len()])[tag_id[t.as_str()]] += 1;
+                counts.entry(fnv(normalise(w).as_bytes())).or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
+                cased_counts.entry(fnv(w.as_bytes())).or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
             }
         }
         let mut dict = KeyMap::default();
-        let mut ambiguity = KeyMap::default();
-        for (w, c) in &counts {
+        for (w, c) in &cased_counts {
             let total: u32 = c.iter().sum();
             let (best, n) = c.iter().enumerate().max_by_key(|(_, n)| **n).expect("at least one tag");
             if total >= options.dict_min_count && f64::from(*n) / f64::from(total) >= options.dict_purity {
                 dict.insert(*w, best as u8);
             }
-            // Ambiguity class: tags that make up at least 5% of the word's uses.
+        }
+        let mut ambiguity = KeyMap::default();
+        for (w, c) in &counts {
+            let total: u32 = c.iter().sum();
+            // Ambiguity class: tags that make up at least 5% of the word's uses. Rare words get
+            // none: a class read off one or two uses is the gold tag itself in training, and
+            // the model would learn to trust a feature that new text never has.
+            if total < options.ambiguity_min_count {
+                continue;
+            }
             let mask = c.iter().enumerate().filter(|(_, n)| **n * 20 >= total).fold(0u64, |m, (i, _)| m | 1 << i);
             ambiguity.insert(*w, mask);
         }
 
-        let n_tags = tags.len();
-        let mut model = Averaged {
-            n_tags,
-            rows: KeyMap::default(),
-            weights: Vec::new(),
-            totals: Vec::new(),
-            stamps: Vec::new(),
-            clock: 0,
+        let views: Vec<Vec<TokenView>> = sentences.iter().map(|s| views(&s.words, &ambiguity)).collect();
+        let gold: Vec<Vec<usize>> = sentences.iter().map(|s| s.tags.iter().map(|t| tag_id[t.as_str()]).collect()).collect();
+        fn examples<'a>(
+            views: &'a [Vec<TokenView>],
+            gold: &'a [Vec<usize>],
+            ahead: Option<&'a [Vec<u64>]>,
+            keep: impl Fn(usize) -> bool,
+        ) -> Vec<Example<'a>> {
+            (0..views.len())
+                .filter(|&i| keep(i))
+                .map(|i| Example { views: &views[i], gold: &gold[i], ahead: ahead.map(|a| a[i].as_slice()) })
+                .collect()
+        }
+        let mut epochs_done = 0;
+        let mut report = |acc: f64| {
+            epochs_done += 1;
+            on_epoch(epochs_done, acc);
         };
-        let mut order: Vec<usize> = (0..sentences.len()).collect();
-        let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-        let mut scores = vec![0.0f32; n_tags];
-        let mut feats = [0u64; N_FEATURES];
-        for epoch in 0..options.epochs {
-            let (mut right, mut seen) = (0usize, 0usize);
-            for &si in &order {
-                let s = &sentences[si];
-                let views: Vec<TokenView> = s.words.iter().map(|w| view(w, &ambiguity)).collect();
-                let (mut prev, mut prev2) = (START, START);
-                for (i, gold) in s.tags.iter().enumerate() {
-                    let truth = tag_id[gold.as_str()];
-                    let guess = match dict.get(&views[i].word) {
-                        Some(&t) => t as usize,
-                        None => {
-                            features(&views, i, prev, prev2, &mut feats);
-                            model.clock += 1;
-                            model.scores(&feats, &mut scores);
-                            let guess = argmax(&scores);
-                            if guess != truth {
-                                model.update(&feats, truth, guess);
-                            }
-                            guess
-                        }
-                    };
-                    right += usize::from(guess == truth);
-                    seen += 1;
-                    prev2 = prev;
-                    prev = guess as u64 + 1;
-                }
-            }
-            on_epoch(epoch + 1, right as f64 / seen.max(1) as f64);
-            order.shuffle(&mut rng);
-        }
 
-        let averaged = model.averaged();
-        let mut index = KeyMap::default();
-        let mut entries = Vec::new();
-        for (&f, &r) in &model.rows {
-            let row = &averaged[r as usize * n_tags..(r as usize + 1) * n_tags];
-            let start = entries.len() as u32;
-            entries.extend(row.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(c, w)| (c as u8, *w)));
-            let n = entries.len() as u32 - start;
-            if n > 0 {
-                index.insert(f, (start, n as u8));
+        if options.passes < 2 {
+            let first = train_pass(&examples(&views, &gold, None, |_| true), &dict, n_tags, options, |_, a| report(a));
+            return Ok(Self { tags, dict, ambiguity, passes: vec![first] });
+        }
+        // First-pass tags of every training sentence from a model that did not see it.
+        let k = options.jackknife_folds.max(2);
+        let mut ahead: Vec<Vec<u64>> = vec![Vec::new(); sentences.len()];
+        for fold in 0..k {
+            let weights = train_pass(&examples(&views, &gold, None, |i| i % k != fold), &dict, n_tags, options, |_, a| report(a));
+            for i in (fold..sentences.len()).step_by(k) {
+                ahead[i] = feature_tags(&decode(&views[i], &dict, n_tags, None, None, |f, s| weights.score(f, s)));
             }
         }
-        Ok(Self { tags, dict, ambiguity, index, entries })
+        let first = train_pass(&examples(&views, &gold, None, |_| true), &dict, n_tags, options, |_, a| report(a));
+        let second = train_pass(&examples(&views, &gold, Some(&ahead), |_| true), &dict, n_tags, options, |_, a| report(a));
+        Ok(Self { tags, dict, ambiguity, passes: vec![first, second] })
+    }
+
+    /// How many epochs [`Tagger::train`] runs in all (jackknife, then both passes).
+    pub fn training_epochs(options: &TrainOptions) -> usize {
+        if options.passes < 2 {
+            options.epochs
+        } else {
+            options.epochs * (options.jackknife_folds.max(2) + 2)
+        }
     }
 
     pub fn tags(&self) -> &[String] {
@@ -378,37 +559,35 @@ impl Tagger {
 
     /// Tags one tokenized sentence, as indices into [`Tagger::tags`].
     pub fn tag_ids<S: AsRef<str>>(&self, words: &[S]) -> Vec<usize> {
-        let views: Vec<TokenView> = words.iter().map(|w| view(w.as_ref(), &self.ambiguity)).collect();
-        let mut out = Vec::with_capacity(words.len());
-        let mut scores = vec![0.0f32; self.tags.len()];
-        let mut feats = [0u64; N_FEATURES];
-        let (mut prev, mut prev2) = (START, START);
-        for i in 0..views.len() {
-            let t = match self.dict.get(&views[i].word) {
-                Some(&t) => t as usize,
-                None => {
-                    features(&views, i, prev, prev2, &mut feats);
-                    scores.fill(0.0);
-                    for f in &feats {
-                        if let Some(&(start, n)) = self.index.get(f) {
-                            for &(c, w) in &self.entries[start as usize..start as usize + n as usize] {
-                                scores[c as usize] += w;
-                            }
-                        }
-                    }
-                    argmax(&scores)
-                }
-            };
-            out.push(t);
-            prev2 = prev;
-            prev = t as u64 + 1;
-        }
-        out
+        self.decode_all(words, None)
     }
 
-    /// The model as bytes: header, tags, lookup dictionary, ambiguity classes, then the features
-    /// sorted by key, delta-encoded, each with its non-zero weights quantised to i16 against one
-    /// global scale. Weights that quantise to zero are dropped.
+    /// Tags a sentence and says, per token, how far each other tag scored below the chosen one
+    /// (0 for the chosen tag; None for words tagged by dictionary lookup). Lets a caller ask
+    /// for the best tagging under a constraint, as the subject/ending split does.
+    pub fn tag_with_margins<S: AsRef<str>>(&self, words: &[S]) -> (Vec<usize>, Vec<Option<Vec<f32>>>) {
+        let mut margins = Vec::with_capacity(words.len());
+        let tags = self.decode_all(words, Some(&mut margins));
+        (tags, margins)
+    }
+
+    fn decode_all<S: AsRef<str>>(&self, words: &[S], mut margins: Option<&mut Vec<Option<Vec<f32>>>>) -> Vec<usize> {
+        let views = views(words, &self.ambiguity);
+        let n = self.tags.len();
+        let mut ahead: Option<Vec<u64>> = None;
+        let mut tags = Vec::new();
+        for (p, pass) in self.passes.iter().enumerate() {
+            let last = p + 1 == self.passes.len();
+            let m = if last { margins.as_deref_mut() } else { None };
+            tags = decode(&views, &self.dict, n, ahead.as_deref(), m, |f, s| pass.score(f, s));
+            ahead = Some(feature_tags(&tags));
+        }
+        tags
+    }
+
+    /// The model as bytes: header, tags, lookup dictionary, ambiguity classes, then per pass the
+    /// features sorted by key, delta-encoded, each with its non-zero weights quantised to i16
+    /// against one global scale. Weights that quantise to zero are dropped.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
@@ -431,32 +610,35 @@ impl Tagger {
             out.extend_from_slice(&k.to_le_bytes());
             put_varint(&mut out, m);
         }
-        let max = self.entries.iter().map(|(_, w)| w.abs()).fold(0.0f32, f32::max).max(f32::MIN_POSITIVE);
-        let scale = max / f32::from(i16::MAX);
-        out.extend_from_slice(&scale.to_le_bytes());
-        let mut feats: Vec<(u64, Vec<(u8, i16)>)> = self
-            .index
-            .iter()
-            .map(|(k, &(start, n))| {
-                let ws = self.entries[start as usize..start as usize + n as usize]
-                    .iter()
-                    .map(|&(c, w)| (c, (w / scale).round() as i16))
-                    .filter(|(_, q)| *q != 0)
-                    .collect();
-                (*k, ws)
-            })
-            .filter(|(_, ws): &(u64, Vec<(u8, i16)>)| !ws.is_empty())
-            .collect();
-        feats.sort_unstable_by_key(|(k, _)| *k);
-        put_varint(&mut out, feats.len() as u64);
-        let mut last = 0u64;
-        for (k, ws) in feats {
-            put_varint(&mut out, k - last);
-            last = k;
-            out.push(ws.len() as u8);
-            for (c, q) in ws {
-                out.push(c);
-                out.extend_from_slice(&q.to_le_bytes());
+        put_varint(&mut out, self.passes.len() as u64);
+        for pass in &self.passes {
+            let max = pass.entries.iter().map(|(_, w)| w.abs()).fold(0.0f32, f32::max).max(f32::MIN_POSITIVE);
+            let scale = max / f32::from(i16::MAX);
+            out.extend_from_slice(&scale.to_le_bytes());
+            let mut feats: Vec<(u64, Vec<(u8, i16)>)> = pass
+                .index
+                .iter()
+                .map(|(k, &(start, n))| {
+                    let ws = pass.entries[start as usize..start as usize + n as usize]
+                        .iter()
+                        .map(|&(c, w)| (c, (w / scale).round() as i16))
+                        .filter(|(_, q)| *q != 0)
+                        .collect();
+                    (*k, ws)
+                })
+                .filter(|(_, ws): &(u64, Vec<(u8, i16)>)| !ws.is_empty())
+                .collect();
+            feats.sort_unstable_by_key(|(k, _)| *k);
+            put_varint(&mut out, feats.len() as u64);
+            let mut last = 0u64;
+            for (k, ws) in feats {
+                put_varint(&mut out, k - last);
+                last = k;
+                out.push(ws.len() as u8);
+                for (c, q) in ws {
+                    out.push(c);
+                    out.extend_from_slice(&q.to_le_bytes());
+                }
             }
         }
         out
@@ -465,7 +647,7 @@ impl Tagger {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TaggerError> {
         let mut r = Reader { bytes, pos: 0 };
         if r.take(MAGIC.len())? != MAGIC {
-            return Err(TaggerError::BadModel("wrong header (expected an af tagger model, version 1)".into()));
+            return Err(TaggerError::BadModel("wrong header (expected an af tagger model, version 2)".into()));
         }
         let n_tags = r.varint()? as usize;
         if n_tags == 0 || n_tags > 64 {
@@ -491,29 +673,37 @@ impl Tagger {
             let k = r.u64()?;
             ambiguity.insert(k, r.varint()?);
         }
-        let scale = f32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
-        let n_feats = r.varint()? as usize;
-        let mut index = KeyMap::with_capacity_and_hasher(n_feats, Default::default());
-        let mut entries = Vec::new();
-        let mut k = 0u64;
-        for _ in 0..n_feats {
-            k = k.wrapping_add(r.varint()?);
-            let n = r.take(1)?[0];
-            let start = entries.len() as u32;
-            for _ in 0..n {
-                let c = r.take(1)?[0];
-                if usize::from(c) >= n_tags {
-                    return Err(TaggerError::BadModel("weight for a tag out of range".into()));
+        let n_passes = r.varint()?;
+        if n_passes == 0 || n_passes > 2 {
+            return Err(TaggerError::BadModel(format!("{n_passes} passes")));
+        }
+        let mut passes = Vec::new();
+        for _ in 0..n_passes {
+            let scale = f32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
+            let n_feats = r.varint()? as usize;
+            let mut index = KeyMap::with_capacity_and_hasher(n_feats, Default::default());
+            let mut entries = Vec::new();
+            let mut k = 0u64;
+            for _ in 0..n_feats {
+                k = k.wrapping_add(r.varint()?);
+                let n = r.take(1)?[0];
+                let start = entries.len() as u32;
+                for _ in 0..n {
+                    let c = r.take(1)?[0];
+                    if usize::from(c) >= n_tags {
+                        return Err(TaggerError::BadModel("weight for a tag out of range".into()));
+                    }
+                    let q = i16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes"));
+                    entries.push((c, f32::from(q) * scale));
                 }
-                let q = i16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes"));
-                entries.push((c, f32::from(q) * scale));
+                index.insert(k, (start, n));
             }
-            index.insert(k, (start, n));
+            passes.push(Weights { index, entries });
         }
         if r.pos != bytes.len() {
             return Err(TaggerError::BadModel(format!("{} trailing bytes", bytes.len() - r.pos)));
         }
-        Ok(Self { tags, dict, ambiguity, index, entries })
+        Ok(Self { tags, dict, ambiguity, passes })
     }
 
     /// The model trained on UD English-EWT that ships inside `af` (see models/README.md).
@@ -522,7 +712,7 @@ impl Tagger {
     }
 }
 
-const MAGIC: &[u8] = b"AFTAGGER1\n";
+const MAGIC: &[u8] = b"AFTAGGER2\n";
 static BUILTIN_MODEL: &[u8] = include_bytes!("../../../models/pos-tagger-ewt.aftag");
 
 fn argmax(scores: &[f32]) -> usize {

@@ -1,0 +1,48 @@
+//! `af doctor`: is libtorch usable here, and can it see the GPU?
+
+use std::process::ExitCode;
+
+use af_nn::runtime::CudaBackend;
+
+pub fn run(json: bool) -> anyhow::Result<ExitCode> {
+    let info = af_nn::libtorch_info();
+    // A GPU machine is one with an NVIDIA driver; there, no CUDA is a failure, not a fact.
+    let gpu_machine = std::path::Path::new("/proc/driver/nvidia/version").exists();
+    let mut problems = Vec::new();
+    if info.lib_dir.is_none() {
+        problems.push("libtorch_cpu.so is not mapped into this process: is this a static build?".to_string());
+    }
+    if let CudaBackend::Failed { path, error } = &info.cuda_backend {
+        problems.push(format!(
+            "{} did not load: {error}. Its CUDA libraries (the nvidia-* wheels installed with torch) may be missing: rerun scripts/setup, or set LD_LIBRARY_PATH to the torch/lib of a working install",
+            path.display()
+        ));
+    }
+    if gpu_machine && !info.cuda_available {
+        problems.push("an NVIDIA driver is installed but libtorch sees no CUDA device: check that libtorch is a CUDA build (torch from PyPI is) and that the driver supports its CUDA version".to_string());
+    }
+    if json {
+        let mut value = serde_json::to_value(&info)?;
+        value["problems"] = serde_json::json!(problems);
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("af {}", env!("CARGO_PKG_VERSION"));
+        println!("libtorch version   {}", info.version.as_deref().unwrap_or("unknown"));
+        println!("loaded from        {}", info.lib_dir.as_ref().map_or("?".into(), |p| p.display().to_string()));
+        println!("built against      {}", info.build_lib_dir);
+        let backend = match &info.cuda_backend {
+            CudaBackend::Loaded { path } => format!("loaded ({})", path.display()),
+            CudaBackend::Absent => "absent (CPU-only libtorch)".to_string(),
+            CudaBackend::Failed { error, .. } => format!("failed: {error}"),
+        };
+        println!("CUDA backend       {backend}");
+        println!("CUDA available     {}", info.cuda_available);
+        println!("cuDNN available    {}", info.cudnn_available);
+        println!("devices            {}", info.devices.join(", "));
+        println!("torch threads      {} intra-op, {} inter-op ({} cores)", info.torch_threads, info.torch_interop_threads, info.cpu_cores);
+        for p in &problems {
+            eprintln!("problem: {p}");
+        }
+    }
+    Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
