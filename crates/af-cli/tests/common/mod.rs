@@ -1,0 +1,46 @@
+//! Helpers for the CLI tests: run `af`, find the repository and the shared data.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn af(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_af"))
+        .args(args)
+        .current_dir(cwd)
+        .env("AF_LOG", "warn")
+        .output()
+        .expect("af runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// `../shared/data` (or $AF_SHARED_DATA), or None after saying SKIPPED where the test runner does
+/// not hide it (a direct write to stderr is not captured).
+pub fn shared_data(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("AF_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared/data"));
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {} is absent (real data is not part of the repository)", dir.display());
+    None
+}
+
+/// A config in a fresh directory whose run dir is inside it; `inputs` is TOML for [[pairs.inputs]].
+pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {
+    let p = dir.join("config.toml");
+    std::fs::write(&p, format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}")).unwrap();
+    p
+}
