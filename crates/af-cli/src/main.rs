@@ -43,7 +43,7 @@ enum Command {
     /// Train, evaluate or try the part-of-speech tagger.
     #[command(subcommand)]
     Tagger(commands::tagger::TaggerCommand),
-    /// Make items from sentence pairs: the `pairs` stage alone.
+    /// Make items from sentence pairs: the `pairs` stage alone (always runs; `af run` skips it when up to date).
     Pairs(StageArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
