@@ -31,6 +31,8 @@ pub struct Config {
     pub run: RunConfig,
     pub tagger: TaggerConfig,
     pub pairs: PairsConfig,
+    pub lm: LmConfig,
+    pub generate: GenerateConfig,
 }
 
 /// Where artifacts go and what every stage shares.
@@ -83,6 +85,79 @@ impl Default for PairsConfig {
             min_ending_tokens: 5,
             max_ending_tokens: 25,
         }
+    }
+}
+
+/// `af lm train`: a forward and a backward LSTM language model sharing one tied embedding, one
+/// pair per fold (the pair for fold k never sees fold k).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LmConfig {
+    /// Words seen fewer times in the items become `<unk>`.
+    pub min_count: u64,
+    /// Embedding size (tied with the output layer).
+    pub embedding: i64,
+    /// LSTM hidden size; projected to `embedding` before the output layer when different.
+    pub hidden: i64,
+    pub layers: i64,
+    /// Dropout on embeddings and LSTM outputs.
+    pub dropout: f64,
+    pub learning_rate: f64,
+    pub clip_norm: f64,
+    /// Sequences per training batch.
+    pub batch_size: usize,
+    pub max_epochs: usize,
+    /// Stop when held-out perplexity has not improved for this many epochs.
+    pub patience: usize,
+    /// Share of each LM's training items held out for early stopping (by group).
+    pub validation_share: f64,
+    /// Optional plain-text pretraining (e.g. novels standing in for BookCorpus): one LM pair is
+    /// trained on it, then copied into every fold's LM before fine-tuning on the items.
+    pub pretrain: Vec<InputSpec>,
+    pub pretrain_epochs: usize,
+}
+
+impl Default for LmConfig {
+    fn default() -> Self {
+        Self {
+            min_count: 2,
+            embedding: 512,
+            hidden: 512,
+            layers: 1,
+            dropout: 0.2,
+            learning_rate: 1e-3,
+            clip_norm: 1.0,
+            batch_size: 64,
+            max_epochs: 20,
+            patience: 2,
+            validation_share: 0.05,
+            pretrain: Vec::new(),
+            pretrain_epochs: 1,
+        }
+    }
+}
+
+/// `af generate`: candidate endings per item, sampled from the LM that never saw its fold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GenerateConfig {
+    /// Unique endings wanted per item (SWAG: 1023, so that with the gold there are 1024).
+    pub endings: usize,
+    /// An ending stops at `.`, `!` or `?`, or after this many tokens.
+    pub max_tokens: usize,
+    pub temperature: f64,
+    /// Sampling rounds per item before it keeps what it has.
+    pub max_rounds: usize,
+    /// Items processed together and written as one part of the pool: the unit of resuming and
+    /// of sharding, and the bound on memory (this many items' candidates are held at once).
+    pub block_items: usize,
+    /// Sequences sampled in one batch on the device.
+    pub batch_sequences: usize,
+}
+
+impl Default for GenerateConfig {
+    fn default() -> Self {
+        Self { endings: 1023, max_tokens: 25, temperature: 1.0, max_rounds: 6, block_items: 64, batch_sequences: 16384 }
     }
 }
 
@@ -202,7 +277,7 @@ impl Config {
         if let Some(m) = &self.tagger.model {
             self.tagger.model = Some(absolute(m));
         }
-        for input in &mut self.pairs.inputs {
+        for input in self.pairs.inputs.iter_mut().chain(self.lm.pretrain.iter_mut()) {
             input.path = absolute(&input.path);
         }
     }
@@ -223,6 +298,20 @@ impl Config {
             if matches!(input.format, InputFormat::Csv | InputFormat::Jsonl) {
                 input.record_layout().map_err(invalid)?;
             }
+        }
+        let lm = &self.lm;
+        if lm.embedding < 1 || lm.hidden < 1 || lm.layers < 1 || lm.batch_size == 0 || lm.max_epochs == 0 {
+            return Err(invalid("[lm] embedding, hidden, layers, batch-size and max-epochs must be positive".into()));
+        }
+        if !(0.0..1.0).contains(&lm.dropout) || !(0.0..0.5).contains(&lm.validation_share) {
+            return Err(invalid("[lm] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into()));
+        }
+        let g = &self.generate;
+        if g.endings == 0 || g.max_tokens == 0 || g.block_items == 0 || g.batch_sequences == 0 || g.max_rounds == 0 {
+            return Err(invalid("[generate] endings, max-tokens, max-rounds, block-items and batch-sequences must be positive".into()));
+        }
+        if g.temperature <= 0.0 {
+            return Err(invalid("[generate] temperature must be positive".into()));
         }
         parse_device(&self.run.device).map_err(|m| invalid(format!("[run] device: {m}")))?;
         Ok(())

@@ -17,6 +17,10 @@ use thiserror::Error;
 pub enum NnError {
     #[error("CUDA was requested ({requested}) but is not available: {why}")]
     CudaUnavailable { requested: String, why: String },
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: PathBuf, message: String },
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
 }
 
 /// What happened to `libtorch_cuda.so`.
