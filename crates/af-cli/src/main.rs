@@ -45,6 +45,24 @@ enum Command {
     Tagger(commands::tagger::TaggerCommand),
     /// Make items from sentence pairs: the `pairs` stage alone (always runs; `af run` skips it when up to date).
     Pairs(StageArgs),
+    /// Train the generator's language models: the `lm` stage alone.
+    #[command(subcommand)]
+    Lm(LmCommand),
+    /// Sample candidate endings with their LM features into the pool: the `generate` stage alone.
+    ///
+    /// Resumes where a killed run stopped. `--shard I/N` does every N-th block of items, for
+    /// running on many processes or machines; afterwards one plain `af generate` checks the pool
+    /// and writes its report (docs/scale-out.md).
+    Generate {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// Do only shard I of N (0-based), e.g. `--shard 3/8`.
+        #[arg(long, value_parser = parse_shard, value_name = "I/N")]
+        shard: Option<(usize, usize)>,
+        /// Discard finished blocks and start over.
+        #[arg(long)]
+        force: bool,
+    },
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -56,6 +74,27 @@ enum Command {
     /// Benchmarks that print JSON with the machine, sizes and figures.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum LmCommand {
+    /// Train one forward/backward LM pair per fold, each without its fold; resumes after a kill.
+    Train {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// Discard checkpoints and start over.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s.split_once('/').ok_or("expected I/N, e.g. 0/4")?;
+    let (i, n): (usize, usize) = (i.parse().map_err(|_| "I is not a number")?, n.parse().map_err(|_| "N is not a number")?);
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 <= I < N"));
+    }
+    Ok((i, n))
 }
 
 #[derive(Subcommand)]
@@ -99,7 +138,20 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Tagger(c) => commands::tagger::run(c),
         Command::Pairs(args) => {
             let config = commands::load_config(args.config.as_deref())?;
-            stage::run_stages(&config, &[stage::StageName::Pairs], &[stage::StageName::Pairs])?;
+            stage::init_threads(&config);
+            stage::run_stage(&config, stage::StageName::Pairs, true, None)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Lm(LmCommand::Train { stage: args, force }) => {
+            let config = commands::load_config(args.config.as_deref())?;
+            stage::init_threads(&config);
+            stage::run_stage(&config, stage::StageName::Lm, force, None)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Generate { stage: args, shard, force } => {
+            let config = commands::load_config(args.config.as_deref())?;
+            stage::init_threads(&config);
+            stage::run_stage(&config, stage::StageName::Generate, force, shard)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { stage: args, force } => {

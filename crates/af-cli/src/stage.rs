@@ -1,7 +1,15 @@
-//! Stages of a run: each writes into `<run dir>/<stage>/`, its artifacts first (atomically), then
-//! `config.toml` (the resolved config it ran with) and last `stage.json`, the record that it
-//! finished and with what inputs. A stage whose `stage.json` matches the current fingerprint is
-//! skipped; a crash leaves no `stage.json`, so the stage runs again.
+//! Stages of a run: each writes into `<run dir>/<stage>/`.
+//!
+//! - `started.json`: the stage's fingerprint, written when it starts. A stage that finds a
+//!   `started.json` with the same fingerprint resumes (keeps checkpoints and finished parts); one
+//!   with another fingerprint, or `--force`, starts from an empty directory.
+//! - its artifacts, each written atomically;
+//! - `config.toml`: the resolved config it ran with;
+//! - `stage.json`, written last: it finished, with what fingerprint and in how long. A stage whose
+//!   `stage.json` matches the current fingerprint is skipped.
+//!
+//! A fingerprint holds the stage's config sections, the seed, its input files' size and mtime, and
+//! the fingerprint of the stage it reads from, so a change upstream reruns everything after it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -16,15 +24,27 @@ use serde_json::json;
 #[serde(rename_all = "kebab-case")]
 pub enum StageName {
     Pairs,
+    Lm,
+    Generate,
 }
 
-/// The stages `af run` runs, in order. Later issues add lm-train, generate, filter, export, report.
-pub const ALL_STAGES: &[StageName] = &[StageName::Pairs];
+/// The stages `af run` runs, in order.
+pub const ALL_STAGES: &[StageName] = &[StageName::Pairs, StageName::Lm, StageName::Generate];
 
 impl StageName {
     pub fn dir_name(self) -> &'static str {
         match self {
             StageName::Pairs => "pairs",
+            StageName::Lm => "lm",
+            StageName::Generate => "generate",
+        }
+    }
+
+    fn upstream(self) -> Option<StageName> {
+        match self {
+            StageName::Pairs => None,
+            StageName::Lm => Some(StageName::Pairs),
+            StageName::Generate => Some(StageName::Lm),
         }
     }
 }
@@ -37,38 +57,89 @@ struct StageRecord {
     af_version: String,
 }
 
-pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) -> anyhow::Result<()> {
+/// What a stage's body may want from the runner.
+pub struct StageContext<'a> {
+    pub config: &'a Config,
+    pub dir: PathBuf,
+    /// `--shard I/N` for `af generate`.
+    pub shard: Option<(usize, usize)>,
+}
+
+impl StageContext<'_> {
+    pub fn stage_dir(&self, stage: StageName) -> PathBuf {
+        self.config.run.dir.join(stage.dir_name())
+    }
+}
+
+pub fn init_threads(config: &Config) {
     rayon::ThreadPoolBuilder::new().num_threads(config.run.threads).build_global().ok();
     af_nn::runtime::set_threads(config.run.threads);
+}
+
+pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) -> anyhow::Result<()> {
+    init_threads(config);
     for &stage in stages {
-        let dir = config.run.dir.join(stage.dir_name());
-        let fingerprint = fingerprint(config, stage)?;
-        let record_path = dir.join("stage.json");
-        if !force.contains(&stage) && is_up_to_date(&record_path, &fingerprint) {
-            tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
-            continue;
-        }
-        // Whatever happens next, the old record no longer describes what is on disk.
-        match std::fs::remove_file(&record_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("cannot remove {}", record_path.display()))
-            }
-            _ => {}
-        }
-        let start = Instant::now();
-        match stage {
-            StageName::Pairs => crate::commands::pairs::run(config, &dir)?,
-        }
-        af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
-        let record = StageRecord {
-            stage,
-            fingerprint,
-            seconds: start.elapsed().as_secs_f64(),
-            af_version: env!("CARGO_PKG_VERSION").to_string(),
-        };
-        af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
-        tracing::info!("{}: done in {:.1} s, outputs in {}", stage.dir_name(), record.seconds, dir.display());
+        run_stage(config, stage, force.contains(&stage), None)?;
     }
+    Ok(())
+}
+
+/// Runs one stage (skipping it when up to date and not forced). With a shard, the stage's work
+/// is split and `stage.json` is written only by a run that finds every part done.
+pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(usize, usize)>) -> anyhow::Result<()> {
+    let dir = config.run.dir.join(stage.dir_name());
+    let fingerprint = fingerprint(config, stage)?;
+    let record_path = dir.join("stage.json");
+    if !force && is_up_to_date(&record_path, &fingerprint) {
+        tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
+        return Ok(());
+    }
+    prepare_dir(&dir, &fingerprint, force, shard.is_some())?;
+    let start = Instant::now();
+    let ctx = StageContext { config, dir: dir.clone(), shard };
+    let complete = match stage {
+        StageName::Pairs => crate::commands::pairs::run(&ctx).map(|_| true)?,
+        StageName::Lm => crate::commands::lm::run(&ctx).map(|_| true)?,
+        StageName::Generate => crate::commands::generate::run(&ctx)?,
+    };
+    if !complete {
+        return Ok(());
+    }
+    af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
+    let record = StageRecord {
+        stage,
+        fingerprint,
+        seconds: start.elapsed().as_secs_f64(),
+        af_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
+    tracing::info!("{}: done in {:.1} s, outputs in {}", stage.dir_name(), record.seconds, dir.display());
+    Ok(())
+}
+
+/// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
+fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
+    let started = dir.join("started.json");
+    let same = std::fs::read_to_string(&started)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| &v == fingerprint);
+    if dir.exists() && (force || !same) {
+        if shared && !force && started.exists() {
+            anyhow::bail!(
+                "{} holds work started with another config; shards must share one config (or pass --force to discard it)",
+                dir.display()
+            );
+        }
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Whatever happens next, an old record no longer describes what is on disk.
+    match std::fs::remove_file(dir.join("stage.json")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).context("cannot remove stage.json"),
+        _ => {}
+    }
+    af_core::atomic::write(&started, serde_json::to_string_pretty(fingerprint)?.as_bytes())?;
     Ok(())
 }
 
@@ -77,8 +148,9 @@ fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
     serde_json::from_str::<StageRecord>(&text).is_ok_and(|r| &r.fingerprint == fingerprint)
 }
 
-/// What a stage's outputs depend on: its config sections and its input files (size, mtime).
+/// What a stage's outputs depend on.
 fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
+    let upstream = stage.upstream().map(|s| fingerprint(config, s)).transpose()?;
     Ok(match stage {
         StageName::Pairs => {
             let mut inputs = Vec::new();
@@ -93,6 +165,14 @@ fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::
                 "inputs": inputs,
             })
         }
+        StageName::Lm => {
+            let mut pretrain = Vec::new();
+            for input in &config.lm.pretrain {
+                pretrain.push(file_stamp(&input.path)?);
+            }
+            json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain, "upstream": upstream})
+        }
+        StageName::Generate => json!({"seed": config.run.seed, "generate": config.generate, "upstream": upstream}),
     })
 }
 

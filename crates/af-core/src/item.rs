@@ -37,3 +37,38 @@ impl Item {
         format!("{} {}", self.noun_phrase, self.ending)
     }
 }
+
+/// The LM features of an ending (DESIGN §1.2), in the order every file and model uses.
+/// Log-perplexities are mean negative log-likelihoods per token (natural log); lengths in tokens.
+pub const LM_FEATURES: [&str; 8] = [
+    "fwd_logppl_v_given_sn",
+    "bwd_logppl_v",
+    "bwd_logppl_sn_given_v",
+    "fwd_logppl_s",
+    "fwd_logprob_last_token",
+    "len_v",
+    "len_n",
+    "len_s",
+];
+
+/// One row of the candidate pool: an ending of an item, the gold one (candidate 0) or generated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// Position of the item in `items.jsonl`.
+    pub item_index: u32,
+    pub item_id: String,
+    pub fold: u32,
+    /// 0 for the gold ending, 1.. for generated ones in the order they were drawn.
+    pub candidate: u32,
+    pub ending: String,
+    pub tokens: u32,
+    /// Generated and cut at the token limit rather than ended by punctuation.
+    pub truncated: bool,
+    pub features: [f32; 8],
+}
+
+impl Candidate {
+    pub fn is_gold(&self) -> bool {
+        self.candidate == 0
+    }
+}

@@ -8,4 +8,4 @@ pub mod config;
 pub mod item;
 
 pub use config::{Config, ConfigError};
-pub use item::{Document, Item};
+pub use item::{Candidate, Document, Item, LM_FEATURES};

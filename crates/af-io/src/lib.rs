@@ -7,6 +7,7 @@ pub mod conllu;
 pub mod documents;
 pub mod error;
 pub mod items;
+pub mod pool;
 
 pub use error::ReadError;
 

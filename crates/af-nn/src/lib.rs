@@ -5,5 +5,6 @@
 pub mod lm;
 pub mod lm_train;
 pub mod runtime;
+pub mod sample;
 
 pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};

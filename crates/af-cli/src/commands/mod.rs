@@ -1,6 +1,8 @@
 pub mod bench;
 pub mod pairs;
 pub mod doctor;
+pub mod generate;
+pub mod lm;
 pub mod tagger;
 
 use std::path::{Path, PathBuf};

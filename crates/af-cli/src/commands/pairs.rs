@@ -1,12 +1,10 @@
 //! The `pairs` stage: inputs -> items.jsonl, vocab.tsv, report.json.
 
-use std::path::Path;
-
-use af_core::Config;
 use af_text::pairs::{make_pairs, PairOptions};
 use anyhow::Context;
 
-pub fn run(config: &Config, dir: &Path) -> anyhow::Result<()> {
+pub fn run(ctx: &crate::stage::StageContext) -> anyhow::Result<()> {
+    let (config, dir) = (ctx.config, ctx.dir.as_path());
     if config.pairs.inputs.is_empty() {
         anyhow::bail!("[pairs] has no inputs: add at least one [[pairs.inputs]] with `path` and `format`");
     }

@@ -1,0 +1,163 @@
+//! The candidate pool: a directory of Parquet files, one per block of items
+//! (`part-000000.parquet`, ...), each written whole and renamed into place. pandas
+//! (`pd.read_parquet(dir)`), polars (`pl.read_parquet(dir + "/*.parquet")`) and DuckDB
+//! (`SELECT * FROM 'dir/*.parquet'`) read the directory as one table.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use af_core::{Candidate, LM_FEATURES};
+use arrow_array::{Array, ArrayRef, BooleanArray, Float32Array, RecordBatch, StringArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+use crate::ReadError;
+
+pub fn schema() -> Schema {
+    let mut fields = vec![
+        Field::new("item_index", DataType::UInt32, false),
+        Field::new("item_id", DataType::Utf8, false),
+        Field::new("fold", DataType::UInt32, false),
+        Field::new("candidate", DataType::UInt32, false),
+        Field::new("is_gold", DataType::Boolean, false),
+        Field::new("ending", DataType::Utf8, false),
+        Field::new("tokens", DataType::UInt32, false),
+        Field::new("truncated", DataType::Boolean, false),
+    ];
+    fields.extend(LM_FEATURES.iter().map(|n| Field::new(*n, DataType::Float32, false)));
+    Schema::new(fields)
+}
+
+pub fn part_path(dir: &Path, block: usize) -> PathBuf {
+    dir.join(format!("part-{block:06}.parquet"))
+}
+
+/// Writes one block's candidates as a Parquet file, atomically.
+pub fn write_part(path: &Path, rows: &[Candidate]) -> std::io::Result<()> {
+    let schema = Arc::new(schema());
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.item_index))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.item_id.as_str()))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.fold))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.candidate))),
+        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.is_gold())))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.ending.as_str()))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tokens))),
+        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.truncated)))),
+    ];
+    for f in 0..LM_FEATURES.len() {
+        columns.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.features[f]))));
+    }
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("parquet.tmp");
+    let file = File::create(&tmp)?;
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?;
+    writer.write(&batch).map_err(std::io::Error::other)?;
+    writer.close().map_err(std::io::Error::other)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads one part back.
+pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
+    let bad = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| bad(format!("not a Parquet file: {e}")))?
+        .build()
+        .map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(e.to_string()))?;
+        let col = |name: &str| {
+            batch.column_by_name(name).cloned().ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")))
+        };
+        fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str, path: &Path) -> Result<&'a T, ReadError> {
+            a.as_any().downcast_ref::<T>().ok_or_else(|| ReadError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("column `{name}` has type {}", a.data_type()),
+            })
+        }
+        let (ii, id, fold, cand, ending, tokens, trunc) = (
+            col("item_index")?,
+            col("item_id")?,
+            col("fold")?,
+            col("candidate")?,
+            col("ending")?,
+            col("tokens")?,
+            col("truncated")?,
+        );
+        let ii = typed::<UInt32Array>(&ii, "item_index", path)?;
+        let id = typed::<StringArray>(&id, "item_id", path)?;
+        let fold = typed::<UInt32Array>(&fold, "fold", path)?;
+        let cand = typed::<UInt32Array>(&cand, "candidate", path)?;
+        let ending = typed::<StringArray>(&ending, "ending", path)?;
+        let tokens = typed::<UInt32Array>(&tokens, "tokens", path)?;
+        let trunc = typed::<BooleanArray>(&trunc, "truncated", path)?;
+        let feats: Vec<ArrayRef> = LM_FEATURES.iter().map(|n| col(n)).collect::<Result<_, _>>()?;
+        let feats: Vec<&Float32Array> =
+            feats.iter().zip(LM_FEATURES).map(|(a, n)| typed::<Float32Array>(a, n, path)).collect::<Result<_, _>>()?;
+        for r in 0..batch.num_rows() {
+            let mut features = [0f32; 8];
+            for (f, a) in features.iter_mut().zip(&feats) {
+                *f = a.value(r);
+            }
+            out.push(Candidate {
+                item_index: ii.value(r),
+                item_id: id.value(r).to_string(),
+                fold: fold.value(r),
+                candidate: cand.value(r),
+                ending: ending.value(r).to_string(),
+                tokens: tokens.value(r),
+                truncated: trunc.value(r),
+                features,
+            });
+        }
+        debug_assert!(ii.len() == batch.num_rows());
+    }
+    Ok(out)
+}
+
+/// The part files of a pool directory, in block order.
+pub fn parts(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| ReadError::Io { path: dir.to_path_buf(), source })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet")))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let rows: Vec<Candidate> = (0..5)
+            .map(|i| Candidate {
+                item_index: 7,
+                item_id: "v-1".into(),
+                fold: 2,
+                candidate: i,
+                ending: format!("does thing {i}."),
+                tokens: 4,
+                truncated: i == 3,
+                features: [i as f32, 1.5, 2.5, 3.5, -0.25, 4.0, 1.0, 9.0],
+            })
+            .collect();
+        let p = part_path(d.path(), 3);
+        write_part(&p, &rows).unwrap();
+        assert_eq!(read_part(&p).unwrap(), rows);
+        assert_eq!(parts(d.path()).unwrap(), vec![p]);
+        let junk = d.path().join("part-000009.parquet");
+        std::fs::write(&junk, b"junk").unwrap();
+        assert!(read_part(&junk).unwrap_err().to_string().contains("not a Parquet file"));
+    }
+}

@@ -1,0 +1,232 @@
+//! Batched ancestral sampling of endings, and the LM features of any ending (DESIGN §1.2).
+//!
+//! Sampling draws each token by inverse CDF from one uniform number per sequence and step,
+//! which the caller supplies from per-item seeds: the randomness of an item does not depend on
+//! which other items share its batch, and the whole loop stays on the device (one copy of the
+//! sampled tokens to the host per batch, none per token).
+
+use tch::{Device, Kind, Tensor};
+
+use crate::lm::{pad_batch, BiLm, BOS, EOS, PAD, UNK};
+
+/// One context to sample for: `prefix` is `<bos>` + context + noun phrase; `uniforms` holds
+/// `count * max_tokens` numbers in [0, 1).
+pub struct SampleJob<'a> {
+    pub prefix: &'a [i64],
+    pub count: usize,
+    pub uniforms: &'a [f32],
+}
+
+#[derive(Clone, Debug)]
+pub struct SampleSettings {
+    pub max_tokens: usize,
+    pub temperature: f64,
+    /// Token ids that end an ending (and are kept in it): `.`, `!`, `?`.
+    pub stop: Vec<i64>,
+    pub device: Device,
+}
+
+/// Samples `count` endings for every job. An ending ends with its first stop token (kept) or at
+/// `max_tokens`; `<pad>`, `<unk>` and `<bos>` are never drawn, nor `<eos>` or a stop token as the
+/// first token (an empty ending). Returns per job its endings, in draw order.
+pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<i64>>> {
+    let _guard = tch::no_grad_guard();
+    let total: usize = jobs.iter().map(|j| j.count).sum();
+    if total == 0 {
+        return jobs.iter().map(|_| Vec::new()).collect();
+    }
+    let dev = s.device;
+    let prefixes: Vec<&[i64]> = jobs.iter().map(|j| j.prefix).collect();
+    let lengths = Tensor::from_slice(&jobs.iter().map(|j| j.prefix.len() as i64).collect::<Vec<_>>());
+    let (state, top) = lm.encode_prefixes(&lm.forward, &pad_batch(&prefixes, dev), &lengths);
+    let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, job)| std::iter::repeat_n(j as i64, job.count)).collect();
+    let rows = Tensor::from_slice(&rows).to_device(dev);
+    let tch::nn::LSTMState((h, c)) = &state;
+    let mut state = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
+    let mut top = top.index_select(0, &rows);
+
+    let t_max = s.max_tokens;
+    let mut uniforms = Vec::with_capacity(total * t_max);
+    for j in jobs {
+        assert_eq!(j.uniforms.len(), j.count * t_max, "one uniform per sequence and step");
+        uniforms.extend_from_slice(j.uniforms);
+    }
+    let uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
+    let vocab = lm.shape.vocab;
+    let mut never = vec![PAD, UNK, BOS];
+    never.retain(|&t| t < vocab);
+    let never = Tensor::from_slice(&never).to_device(dev);
+    let mut not_first: Vec<i64> = s.stop.iter().copied().chain([EOS]).filter(|&t| t < vocab).collect();
+    not_first.sort_unstable();
+    let not_first = Tensor::from_slice(&not_first).to_device(dev);
+
+    let mut drawn = Vec::with_capacity(t_max);
+    for t in 0..t_max {
+        let mut logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float) / s.temperature;
+        let _ = logits.index_fill_(1, &never, f64::NEG_INFINITY);
+        if t == 0 {
+            let _ = logits.index_fill_(1, &not_first, f64::NEG_INFINITY);
+        }
+        let cdf = logits.softmax(-1, Kind::Float).cumsum(1, Kind::Float);
+        let target = uniforms.narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
+        // "right": the first token whose cumulative probability exceeds the target, so a token of
+        // probability zero (banned) is never chosen, even for a uniform of exactly 0.
+        let token = target.searchsorted(&cdf, false, true, "right", None::<Tensor>).clamp_max(vocab - 1).squeeze_dim(1);
+        state = lm.step(&lm.forward, &token, &state);
+        top = state.h().select(0, lm.shape.layers - 1);
+        drawn.push(token);
+    }
+    // One host copy for the whole batch.
+    let drawn = Tensor::stack(&drawn, 1).to_device(Device::Cpu);
+    let flat: Vec<i64> = Vec::<i64>::try_from(drawn.flatten(0, -1)).expect("int64 tokens");
+
+    let mut out: Vec<Vec<Vec<i64>>> = jobs.iter().map(|j| Vec::with_capacity(j.count)).collect();
+    let mut row = 0;
+    for (j, job) in jobs.iter().enumerate() {
+        for _ in 0..job.count {
+            let seq = &flat[row * t_max..(row + 1) * t_max];
+            let mut ending = Vec::with_capacity(t_max);
+            for &tok in seq {
+                if tok == EOS {
+                    break;
+                }
+                ending.push(tok);
+                if s.stop.contains(&tok) {
+                    break;
+                }
+            }
+            out[j].push(ending);
+            row += 1;
+        }
+    }
+    out
+}
+
+/// The LM features of an ending, in the order of [`af_core::LM_FEATURES`].
+/// One ending to score in its context (ids without `<bos>`/`<eos>`).
+pub struct FeatureInput<'a> {
+    pub s: &'a [i64],
+    pub n: &'a [i64],
+    pub v: &'a [i64],
+}
+
+/// The features of [`af_core::LM_FEATURES`] for every input, batched by `batch` sequences: a forward pass
+/// over `<bos> s n v` and a backward pass over `<bos> rev(v) rev(n) rev(s)`. Log-perplexities are
+/// mean negative log-likelihoods per token (natural log).
+pub fn features(lm: &BiLm, inputs: &[FeatureInput], batch: usize, device: Device) -> Vec<[f32; 8]> {
+    let _guard = tch::no_grad_guard();
+    let mut out = Vec::with_capacity(inputs.len());
+    for chunk in inputs.chunks(batch.max(1)) {
+        let fwd: Vec<Vec<i64>> = chunk.iter().map(|x| [&[BOS][..], x.s, x.n, x.v].concat()).collect();
+        let bwd: Vec<Vec<i64>> = chunk
+            .iter()
+            .map(|x| {
+                let mut v = vec![BOS];
+                v.extend(x.v.iter().rev());
+                v.extend(x.n.iter().rev());
+                v.extend(x.s.iter().rev());
+                v
+            })
+            .collect();
+        let to_rows = |seqs: &[Vec<i64>], dir| -> (Vec<f32>, usize) {
+            let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
+            let lp = lm.token_logprobs(dir, &pad_batch(&refs, device), false).to_device(Device::Cpu);
+            let width = lp.size()[1] as usize;
+            (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
+        };
+        let (f, fw) = to_rows(&fwd, &lm.forward);
+        let (b, bw) = to_rows(&bwd, &lm.backward);
+        for (i, x) in chunk.iter().enumerate() {
+            let (ls, ln, lv) = (x.s.len(), x.n.len(), x.v.len());
+            let frow = &f[i * fw..(i + 1) * fw];
+            let brow = &b[i * bw..(i + 1) * bw];
+            let mean_nll = |r: &[f32]| -> f32 { if r.is_empty() { 0.0 } else { -r.iter().sum::<f32>() / r.len() as f32 } };
+            out.push([
+                mean_nll(&frow[ls + ln..ls + ln + lv]),
+                mean_nll(&brow[..lv]),
+                mean_nll(&brow[lv..lv + ln + ls]),
+                mean_nll(&frow[..ls]),
+                if lv > 0 { frow[ls + ln + lv - 1] } else { 0.0 },
+                lv as f32,
+                ln as f32,
+                ls as f32,
+            ]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lm::LmShape;
+    use tch::nn;
+
+    fn model() -> (nn::VarStore, BiLm) {
+        tch::manual_seed(11);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let lm = BiLm::new(&vs.root(), LmShape { vocab: 20, embedding: 8, hidden: 8, layers: 1, dropout: 0.0 });
+        (vs, lm)
+    }
+
+    fn settings() -> SampleSettings {
+        SampleSettings { max_tokens: 6, temperature: 1.0, stop: vec![4], device: Device::Cpu }
+    }
+
+    #[test]
+    fn samples_respect_bans_stops_and_do_not_depend_on_batch_mates() {
+        let (_vs, lm) = model();
+        let u1: Vec<f32> = (0..5 * 6).map(|i| ((i * 37) % 100) as f32 / 100.0).collect();
+        let u2: Vec<f32> = (0..3 * 6).map(|i| ((i * 53) % 100) as f32 / 100.0).collect();
+        let p1: &[i64] = &[BOS, 5, 6, 7];
+        let p2: &[i64] = &[BOS, 8, 9];
+        let together = sample(&lm, &[SampleJob { prefix: p1, count: 5, uniforms: &u1 }, SampleJob { prefix: p2, count: 3, uniforms: &u2 }], &settings());
+        let alone = sample(&lm, &[SampleJob { prefix: p2, count: 3, uniforms: &u2 }], &settings());
+        assert_eq!(together[1], alone[0], "an item's samples do not depend on its batch mates");
+        for e in together.iter().flatten() {
+            assert!(!e.is_empty() && e.len() <= 6);
+            assert!(e.iter().all(|&t| t > EOS), "no special token in {e:?}");
+            assert!(e[0] != 4, "no stop token first");
+            assert!(e[..e.len() - 1].iter().all(|&t| t != 4), "stops at the first stop token");
+        }
+    }
+
+    #[test]
+    fn first_tokens_follow_the_model_distribution() {
+        let (_vs, lm) = model();
+        let prefix: &[i64] = &[BOS, 5, 6];
+        let n = 4000;
+        let u: Vec<f32> = (0..n).flat_map(|i| [(i as f32 + 0.5) / n as f32, 0.0]).collect();
+        let s = SampleSettings { max_tokens: 2, temperature: 1.0, stop: vec![], device: Device::Cpu };
+        let drawn = sample(&lm, &[SampleJob { prefix, count: n, uniforms: &u }], &s);
+        let mut counts = vec![0f64; 20];
+        for e in &drawn[0] {
+            counts[e[0] as usize] += 1.0;
+        }
+        // The model's own first-token distribution, with the banned tokens removed.
+        let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(&[prefix], Device::Cpu), &Tensor::from_slice(&[3i64]));
+        let mut logits = lm.logits(&lm.forward, &top).get(0);
+        let _ = logits.index_fill_(0, &Tensor::from_slice(&[PAD, UNK, BOS, EOS]), f64::NEG_INFINITY);
+        let p = Vec::<f32>::try_from(logits.softmax(0, Kind::Float)).unwrap();
+        for t in 0..20 {
+            let expected = f64::from(p[t]);
+            assert!((counts[t] / n as f64 - expected).abs() < 0.01, "token {t}: {} vs {expected}", counts[t] / n as f64);
+        }
+    }
+
+    #[test]
+    fn features_agree_with_separate_scoring() {
+        let (_vs, lm) = model();
+        let (s, n, v): (&[i64], &[i64], &[i64]) = (&[5, 6, 7], &[8], &[9, 10, 4]);
+        let f = features(&lm, &[FeatureInput { s, n, v }, FeatureInput { s: &[5], n: &[6], v: &[7] }], 8, Device::Cpu);
+        // fwd log-ppl of s alone is the same whatever follows.
+        let alone = lm.token_logprobs(&lm.forward, &pad_batch(&[&[BOS, 5, 6, 7]], Device::Cpu), false);
+        let nll = -alone.sum(Kind::Float).double_value(&[]) / 3.0;
+        assert!((f[0][3] as f64 - nll).abs() < 1e-5);
+        // bwd log-ppl of v alone: the backward model over <bos> rev(v).
+        let bv = lm.token_logprobs(&lm.backward, &pad_batch(&[&[BOS, 4, 10, 9]], Device::Cpu), false);
+        assert!((f[0][1] as f64 + bv.sum(Kind::Float).double_value(&[]) / 3.0).abs() < 1e-5);
+        assert_eq!(&f[0][5..], &[3.0, 1.0, 3.0]);
+        assert!(f[0][4] < 0.0, "a log-probability");
+    }
+}
