@@ -153,11 +153,13 @@ pub struct GenerateConfig {
     pub block_items: usize,
     /// Sequences sampled in one batch on the device.
     pub batch_sequences: usize,
+    /// Generate for the first this-many items only (0: all), for trials on a CPU.
+    pub limit_items: usize,
 }
 
 impl Default for GenerateConfig {
     fn default() -> Self {
-        Self { endings: 1023, max_tokens: 25, temperature: 1.0, max_rounds: 6, block_items: 64, batch_sequences: 16384 }
+        Self { endings: 1023, max_tokens: 25, temperature: 1.0, max_rounds: 6, block_items: 64, batch_sequences: 16384, limit_items: 0 }
     }
 }
 

@@ -172,7 +172,11 @@ struct GenerateReport {
 pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     let config = ctx.config;
     let g = &config.generate;
-    let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
+    let mut items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
+    if g.limit_items > 0 && g.limit_items < items.len() {
+        tracing::info!("generate: the first {} of {} items only ([generate] limit-items)", g.limit_items, items.len());
+        items.truncate(g.limit_items);
+    }
     let lm_dir = ctx.stage_dir(StageName::Lm);
     let vocab = load_vocab(&lm_dir)?;
     let device = af_nn::select_device(af_core::config::parse_device(&config.run.device).map_err(anyhow::Error::msg)?)?;
