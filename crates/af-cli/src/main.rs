@@ -67,7 +67,7 @@ enum Command {
     Run {
         #[command(flatten)]
         stage: StageArgs,
-        /// Rerun this stage even if its outputs are up to date (repeatable).
+        /// Rerun this stage, and every stage after it, even if up to date.
         #[arg(long, value_name = "STAGE")]
         force: Vec<stage::StageName>,
     },

@@ -76,10 +76,13 @@ pub fn init_threads(config: &Config) {
     af_nn::runtime::set_threads(config.run.threads);
 }
 
+/// Runs `stages` in order. A forced stage forces every stage after it: what it feeds is redone.
 pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) -> anyhow::Result<()> {
     init_threads(config);
+    let mut forcing = false;
     for &stage in stages {
-        run_stage(config, stage, force.contains(&stage), None)?;
+        forcing |= force.contains(&stage);
+        run_stage(config, stage, forcing, None)?;
     }
     Ok(())
 }
@@ -88,13 +91,24 @@ pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) ->
 /// is split and `stage.json` is written only by a run that finds every part done.
 pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(usize, usize)>) -> anyhow::Result<()> {
     let dir = config.run.dir.join(stage.dir_name());
-    let fingerprint = fingerprint(config, stage)?;
+    let stamp = fingerprint(config, stage)?;
     let record_path = dir.join("stage.json");
-    if !force && is_up_to_date(&record_path, &fingerprint) {
+    if !force && is_up_to_date(&record_path, &stamp) {
         tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
         return Ok(());
     }
-    prepare_dir(&dir, &fingerprint, force, shard.is_some())?;
+    if let Some(up) = stage.upstream() {
+        let up_dir = config.run.dir.join(up.dir_name());
+        if !is_up_to_date(&up_dir.join("stage.json"), &fingerprint(config, up)?) {
+            anyhow::bail!(
+                "the `{}` stage needs the `{}` stage's outputs for this config, and {} has none that are up to date: run `af run CONFIG` (it runs what is missing)",
+                stage.dir_name(),
+                up.dir_name(),
+                up_dir.display()
+            );
+        }
+    }
+    prepare_dir(&dir, &stamp, force, shard.is_some())?;
     let start = Instant::now();
     let ctx = StageContext { config, dir: dir.clone(), shard };
     let complete = match stage {
@@ -108,7 +122,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
     let record = StageRecord {
         stage,
-        fingerprint,
+        fingerprint: stamp,
         seconds: start.elapsed().as_secs_f64(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
     };

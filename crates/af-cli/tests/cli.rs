@@ -40,7 +40,7 @@ fn unknown_config_key_is_an_error_with_file_line_and_key() {
 fn pairs_writes_items_report_config_and_skips_when_up_to_date() {
     let d = tempfile::tempdir().unwrap();
     let captions = repo().join("fixtures/captions/captions.json");
-    let cfg = config_in(d.path(), &format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", captions.display()));
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", captions.display()));
     let o = af(&["run", cfg.to_str().unwrap()], d.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let run = d.path().join("run/pairs");
@@ -60,17 +60,20 @@ fn pairs_writes_items_report_config_and_skips_when_up_to_date() {
     assert!(std::fs::read_to_string(run.join("config.toml")).unwrap().contains("[pairs]"));
     assert!(run.join("vocab.tsv").exists() && run.join("stage.json").exists());
 
+    assert!(d.path().join("run/generate/stage.json").exists(), "`af run` runs every stage");
     let again = af(&["run", cfg.to_str().unwrap()], d.path());
     assert!(again.status.success());
-    assert!(!stdout(&again).contains("pairs:"), "an up-to-date stage is skipped: {}", stdout(&again));
+    assert!(stdout(&again).is_empty(), "up-to-date stages are skipped: {}", stdout(&again));
     let forced = af(&["run", cfg.to_str().unwrap(), "--force", "pairs"], d.path());
-    assert!(stdout(&forced).contains("pairs:"), "--force reruns it");
+    let out = stdout(&forced);
+    assert!(out.contains("pairs:"), "--force reruns it");
+    assert!(out.contains("lm fold 0") && out.contains("generate:"), "and what depends on it: {out}");
     assert_eq!(std::fs::read_to_string(run.join("items.jsonl")).unwrap(), items, "same seed, same items");
 
     // A changed config is not up to date.
     let text = std::fs::read_to_string(&cfg).unwrap().replace("threads = 1", "threads = 1\nseed = 99");
     std::fs::write(&cfg, text).unwrap();
-    let changed = af(&["run", cfg.to_str().unwrap()], d.path());
+    let changed = af(&["pairs", cfg.to_str().unwrap()], d.path());
     assert!(stdout(&changed).contains("pairs:"));
 }
 

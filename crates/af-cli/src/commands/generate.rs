@@ -179,7 +179,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     }
     let lm_dir = ctx.stage_dir(StageName::Lm);
     let vocab = load_vocab(&lm_dir)?;
-    let device = af_nn::select_device(af_core::config::parse_device(&config.run.device).map_err(anyhow::Error::msg)?)?;
+    let device = super::device(config)?;
     let pool = ctx.dir.join("pool");
     std::fs::create_dir_all(&pool)?;
 

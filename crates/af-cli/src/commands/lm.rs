@@ -74,7 +74,7 @@ struct LmReport {
 pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let config = ctx.config;
     let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
-    let device = af_nn::select_device(af_core::config::parse_device(&config.run.device).map_err(anyhow::Error::msg)?)?;
+    let device = super::device(config)?;
 
     let mut counts: HashMap<String, u64> = HashMap::new();
     for item in &items {

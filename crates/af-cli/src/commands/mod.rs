@@ -35,3 +35,9 @@ pub fn load_tagger(model: Option<&Path>) -> anyhow::Result<af_text::Tagger> {
         }
     }
 }
+
+/// The device the config's `[run] device` asks for, checked against what libtorch can use.
+pub fn device(config: &Config) -> anyhow::Result<tch::Device> {
+    let request = af_core::config::parse_device(&config.run.device).map_err(anyhow::Error::msg)?;
+    Ok(af_nn::select_device(request)?)
+}

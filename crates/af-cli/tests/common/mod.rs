@@ -38,7 +38,11 @@ pub fn shared_data(test: &str) -> Option<PathBuf> {
     None
 }
 
-/// A config in a fresh directory whose run dir is inside it; `inputs` is TOML for [[pairs.inputs]].
+/// `[lm]` and `[generate]` sections small enough for a test to run every stage in seconds.
+pub const TINY_MODELS: &str = "[lm]\nmin-count = 1\nembedding = 16\nhidden = 16\nbatch-size = 16\nmax-epochs = 2\n\n\
+    [generate]\nendings = 15\nmax-tokens = 10\nblock-items = 32\nbatch-sequences = 512\n\n";
+
+/// A config in a fresh directory whose run dir is inside it; `inputs` is the rest of the TOML.
 pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {
     let p = dir.join("config.toml");
     std::fs::write(&p, format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}")).unwrap();
