@@ -1,0 +1,17 @@
+//! af-filter owns the Adversarial Filtering loop of SWAG (DESIGN §1.3): the assignment of k
+//! distractors per item, the group-aware split of each iteration, the swap of easy assigned
+//! distractors for adversarial unassigned candidates, the schedule of committee stages, the stop
+//! rule, and the state that makes a killed run resume exactly. The committee itself is behind the
+//! [`Committee`] trait, so the loop is tested with deterministic fake committees and no libtorch.
+//!
+//! Every random choice of iteration t comes from a stream seeded by (seed, t): a run resumed at
+//! iteration t makes the same choices as one that never stopped.
+
+mod assignment;
+mod filter;
+
+pub use assignment::{Assignment, AssignmentError};
+pub use filter::{
+    chance, Committee, FilterError, FilterOptions, FilterState, HeadMetrics, HeadScores, IterationRecord, Stage, Swap,
+    SwapBudget, SwapHead,
+};
