@@ -94,7 +94,9 @@ fn save(vs: &nn::VarStore, path: &Path) -> Result<(), NnError> {
 }
 
 /// Trains `lm` (whose variables live in `vs`) on `train`, stopping early on `valid`, with
-/// checkpoints in `dir`. Returns with the best weights loaded.
+/// checkpoints in `dir`. Returns with the best weights loaded. `on_epoch` and `on_batch` report
+/// progress (the caller prints; this crate does not).
+#[allow(clippy::too_many_arguments)] // each is a different thing; a struct would only rename them
 pub fn train(
     lm: &BiLm,
     vs: &mut nn::VarStore,

@@ -199,7 +199,7 @@ mod tests {
         let u: Vec<f32> = (0..n).flat_map(|i| [(i as f32 + 0.5) / n as f32, 0.0]).collect();
         let s = SampleSettings { max_tokens: 2, temperature: 1.0, stop: vec![], device: Device::Cpu };
         let drawn = sample(&lm, &[SampleJob { prefix, count: n, uniforms: &u }], &s);
-        let mut counts = vec![0f64; 20];
+        let mut counts = [0f64; 20];
         for e in &drawn[0] {
             counts[e[0] as usize] += 1.0;
         }

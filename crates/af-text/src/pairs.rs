@@ -124,7 +124,7 @@ pub fn assign_folds<'a>(groups: impl IntoIterator<Item = &'a str>, folds: u32, s
     let mut groups: Vec<&str> = groups.into_iter().collect();
     groups.sort_unstable();
     groups.dedup();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x666f_6c64_73);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0066_6f6c_6473);
     groups.shuffle(&mut rng);
     groups.into_iter().enumerate().map(|(i, g)| (g.to_string(), (i % folds as usize) as u32)).collect()
 }

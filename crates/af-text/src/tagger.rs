@@ -116,8 +116,8 @@ fn views<S: AsRef<str>>(words: &[S], ambiguity: &KeyMap<u64>) -> Vec<TokenView> 
     views
 }
 
-const START: u64 = 0x5354_4152_54;
-const END: u64 = 0x454e_44;
+const START: u64 = 0x0053_5441_5254;
+const END: u64 = 0x0045_4e44;
 
 /// Lowercased word with numbers collapsed, as the features see it.
 fn normalise(word: &str) -> String {

@@ -114,7 +114,7 @@ fn print_confusions(tagger: &Tagger, sentences: &[TaggedSentence], n: usize) {
         }
     }
     let mut v: Vec<_> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1 .0));
     for ((g, p), (c, words)) in v.into_iter().take(n) {
         println!("{c:>6} {g} -> {p}: {}", words.join(" "));
     }
