@@ -122,6 +122,11 @@ impl BiLm {
         (state, top)
     }
 
+    /// The forward LSTM itself, for callers that run it from a given state.
+    pub fn forward_lstm(&self) -> &nn::LSTM {
+        &self.forward.lstm
+    }
+
     pub fn step(&self, dir: &Direction, tokens: &Tensor, state: &nn::LSTMState) -> nn::LSTMState {
         dir.lstm.step(&self.embed(tokens, false), state)
     }

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use af_core::{Candidate, Item};
 use af_nn::lm::BiLm;
-use af_nn::sample::{features, sample, FeatureInput, SampleJob, SampleSettings};
+use af_nn::sample::{item_features, sample, SampleJob, SampleSettings};
 use af_text::{detokenize, Vocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -127,9 +127,8 @@ fn run_block(
     for (i, (index, item)) in block.iter().enumerate() {
         let (_, lm) = &models[&item.fold];
         let e = &enc[i];
-        let mut inputs = vec![FeatureInput { s: &e.s, n: &e.n, v: &e.v }];
-        inputs.extend(found[i].iter().map(|v| FeatureInput { s: &e.s, n: &e.n, v }));
-        let feats = features(lm, &inputs, batch, device);
+        let endings: Vec<&[i64]> = std::iter::once(e.v.as_slice()).chain(found[i].iter().map(Vec::as_slice)).collect();
+        let feats = item_features(lm, &e.s, &e.n, &endings, batch, device);
         for (c, f) in feats.into_iter().enumerate() {
             let (ending, tokens, truncated) = if c == 0 {
                 (item.ending.clone(), e.v.len() as u32, false)
