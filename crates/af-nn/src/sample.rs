@@ -110,6 +110,34 @@ pub struct FeatureInput<'a> {
     pub v: &'a [i64],
 }
 
+/// Mean negative log-likelihood of a run of token log-probabilities (0 for none).
+fn mean_nll(r: &[f32]) -> f32 {
+    if r.is_empty() {
+        0.0
+    } else {
+        -r.iter().sum::<f32>() / r.len() as f32
+    }
+}
+
+/// The backward model's sequence for an ending in its context: `<bos> rev(v) rev(n) rev(s)`.
+fn backward_sequence(s: &[i64], n: &[i64], v: &[i64]) -> Vec<i64> {
+    let mut seq = Vec::with_capacity(1 + s.len() + n.len() + v.len());
+    seq.push(BOS);
+    seq.extend(v.iter().rev());
+    seq.extend(n.iter().rev());
+    seq.extend(s.iter().rev());
+    seq
+}
+
+/// Next-token log-probabilities of padded sequences under one direction, on the host, row-major,
+/// with the row width.
+fn logprob_rows(lm: &BiLm, dir: &crate::lm::Direction, seqs: &[Vec<i64>], device: Device) -> (Vec<f32>, usize) {
+    let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
+    let lp = lm.token_logprobs(dir, &pad_batch(&refs, device), false).to_device(Device::Cpu);
+    let width = lp.size()[1] as usize;
+    (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
+}
+
 /// The features of [`af_core::LM_FEATURES`] for every input, batched by `batch` sequences: a forward pass
 /// over `<bos> s n v` and a backward pass over `<bos> rev(v) rev(n) rev(s)`. Log-perplexities are
 /// mean negative log-likelihoods per token (natural log).
@@ -118,29 +146,13 @@ pub fn features(lm: &BiLm, inputs: &[FeatureInput], batch: usize, device: Device
     let mut out = Vec::with_capacity(inputs.len());
     for chunk in inputs.chunks(batch.max(1)) {
         let fwd: Vec<Vec<i64>> = chunk.iter().map(|x| [&[BOS][..], x.s, x.n, x.v].concat()).collect();
-        let bwd: Vec<Vec<i64>> = chunk
-            .iter()
-            .map(|x| {
-                let mut v = vec![BOS];
-                v.extend(x.v.iter().rev());
-                v.extend(x.n.iter().rev());
-                v.extend(x.s.iter().rev());
-                v
-            })
-            .collect();
-        let to_rows = |seqs: &[Vec<i64>], dir| -> (Vec<f32>, usize) {
-            let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
-            let lp = lm.token_logprobs(dir, &pad_batch(&refs, device), false).to_device(Device::Cpu);
-            let width = lp.size()[1] as usize;
-            (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
-        };
-        let (f, fw) = to_rows(&fwd, &lm.forward);
-        let (b, bw) = to_rows(&bwd, &lm.backward);
+        let bwd: Vec<Vec<i64>> = chunk.iter().map(|x| backward_sequence(x.s, x.n, x.v)).collect();
+        let (f, fw) = logprob_rows(lm, &lm.forward, &fwd, device);
+        let (b, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
         for (i, x) in chunk.iter().enumerate() {
             let (ls, ln, lv) = (x.s.len(), x.n.len(), x.v.len());
             let frow = &f[i * fw..(i + 1) * fw];
             let brow = &b[i * bw..(i + 1) * bw];
-            let mean_nll = |r: &[f32]| -> f32 { if r.is_empty() { 0.0 } else { -r.iter().sum::<f32>() / r.len() as f32 } };
             out.push([
                 mean_nll(&frow[ls + ln..ls + ln + lv]),
                 mean_nll(&brow[..lv]),
@@ -165,7 +177,7 @@ pub fn item_features(lm: &BiLm, s: &[i64], n: &[i64], endings: &[&[i64]], batch:
     let prefix_t = pad_batch(&[&prefix], device);
     let prefix_lp = Vec::<f32>::try_from(lm.token_logprobs(&lm.forward, &prefix_t, false).get(0).to_device(Device::Cpu))
         .expect("f32 log-probabilities");
-    let fwd_s = if s.is_empty() { 0.0 } else { -prefix_lp[..s.len()].iter().sum::<f32>() / s.len() as f32 };
+    let fwd_s = mean_nll(&prefix_lp[..s.len()]);
     let (state, top) = lm.encode_prefixes(&lm.forward, &prefix_t, &Tensor::from_slice(&[prefix.len() as i64]));
     let mut out = Vec::with_capacity(endings.len());
     for chunk in endings.chunks(batch.max(1)) {
@@ -184,25 +196,12 @@ pub fn item_features(lm: &BiLm, s: &[i64], n: &[i64], endings: &[&[i64]], batch:
         };
         let lp = lm.logits(&lm.forward, &outputs).log_softmax(-1, Kind::Float).gather(2, &v.unsqueeze(2), false).squeeze_dim(2);
         let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1)).expect("f32 log-probabilities");
-        let bwd: Vec<Vec<i64>> = chunk
-            .iter()
-            .map(|v| {
-                let mut seq = vec![BOS];
-                seq.extend(v.iter().rev());
-                seq.extend(n.iter().rev());
-                seq.extend(s.iter().rev());
-                seq
-            })
-            .collect();
-        let refs: Vec<&[i64]> = bwd.iter().map(Vec::as_slice).collect();
-        let blp = lm.token_logprobs(&lm.backward, &pad_batch(&refs, device), false).to_device(Device::Cpu);
-        let bw = blp.size()[1] as usize;
-        let blp = Vec::<f32>::try_from(blp.flatten(0, -1)).expect("f32 log-probabilities");
+        let bwd: Vec<Vec<i64>> = chunk.iter().map(|v| backward_sequence(s, n, v)).collect();
+        let (blp, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
         for (i, v) in chunk.iter().enumerate() {
             let (ls, ln, nv) = (s.len(), n.len(), v.len());
             let frow = &lp[i * lv as usize..i * lv as usize + nv];
             let brow = &blp[i * bw..(i + 1) * bw];
-            let mean_nll = |r: &[f32]| -> f32 { if r.is_empty() { 0.0 } else { -r.iter().sum::<f32>() / r.len() as f32 } };
             out.push([
                 mean_nll(frow),
                 mean_nll(&brow[..nv]),
