@@ -25,7 +25,7 @@ pub struct LmShape {
 /// One direction: LSTM, optional projection back to the embedding size, output bias.
 #[derive(Debug)]
 pub struct Direction {
-    lstm: nn::LSTM,
+    pub(crate) lstm: nn::LSTM,
     projection: Option<nn::Linear>,
     bias: Tensor,
 }
@@ -120,11 +120,6 @@ impl BiLm {
         }
         let top = state.h().select(0, self.shape.layers - 1);
         (state, top)
-    }
-
-    /// The forward LSTM itself, for callers that run it from a given state.
-    pub fn forward_lstm(&self) -> &nn::LSTM {
-        &self.forward.lstm
     }
 
     pub fn step(&self, dir: &Direction, tokens: &Tensor, state: &nn::LSTMState) -> nn::LSTMState {

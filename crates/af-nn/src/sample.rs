@@ -189,7 +189,7 @@ pub fn item_features(lm: &BiLm, s: &[i64], n: &[i64], endings: &[&[i64]], batch:
         let expanded = tch::nn::LSTMState((h.expand([-1, b, -1], false).contiguous(), c.expand([-1, b, -1], false).contiguous()));
         let first = top.expand([b, -1], false).unsqueeze(1);
         let outputs = if lv > 1 {
-            let (rest, _) = tch::nn::RNN::seq_init(lm.forward_lstm(), &lm.embed(&v.narrow(1, 0, lv - 1), false), &expanded);
+            let (rest, _) = tch::nn::RNN::seq_init(&lm.forward.lstm, &lm.embed(&v.narrow(1, 0, lv - 1), false), &expanded);
             Tensor::cat(&[first, rest], 1)
         } else {
             first

@@ -32,6 +32,15 @@ impl Vocab {
         Self::from_parts(words, cs)
     }
 
+    /// The same vocabulary with words seen fewer than `min_count` times dropped (ids re-packed,
+    /// order kept).
+    pub fn with_min_count(&self, min_count: u64) -> Self {
+        let n = SPECIALS.len();
+        let keep = |i: &usize| *i < n || self.counts[*i] >= min_count;
+        let idx: Vec<usize> = (0..self.words.len()).filter(keep).collect();
+        Self::from_parts(idx.iter().map(|&i| self.words[i].clone()).collect(), idx.iter().map(|&i| self.counts[i]).collect())
+    }
+
     fn from_parts(words: Vec<String>, counts: Vec<u64>) -> Self {
         let index = words.iter().enumerate().map(|(i, w)| (w.clone(), i as u32)).collect();
         Self { words, counts, index }
@@ -103,5 +112,6 @@ mod tests {
         assert_eq!((v.word(4), v.word(5), v.word(6)), ("a", "the", "man"));
         assert_eq!(v.id("rare"), v.unk_id());
         assert_eq!(Vocab::from_tsv(&v.to_tsv()).unwrap(), v);
+        assert_eq!(Vocab::from_counts(&counts, 1).with_min_count(2), v, "re-thresholding equals counting anew");
     }
 }

@@ -1,7 +1,6 @@
 //! The `lm` stage: the vocabulary, then one forward/backward LM pair per fold, each trained
 //! without its fold (cross-fitting), with optional pretraining on prose.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use af_core::{Config, Item};
@@ -34,8 +33,9 @@ pub fn shape(config: &Config, vocab: &Vocab) -> LmShape {
     LmShape { vocab: vocab.len() as i64, embedding: c.embedding, hidden: c.hidden, layers: c.layers, dropout: c.dropout }
 }
 
-pub fn load_vocab(lm_dir: &Path) -> anyhow::Result<Vocab> {
-    let path = lm_dir.join("vocab.tsv");
+/// The `vocab.tsv` of a stage directory (`pairs`: every token; `lm`: the LM's).
+pub fn load_vocab(stage_dir: &Path) -> anyhow::Result<Vocab> {
+    let path = stage_dir.join("vocab.tsv");
     let text = af_io::read_utf8(&path)?;
     Vocab::from_tsv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
@@ -76,15 +76,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
     let device = super::device(config)?;
 
-    let mut counts: HashMap<String, u64> = HashMap::new();
-    for item in &items {
-        for text in [&item.context, &item.noun_phrase, &item.ending] {
-            for t in tokenize(text).iter() {
-                *counts.entry(t.to_string()).or_default() += 1;
-            }
-        }
-    }
-    let vocab = Vocab::from_counts(&counts, config.lm.min_count);
+    // `af pairs` counted every token of the items; the LM keeps those seen often enough.
+    let vocab = load_vocab(&ctx.stage_dir(StageName::Pairs))?.with_min_count(config.lm.min_count);
     af_core::atomic::write(ctx.dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
     let seqs: Vec<Vec<i64>> = items.iter().map(|i| item_sequence(&vocab, i)).collect();
     let shape = shape(config, &vocab);
