@@ -63,6 +63,29 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Adversarial Filtering of the pool: the `filter` stage alone.
+    ///
+    /// Writes state.json, metrics.csv and history.csv after every iteration. A killed run
+    /// continues from its last finished iteration when started again with the same config
+    /// and ends exactly where an uninterrupted run would.
+    Filter {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// Continue a killed run; fails when there is none to continue.
+        #[arg(long, conflicts_with = "force")]
+        resume: bool,
+        /// Discard the state of an earlier run and start over.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Write the filtered dataset (JSONL, SWAG full CSV), the random-assignment baseline and
+    /// the detectors' evaluation of both: the `export` stage alone.
+    Export(StageArgs),
+    /// Write RUN_DIR/report: report.html (self-contained), accuracy.svg and accuracy.png.
+    Report {
+        /// The run directory (the `dir` of its config).
+        run_dir: PathBuf,
+    },
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -70,6 +93,9 @@ enum Command {
         /// Rerun this stage, and every stage after it, even if up to date.
         #[arg(long, value_name = "STAGE")]
         force: Vec<stage::StageName>,
+        /// Stop after this stage.
+        #[arg(long, value_name = "STAGE")]
+        until: Option<stage::StageName>,
     },
     /// Benchmarks that print JSON with the machine, sizes and figures.
     #[command(subcommand)]
@@ -168,9 +194,31 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             stage::run_stage(&config, stage::StageName::Generate, force, shard)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { stage: args, force } => {
+        Command::Filter { stage: args, resume, force } => {
             let config = commands::load_config(args.config.as_deref())?;
-            stage::run_stages(&config, stage::ALL_STAGES, &force)?;
+            if resume && !config.run.dir.join("filter/state.json").exists() {
+                anyhow::bail!("--resume: no interrupted filter run in {}", config.run.dir.join("filter").display());
+            }
+            stage::init_threads(&config);
+            stage::run_stage(&config, stage::StageName::Filter, force, None)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export(args) => {
+            let config = commands::load_config(args.config.as_deref())?;
+            stage::init_threads(&config);
+            stage::run_stage(&config, stage::StageName::Export, true, None)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { run_dir } => {
+            let out = run_dir.join("report");
+            commands::report::write(&run_dir, &out)?;
+            println!("{}", out.join("report.html").display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { stage: args, force, until } => {
+            let config = commands::load_config(args.config.as_deref())?;
+            let last = until.map_or(stage::ALL_STAGES.len(), |u| stage::ALL_STAGES.iter().position(|&s| s == u).expect("every stage is in ALL_STAGES") + 1);
+            stage::run_stages(&config, &stage::ALL_STAGES[..last], &force)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(c) => commands::bench::run(c),

@@ -26,10 +26,14 @@ pub enum StageName {
     Pairs,
     Lm,
     Generate,
+    Filter,
+    Export,
+    Report,
 }
 
 /// The stages `af run` runs, in order.
-pub const ALL_STAGES: &[StageName] = &[StageName::Pairs, StageName::Lm, StageName::Generate];
+pub const ALL_STAGES: &[StageName] =
+    &[StageName::Pairs, StageName::Lm, StageName::Generate, StageName::Filter, StageName::Export, StageName::Report];
 
 impl StageName {
     pub fn dir_name(self) -> &'static str {
@@ -37,6 +41,9 @@ impl StageName {
             StageName::Pairs => "pairs",
             StageName::Lm => "lm",
             StageName::Generate => "generate",
+            StageName::Filter => "filter",
+            StageName::Export => "export",
+            StageName::Report => "report",
         }
     }
 
@@ -45,6 +52,9 @@ impl StageName {
             StageName::Pairs => None,
             StageName::Lm => Some(StageName::Pairs),
             StageName::Generate => Some(StageName::Lm),
+            StageName::Filter => Some(StageName::Generate),
+            StageName::Export => Some(StageName::Filter),
+            StageName::Report => Some(StageName::Export),
         }
     }
 }
@@ -115,6 +125,9 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         StageName::Pairs => crate::commands::pairs::run(&ctx).map(|_| true)?,
         StageName::Lm => crate::commands::lm::run(&ctx).map(|_| true)?,
         StageName::Generate => crate::commands::generate::run(&ctx)?,
+        StageName::Filter => crate::commands::filter::run(&ctx).map(|_| true)?,
+        StageName::Export => crate::commands::export::run(&ctx).map(|_| true)?,
+        StageName::Report => crate::commands::report::write(&config.run.dir, &dir).map(|_| true)?,
     };
     if !complete {
         return Ok(());
@@ -187,6 +200,14 @@ fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::
             json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain, "upstream": upstream})
         }
         StageName::Generate => json!({"seed": config.run.seed, "generate": config.generate, "upstream": upstream}),
+        StageName::Filter => json!({
+            "seed": config.run.seed,
+            "committee": config.committee,
+            "filter": config.filter,
+            "tagger": config.tagger,
+            "upstream": upstream,
+        }),
+        StageName::Export | StageName::Report => json!({"upstream": upstream}),
     })
 }
 

@@ -51,7 +51,7 @@ fn copy_upstream(from: &Path, to: &Path, block: usize) -> PathBuf {
 fn generation_is_cross_fitted_shardable_and_resumable() {
     let a = tempfile::tempdir().unwrap();
     let cfg = config(a.path(), 8);
-    ok(af(&["run", cfg.to_str().unwrap()], a.path()));
+    ok(af(&["run", cfg.to_str().unwrap(), "--until", "generate"], a.path()));
     let reference = pool(&a.path().join("run"));
     let items = af_io::items::read_items(&a.path().join("run/pairs/items.jsonl")).unwrap();
 

@@ -33,6 +33,8 @@ pub struct Config {
     pub pairs: PairsConfig,
     pub lm: LmConfig,
     pub generate: GenerateConfig,
+    pub committee: CommitteeConfig,
+    pub filter: FilterConfig,
 }
 
 /// Where artifacts go and what every stage shares.
@@ -248,6 +250,161 @@ impl InputSpec {
     }
 }
 
+/// A committee member (DESIGN §1.3). Names are what configs and metrics use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Member {
+    /// MLP on the 8 LM features.
+    Mlp,
+    /// Mean of word embeddings.
+    Bow,
+    /// Convolutions over word + indicator embeddings, max-pooled.
+    Cnn,
+    /// BiLSTM over frequent words and the POS tags of the rest, max-pooled.
+    PosLstm,
+}
+
+impl Member {
+    pub const ALL: [Member; 4] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Member::Mlp => "mlp",
+            Member::Bow => "bow",
+            Member::Cnn => "cnn",
+            Member::PosLstm => "pos-lstm",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Member> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// The joint head's name in metrics and configs.
+pub const JOINT_HEAD: &str = "joint";
+
+/// The committee's sizes and training; defaults are the paper's where it gives them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CommitteeConfig {
+    /// A joint head over the members' concatenated representations.
+    pub joint: bool,
+    /// Word (and POS) embedding size of the text members.
+    pub embedding: i64,
+    /// Embedding size of the noun-phrase/ending indicator.
+    pub indicator_embedding: i64,
+    pub mlp_hidden: i64,
+    /// Alpha-dropout of the feature MLP (SELU keeps its self-normalisation under it).
+    pub mlp_dropout: f64,
+    pub cnn_widths: Vec<i64>,
+    pub cnn_filters: i64,
+    /// Hidden units per direction of the POS BiLSTM.
+    pub lstm_hidden: i64,
+    /// Words the POS BiLSTM sees as themselves; every other token is its POS tag.
+    pub pos_words: usize,
+    /// The joint head's hidden layer.
+    pub joint_hidden: i64,
+    /// Dropout on the text members' representations and the joint head.
+    pub dropout: f64,
+    /// Vocabulary of the text members: the most frequent words of the pool, at most this many.
+    pub max_vocab: usize,
+    /// At most this many epochs per AF iteration ...
+    pub epochs: usize,
+    /// ... stopping when the heads' mean accuracy on a validation slice of the training items
+    /// (this share) stops improving; the best epoch's weights are kept. 0: no validation.
+    pub validation_share: f64,
+    /// Items per training step, each with its k+1 options.
+    pub batch_items: usize,
+    pub learning_rate: f64,
+    pub clip_norm: f64,
+    /// Candidates per forward pass when scoring the pool.
+    pub score_batch: usize,
+}
+
+impl Default for CommitteeConfig {
+    fn default() -> Self {
+        Self {
+            joint: true,
+            embedding: 100,
+            indicator_embedding: 16,
+            mlp_hidden: 1024,
+            mlp_dropout: 0.2,
+            cnn_widths: vec![2, 3, 4, 5],
+            cnn_filters: 128,
+            lstm_hidden: 200,
+            pos_words: 100,
+            joint_hidden: 512,
+            dropout: 0.2,
+            max_vocab: 30_000,
+            epochs: 3,
+            validation_share: 0.1,
+            batch_items: 64,
+            learning_rate: 1e-3,
+            clip_norm: 1.0,
+            score_batch: 8192,
+        }
+    }
+}
+
+/// How AF swaps per item and iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetRule {
+    /// SWAG: min(n-easy, #easy, #adversarial).
+    Fixed,
+    /// HellaSwag: 0 swaps at pairwise accuracy <= 0.525, 1 at <= 0.575, else 2.
+    PairwiseAccuracy,
+}
+
+/// One stage of the AF schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StageConfig {
+    pub name: String,
+    pub members: Vec<Member>,
+    pub iterations: usize,
+}
+
+/// `af filter`: the AF loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FilterConfig {
+    /// Distractors per question (k + 1 options).
+    pub k: usize,
+    /// Share of groups trained on in each iteration; the rest is held out, scored and filtered.
+    pub train_share: f64,
+    /// The head whose scores decide the swaps: "joint", "best-member", or a member's name.
+    pub swap_head: String,
+    pub budget: BudgetRule,
+    /// Easy distractors swapped per item and iteration at most (the fixed budget).
+    pub n_easy: usize,
+    /// A stage ends early once the driving head's held-out accuracy stays within epsilon of
+    /// chance (1/(k+1)) ...
+    pub epsilon: f64,
+    /// ... for this many iterations in a row.
+    pub patience: usize,
+    pub stages: Vec<StageConfig>,
+}
+
+impl Default for FilterConfig {
+    fn default() -> Self {
+        Self {
+            k: 9,
+            train_share: 0.8,
+            swap_head: JOINT_HEAD.into(),
+            budget: BudgetRule::Fixed,
+            n_easy: 2,
+            epsilon: 0.02,
+            patience: 3,
+            stages: vec![
+                StageConfig { name: "mlp".into(), members: vec![Member::Mlp], iterations: 100 },
+                StageConfig { name: "full".into(), members: Member::ALL.to_vec(), iterations: 40 },
+            ],
+        }
+    }
+}
+
 impl Config {
     /// Reads a config file, resolves its relative paths against the file's directory and checks
     /// what serde cannot.
@@ -316,7 +473,55 @@ impl Config {
             return Err(invalid("[generate] temperature must be positive".into()));
         }
         parse_device(&self.run.device).map_err(|m| invalid(format!("[run] device: {m}")))?;
-        Ok(())
+        self.validate_filter().map_err(invalid)
+    }
+
+    fn validate_filter(&self) -> Result<(), String> {
+        let (c, f) = (&self.committee, &self.filter);
+        if c.embedding < 1 || c.indicator_embedding < 1 || c.mlp_hidden < 1 || c.cnn_filters < 1 || c.lstm_hidden < 1 || c.joint_hidden < 1 {
+            return Err("[committee] sizes must be positive".into());
+        }
+        if c.cnn_widths.is_empty() || c.cnn_widths.iter().any(|&w| w < 1) {
+            return Err("[committee] cnn-widths needs at least one positive width".into());
+        }
+        if c.epochs == 0 || c.batch_items == 0 || c.score_batch == 0 || c.max_vocab < 10 {
+            return Err("[committee] epochs, batch-items and score-batch must be positive, max-vocab at least 10".into());
+        }
+        if !(0.0..1.0).contains(&c.dropout) || !(0.0..1.0).contains(&c.mlp_dropout) || !(0.0..0.5).contains(&c.validation_share) {
+            return Err("[committee] needs 0 <= dropout, mlp-dropout < 1 and 0 <= validation-share < 0.5".into());
+        }
+        if f.k == 0 {
+            return Err("[filter] k must be at least 1".into());
+        }
+        if !(f.train_share > 0.0 && f.train_share < 1.0) {
+            return Err(format!("[filter] train-share = {}: must be strictly between 0 and 1", f.train_share));
+        }
+        if f.stages.is_empty() {
+            return Err("[filter] needs at least one [[filter.stages]]".into());
+        }
+        for s in &f.stages {
+            if s.members.is_empty() {
+                return Err(format!("[filter] stage `{}` has no members", s.name));
+            }
+            if s.iterations == 0 {
+                return Err(format!("[filter] stage `{}` has 0 iterations", s.name));
+            }
+        }
+        match f.swap_head.as_str() {
+            JOINT_HEAD if !c.joint => Err("[filter] swap-head = \"joint\" but [committee] joint = false".into()),
+            JOINT_HEAD | "best-member" => Ok(()),
+            name => {
+                let Some(m) = Member::parse(name) else {
+                    return Err(format!(
+                        "[filter] swap-head = {name:?}: expected \"joint\", \"best-member\" or a member (mlp, bow, cnn, pos-lstm)"
+                    ));
+                };
+                match f.stages.iter().find(|s| !s.members.contains(&m)) {
+                    Some(s) => Err(format!("[filter] swap-head = {name:?}, but stage `{}` does not have that member", s.name)),
+                    None => Ok(()),
+                }
+            }
+        }
     }
 
     pub fn to_toml(&self) -> String {

@@ -7,5 +7,5 @@ pub mod atomic;
 pub mod config;
 pub mod item;
 
-pub use config::{Config, ConfigError};
+pub use config::{BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
 pub use item::{Candidate, Document, Item, LM_FEATURES};

@@ -117,6 +117,19 @@ pub struct IterationRecord {
     pub heldout_items: usize,
     pub items_changed: usize,
     pub swaps: usize,
+    /// Wall time of the iteration (training, scoring, swapping).
+    pub seconds: f64,
+}
+
+/// The driving head's scores of an item's options when it was last held out, after that
+/// iteration's swaps: what the exported dataset shows beside each option.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ItemScores {
+    pub iteration: usize,
+    pub head: String,
+    pub gold: f32,
+    /// In the order of the assignment's distractors.
+    pub distractors: Vec<f32>,
 }
 
 /// Everything needed to continue: save it after every iteration.
@@ -131,6 +144,8 @@ pub struct FilterState {
     /// Consecutive iterations of this stage within epsilon of chance so far.
     pub near_chance: usize,
     pub finished: bool,
+    /// Per item, its last held-out scores (None until it is first held out).
+    pub last_scores: Vec<Option<ItemScores>>,
 }
 
 /// Chance accuracy of a (k+1)-way question.
@@ -140,7 +155,8 @@ pub fn chance(k: usize) -> f64 {
 
 impl FilterState {
     pub fn new(assignment: Assignment) -> Self {
-        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), stage: 0, in_stage: 0, near_chance: 0, finished: false }
+        let last_scores = vec![None; assignment.distractors.len()];
+        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), stage: 0, in_stage: 0, near_chance: 0, finished: false, last_scores }
     }
 
     /// Runs one iteration; returns false once the run is over. A stage ends after its iterations,
@@ -156,6 +172,7 @@ impl FilterState {
             return Err(FilterError::NoStages);
         }
         let t = self.iterations.len();
+        let started = std::time::Instant::now();
         let Some(stage) = options.stages.get(self.stage).filter(|_| !self.finished) else {
             self.finished = true;
             return Ok(false);
@@ -202,17 +219,22 @@ impl FilterState {
             let mut adversarial: Vec<u32> =
                 (1..scores.len() as u32).filter(|c| scores[*c as usize] > gold && !assigned.contains(c)).collect();
             let n = budget.min(easy.len()).min(adversarial.len());
-            if n == 0 {
-                continue;
+            if n > 0 {
+                easy.shuffle(&mut rng);
+                adversarial.shuffle(&mut rng);
+                for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
+                    self.swaps.push(Swap { iteration: t, item, removed: assigned[slot], added });
+                    assigned[slot] = added;
+                }
+                changed += 1;
+                swaps += n;
             }
-            easy.shuffle(&mut rng);
-            adversarial.shuffle(&mut rng);
-            for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
-                self.swaps.push(Swap { iteration: t, item, removed: assigned[slot], added });
-                assigned[slot] = added;
-            }
-            changed += 1;
-            swaps += n;
+            self.last_scores[item] = Some(ItemScores {
+                iteration: t,
+                head: heads[driving].head.clone(),
+                gold,
+                distractors: assigned.iter().map(|&c| scores[c as usize]).collect(),
+            });
         }
         let accuracy = metrics[driving].accuracy;
         let near = (accuracy - chance(self.assignment.k)).abs() <= options.epsilon;
@@ -225,6 +247,7 @@ impl FilterState {
             heldout_items: heldout.len(),
             items_changed: changed,
             swaps,
+            seconds: started.elapsed().as_secs_f64(),
         });
         self.in_stage += 1;
         if self.near_chance >= options.patience.max(1) || self.in_stage >= stage.iterations {
@@ -256,7 +279,7 @@ impl FilterState {
 
 /// Splits item indices by group: whole groups go to the training side with probability
 /// `train_share`, decided once per group.
-fn split_by_group(groups: &[String], train_share: f64, rng: &mut ChaCha8Rng) -> (Vec<usize>, Vec<usize>) {
+pub fn split_by_group(groups: &[String], train_share: f64, rng: &mut ChaCha8Rng) -> (Vec<usize>, Vec<usize>) {
     let mut names: Vec<&str> = groups.iter().map(String::as_str).collect();
     names.sort_unstable();
     names.dedup();
@@ -367,6 +390,9 @@ mod tests {
         // "Killed": only the serialised state survives.
         let mut resumed: FilterState = serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
         while resumed.step(&mut c, &groups, &options).unwrap() {}
+        for state in [&mut resumed, &mut whole] {
+            state.iterations.iter_mut().for_each(|i| i.seconds = 0.0);
+        }
         assert_eq!(resumed, whole);
     }
 

@@ -12,6 +12,6 @@ mod filter;
 
 pub use assignment::{Assignment, AssignmentError};
 pub use filter::{
-    chance, Committee, FilterError, FilterOptions, FilterState, HeadMetrics, HeadScores, IterationRecord, Stage, Swap,
-    SwapBudget, SwapHead,
+    chance, Committee, FilterError, FilterOptions, FilterState, HeadMetrics, HeadScores, ItemScores, IterationRecord, Stage, Swap,
+    SwapBudget, SwapHead, split_by_group,
 };

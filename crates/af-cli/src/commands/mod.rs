@@ -1,8 +1,12 @@
 pub mod bench;
-pub mod pairs;
+pub mod committee;
 pub mod doctor;
+pub mod export;
+pub mod filter;
 pub mod generate;
 pub mod lm;
+pub mod pairs;
+pub mod report;
 pub mod tagger;
 
 use std::path::{Path, PathBuf};

@@ -38,9 +38,15 @@ pub fn shared_data(test: &str) -> Option<PathBuf> {
     None
 }
 
-/// `[lm]` and `[generate]` sections small enough for a test to run every stage in seconds.
+/// `[lm]`, `[generate]`, `[committee]` and `[filter]` sections small enough for a test to run
+/// every stage in seconds.
 pub const TINY_MODELS: &str = "[lm]\nmin-count = 1\nembedding = 16\nhidden = 16\nbatch-size = 16\nmax-epochs = 2\n\n\
-    [generate]\nendings = 15\nmax-tokens = 10\nblock-items = 32\nbatch-sequences = 512\n\n";
+    [generate]\nendings = 15\nmax-tokens = 10\nblock-items = 32\nbatch-sequences = 512\n\n\
+    [committee]\nembedding = 8\nindicator-embedding = 4\nmlp-hidden = 16\ncnn-filters = 4\nlstm-hidden = 8\njoint-hidden = 8\n\
+    epochs = 1\nbatch-items = 16\nmax-vocab = 500\n\n\
+    [filter]\nk = 3\n\n\
+    [[filter.stages]]\nname = \"mlp\"\nmembers = [\"mlp\"]\niterations = 2\n\n\
+    [[filter.stages]]\nname = \"full\"\nmembers = [\"mlp\", \"bow\", \"cnn\", \"pos-lstm\"]\niterations = 2\n\n";
 
 /// A config in a fresh directory whose run dir is inside it; `inputs` is the rest of the TOML.
 pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {

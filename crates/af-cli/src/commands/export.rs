@@ -1,0 +1,260 @@
+//! The `export` stage: the filtered dataset, the same pool with a random assignment beside it
+//! (the baseline every AF claim is measured against), and `evaluation.json`, which measures both
+//! with the same detectors.
+//!
+//! Files (docs/formats.md):
+//! - `dataset.jsonl`, `random.jsonl`: one question per line with LM features and scores;
+//! - `dataset-full.csv`, `random-full.csv`: SWAG's full CSV layout (k distractor columns);
+//! - `evaluation.json`: a fresh committee (every member of the last stage, and the joint head)
+//!   trained and scored on one group split of each dataset, the longest- and shortest-ending
+//!   baselines, and the LM perplexity of gold endings against distractors.
+
+use std::path::Path;
+
+use af_core::{Candidate, Config, Member, LM_FEATURES};
+use af_filter::{Assignment, FilterState, ItemScores};
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::json;
+
+use super::committee::{load, Pool, TorchCommittee};
+use crate::stage::StageContext;
+
+pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
+    let config = ctx.config;
+    let state_path = config.run.dir.join("filter/state.json");
+    let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
+    let state: FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted", state_path.display()))?;
+    let (pool, table, _, device) = load(config)?;
+    anyhow::ensure!(
+        state.assignment.distractors.len() == pool.items.len(),
+        "{} has {} items, the pool {}: rerun `af run --force filter`",
+        state_path.display(),
+        state.assignment.distractors.len(),
+        pool.items.len()
+    );
+    let random = pool.random_assignment(config.filter.k, config.run.seed)?;
+    write_jsonl(&ctx.dir.join("dataset.jsonl"), &pool, &state.assignment, Some(&state.last_scores))?;
+    write_full_csv(&ctx.dir.join("dataset-full.csv"), &pool, &state.assignment)?;
+    write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None)?;
+    write_full_csv(&ctx.dir.join("random-full.csv"), &pool, &random)?;
+
+    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device, reports: Vec::new() };
+    let members = evaluation_members(config);
+    let af = evaluate("af", &mut committee, &state.assignment, &members, config)?;
+    let baseline = evaluate("random", &mut committee, &random, &members, config)?;
+    println!("export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", af_filter::chance(config.filter.k));
+    for (a, b) in af.detectors.iter().zip(&baseline.detectors) {
+        println!("  {:<16} random {:.3}  af {:.3}", a.name, b.accuracy, a.accuracy);
+    }
+    let evaluation = json!({
+        "k": config.filter.k,
+        "chance": af_filter::chance(config.filter.k),
+        "members": members.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "af": af,
+        "random": baseline,
+    });
+    af_core::atomic::write(ctx.dir.join("evaluation.json"), serde_json::to_string_pretty(&evaluation)?.as_bytes())?;
+    Ok(())
+}
+
+/// Every member any stage used, in the canonical order.
+fn evaluation_members(config: &Config) -> Vec<Member> {
+    Member::ALL.into_iter().filter(|m| config.filter.stages.iter().any(|s| s.members.contains(m))).collect()
+}
+
+fn features_json(c: &Candidate) -> serde_json::Value {
+    LM_FEATURES.iter().zip(c.features).map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
+}
+
+fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>) -> anyhow::Result<()> {
+    let mut out = String::new();
+    for (i, item) in pool.items.iter().enumerate() {
+        let s = scores.and_then(|s| s[i].as_ref());
+        let gold = &pool.candidates[pool.offsets[i]];
+        let distractors: Vec<serde_json::Value> = assignment.distractors[i]
+            .iter()
+            .enumerate()
+            .map(|(slot, &c)| {
+                let cand = &pool.candidates[pool.row(i, c) as usize];
+                json!({
+                    "candidate": c,
+                    "ending": cand.ending,
+                    "tokens": cand.tokens,
+                    "truncated": cand.truncated,
+                    "features": features_json(cand),
+                    "score": s.map(|s| s.distractors[slot]),
+                })
+            })
+            .collect();
+        let line = json!({
+            "id": item.id,
+            "group": item.group,
+            "fold": item.fold,
+            "context": item.context,
+            "noun_phrase": item.noun_phrase,
+            "gold": {"ending": item.ending, "tokens": gold.tokens, "features": features_json(gold), "score": s.map(|s| s.gold)},
+            "distractors": distractors,
+            "scored_iteration": s.map(|s| s.iteration),
+            "score_head": s.map(|s| s.head.clone()),
+        });
+        out.push_str(&serde_json::to_string(&line)?);
+        out.push('\n');
+    }
+    af_core::atomic::write(path, out.as_bytes())?;
+    Ok(())
+}
+
+/// SWAG's full layout: video-id, fold-ind, startphrase, gold-ending, distractor-0.., gold-source,
+/// gold-type, distractor-N-type.., sent1, sent2. Types are annotation labels, unknown before
+/// annotation ("n/a"); fold-ind is the item's position in the pool.
+fn write_full_csv(path: &Path, pool: &Pool, assignment: &Assignment) -> anyhow::Result<()> {
+    let k = assignment.k;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["video-id".to_string(), "fold-ind".into(), "startphrase".into(), "gold-ending".into()];
+    header.extend((0..k).map(|d| format!("distractor-{d}")));
+    header.extend(["gold-source".into(), "gold-type".into()]);
+    header.extend((0..k).map(|d| format!("distractor-{d}-type")));
+    header.extend(["sent1".into(), "sent2".into()]);
+    w.write_record(&header)?;
+    for (i, item) in pool.items.iter().enumerate() {
+        let mut row = vec![item.group.clone(), i.to_string(), format!("{} {}", item.context, item.noun_phrase), item.ending.clone()];
+        row.extend(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()));
+        row.extend(["gold0-orig".to_string(), "n/a".into()]);
+        row.extend((0..k).map(|_| "n/a".to_string()));
+        row.extend([item.context.clone(), item.noun_phrase.clone()]);
+        w.write_record(&row)?;
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?;
+    af_core::atomic::write(path, &bytes)?;
+    Ok(())
+}
+
+/// An accuracy with its 95% Wilson interval.
+#[derive(Serialize)]
+pub struct Detector {
+    pub name: String,
+    pub accuracy: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub items: usize,
+}
+
+impl Detector {
+    fn new(name: &str, right: f64, n: usize) -> Self {
+        let (low, high) = wilson(right, n);
+        Self { name: name.into(), accuracy: right / n.max(1) as f64, ci_low: low, ci_high: high, items: n }
+    }
+}
+
+/// 95% Wilson score interval for `right` successes of `n`.
+pub fn wilson(right: f64, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, z) = (n as f64, 1.959_964);
+    let p = right / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+#[derive(Serialize)]
+struct Summary {
+    mean: f64,
+    median: f64,
+    count: usize,
+}
+
+fn summary(mut v: Vec<f64>) -> Summary {
+    v.sort_by(f64::total_cmp);
+    let count = v.len();
+    let mean = v.iter().sum::<f64>() / count.max(1) as f64;
+    let median = if count == 0 { f64::NAN } else { v[count / 2] };
+    Summary { mean, median, count }
+}
+
+#[derive(Serialize)]
+struct DatasetEvaluation {
+    dataset: String,
+    train_items: usize,
+    heldout_items: usize,
+    /// Committee heads on the held-out items, then the length baselines on every item.
+    detectors: Vec<Detector>,
+    /// Mean NLL per token of the ending given context and noun phrase (the forward LM's).
+    gold_logppl: Summary,
+    distractor_logppl: Summary,
+    gold_tokens: Summary,
+    distractor_tokens: Summary,
+}
+
+fn evaluate(
+    name: &str,
+    committee: &mut TorchCommittee,
+    assignment: &Assignment,
+    members: &[Member],
+    config: &Config,
+) -> anyhow::Result<DatasetEvaluation> {
+    let pool = committee.pool;
+    let mut rng = {
+        use rand::SeedableRng;
+        rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6576_616c)
+    };
+    let (train, heldout) = af_filter::split_by_group(&pool.groups(), config.filter.train_share, &mut rng);
+    let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
+    let (_vs, model) = committee.train(members, &questions, config.run.seed ^ 0x6576_616c)?;
+    let rows: Vec<i64> = heldout.iter().flat_map(|&i| committee.question(i, assignment)).collect();
+    let width = assignment.k + 1;
+    let mut detectors = Vec::new();
+    for (head, scores) in af_nn::committee::score(&model, committee.table, &rows, config.committee.score_batch) {
+        let right = scores.chunks(width).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count();
+        detectors.push(Detector::new(&head, right as f64, heldout.len()));
+    }
+    let (mut longest, mut shortest) = (0.0, 0.0);
+    let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pool.items.len() {
+        let lens: Vec<u32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| pool.candidates[pool.row(i, c) as usize].tokens).collect();
+        let (max, min) = (*lens.iter().max().expect("k >= 1"), *lens.iter().min().expect("k >= 1"));
+        // Ties are broken at random: the expected credit is 1 / (options tied).
+        if lens[0] == max {
+            longest += 1.0 / lens.iter().filter(|&&l| l == max).count() as f64;
+        }
+        if lens[0] == min {
+            shortest += 1.0 / lens.iter().filter(|&&l| l == min).count() as f64;
+        }
+        let gold = &pool.candidates[pool.offsets[i]];
+        gold_ppl.push(f64::from(gold.features[0]));
+        gold_len.push(f64::from(gold.tokens));
+        for &c in &assignment.distractors[i] {
+            let d = &pool.candidates[pool.row(i, c) as usize];
+            dis_ppl.push(f64::from(d.features[0]));
+            dis_len.push(f64::from(d.tokens));
+        }
+    }
+    detectors.push(Detector::new("longest-ending", longest, pool.items.len()));
+    detectors.push(Detector::new("shortest-ending", shortest, pool.items.len()));
+    Ok(DatasetEvaluation {
+        dataset: name.into(),
+        train_items: train.len(),
+        heldout_items: heldout.len(),
+        detectors,
+        gold_logppl: summary(gold_ppl),
+        distractor_logppl: summary(dis_ppl),
+        gold_tokens: summary(gold_len),
+        distractor_tokens: summary(dis_len),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wilson;
+
+    #[test]
+    fn wilson_interval_brackets_the_rate() {
+        let (l, h) = wilson(50.0, 100);
+        assert!((l - 0.4038).abs() < 1e-3 && (h - 0.5962).abs() < 1e-3, "{l} {h}");
+        let (l, h) = wilson(0.0, 10);
+        assert_eq!(l, 0.0);
+        assert!(h > 0.27 && h < 0.29);
+    }
+}

@@ -1,0 +1,171 @@
+//! `af report RUN_DIR` and the `report` stage: the accuracy plot (`accuracy.svg`, `accuracy.png`)
+//! and `report.html`, built only from files in the run directory: `filter/state.json` and
+//! `filter/report.json`, `export/evaluation.json`, `export/dataset.jsonl` and `export/random.jsonl`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use af_filter::FilterState;
+use af_report::{escape, table, Curve, Page, Question, Section};
+use anyhow::Context;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde_json::Value;
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {} (has the run finished that stage?)", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+}
+
+fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not valid JSON", path.display(), i + 1)))
+        .collect()
+}
+
+/// Writes the plots and the page into `out`.
+pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
+    let state_path = run_dir.join("filter/state.json");
+    let state: FilterState = serde_json::from_str(
+        &std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}: is {} an af run directory?", state_path.display(), run_dir.display()))?,
+    )
+    .with_context(|| format!("{} is corrupted", state_path.display()))?;
+    let summary = read_json(&run_dir.join("filter/report.json"))?;
+    let evaluation = read_json(&run_dir.join("export/evaluation.json"))?;
+    let dataset = read_jsonl(&run_dir.join("export/dataset.jsonl"))?;
+    let random = read_jsonl(&run_dir.join("export/random.jsonl"))?;
+    let k = state.assignment.k;
+    let chance = af_filter::chance(k);
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+
+    let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for it in &state.iterations {
+        for h in &it.heads {
+            curves.entry(h.head.clone()).or_default().push((it.iteration as f64, h.accuracy));
+        }
+    }
+    // The joint head first: it drives by default.
+    let mut curves: Vec<Curve> = curves.into_iter().map(|(name, points)| Curve { name, points }).collect();
+    curves.sort_by_key(|c| c.name != af_core::JOINT_HEAD);
+    let title = format!("Held-out {}-way accuracy per head", k + 1);
+    let svg = af_report::accuracy_svg(&curves, chance, &title)?;
+    af_core::atomic::write(out.join("accuracy.svg"), svg.as_bytes())?;
+    let png_tmp = out.join("accuracy.png.tmp.png");
+    af_report::accuracy_png(&curves, chance, &title, &png_tmp)?;
+    std::fs::rename(&png_tmp, out.join("accuracy.png"))?;
+
+    let mut sections = Vec::new();
+    let num = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    sections.push(Section {
+        title: "Summary".into(),
+        html: table(
+            &["", "value"],
+            &[
+                vec!["items".into(), format!("{}", num(&summary, "items"))],
+                vec!["options per question".into(), format!("{}", k + 1)],
+                vec!["chance".into(), format!("{chance:.3}")],
+                vec!["AF iterations".into(), format!("{}", num(&summary, "iterations"))],
+                vec!["swaps".into(), format!("{}", num(&summary, "swaps"))],
+                vec!["items ever changed".into(), format!("{}", num(&summary, "items_ever_changed"))],
+                vec!["driving head, first iteration".into(), format!("{:.3}", num(&summary, "driving_head_first"))],
+                vec!["driving head, last iteration".into(), format!("{:.3}", num(&summary, "driving_head_last"))],
+                vec!["filter seconds".into(), format!("{:.1}", num(&summary, "seconds"))],
+            ],
+        ),
+    });
+    let mut stages: Vec<String> = Vec::new();
+    for (i, it) in state.iterations.iter().enumerate() {
+        if i == 0 || state.iterations[i - 1].stage != it.stage {
+            stages.push(format!("{} from iteration {}", it.stage, it.iteration));
+        }
+    }
+    sections.push(Section {
+        title: "Held-out accuracy during filtering".into(),
+        html: format!(
+            "<p>Each iteration trains a fresh committee on 80% of the groups and scores the held-out rest before swapping; stages: {}. Dashed: chance. Numbers: <code>filter/metrics.csv</code>.</p>{svg}",
+            escape(&stages.join("; "))
+        ),
+    });
+    let swaps: Vec<(f64, f64)> = state.iterations.iter().map(|i| (i.iteration as f64, i.swaps as f64)).collect();
+    sections.push(Section { title: "Swaps per iteration".into(), html: af_report::bars_svg(&swaps, "swaps", "Distractors swapped")? });
+
+    let detectors = |which: &str| -> Vec<Value> { evaluation[which]["detectors"].as_array().cloned().unwrap_or_default() };
+    let fmt = |d: &Value| format!("{:.3} [{:.3}, {:.3}]", num(d, "accuracy"), num(d, "ci_low"), num(d, "ci_high"));
+    let rows: Vec<Vec<String>> = detectors("random")
+        .iter()
+        .zip(detectors("af"))
+        .map(|(r, a)| vec![r["name"].as_str().unwrap_or("?").to_string(), fmt(r), fmt(&a), format!("{chance:.3}")])
+        .collect();
+    sections.push(Section {
+        title: "Detectors trained afresh: random distractors vs AF".into(),
+        html: format!(
+            "<p>A new committee (members: {}) trained on one group split of each dataset and scored on its held-out part ({} items); length baselines on every item, ties broken at random. 95% Wilson intervals. Numbers: <code>export/evaluation.json</code>.</p>{}",
+            escape(&evaluation["members"].as_array().map(|m| m.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()),
+            num(&evaluation["af"], "heldout_items"),
+            table(&["detector", "random assignment", "AF assignment", "chance"], &rows)
+        ),
+    });
+
+    let feature = |rows: &[Value], gold: bool, key: &str| -> Vec<f64> {
+        rows.iter()
+            .flat_map(|r| {
+                if gold {
+                    vec![r["gold"]["features"][key].as_f64().unwrap_or(f64::NAN)]
+                } else {
+                    r["distractors"].as_array().map(|d| d.iter().map(|x| x["features"][key].as_f64().unwrap_or(f64::NAN)).collect()).unwrap_or_default()
+                }
+            })
+            .collect()
+    };
+    let key = "fwd_logppl_v_given_sn";
+    let (g, a, r) = (feature(&dataset, true, key), feature(&dataset, false, key), feature(&random, false, key));
+    let hist = af_report::histogram_svg(
+        &[("gold endings", &g), ("AF distractors", &a), ("random distractors", &r)],
+        30,
+        "log perplexity of the ending given context (forward LM)",
+        "Fluency: gold vs distractors",
+    )?;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    sections.push(Section {
+        title: "Perplexity of gold endings and distractors".into(),
+        html: format!(
+            "<p>Mean log perplexity: gold {:.3}, AF distractors {:.3}, random distractors {:.3}. From the <code>features</code> of <code>export/dataset.jsonl</code> and <code>export/random.jsonl</code>.</p>{hist}",
+            mean(&g),
+            mean(&a),
+            mean(&r)
+        ),
+    });
+
+    let questions = dataset.iter().take(8).map(question).collect::<anyhow::Result<Vec<_>>>()?;
+    let page = Page {
+        title: format!("af report: {}", run_dir.file_name().and_then(|n| n.to_str()).unwrap_or("run")),
+        subtitle: format!("{} (af {})", run_dir.display(), env!("CARGO_PKG_VERSION")),
+        sections,
+        questions,
+    };
+    af_core::atomic::write(out.join("report.html"), page.render().as_bytes())?;
+    Ok(())
+}
+
+/// One exported line as a reader sees it: options in an order seeded by the item's id.
+fn question(v: &Value) -> anyhow::Result<Question> {
+    let s = |x: &Value| x.as_str().map(str::to_string).context("export/dataset.jsonl: a field is not text");
+    let id = s(&v["id"])?;
+    let mut options = vec![s(&v["gold"]["ending"])?];
+    for d in v["distractors"].as_array().context("no distractors")? {
+        options.push(s(&d["ending"])?);
+    }
+    let seed = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut order: Vec<usize> = (0..options.len()).collect();
+    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+    let answer = order.iter().position(|&o| o == 0).expect("gold is an option");
+    Ok(Question {
+        id,
+        context: s(&v["context"])?,
+        noun_phrase: s(&v["noun_phrase"])?,
+        options: order.into_iter().map(|o| options[o].clone()).collect(),
+        answer,
+    })
+}

@@ -1,0 +1,10 @@
+//! af-report owns what people look at: the plots of a run (accuracy per head against iteration,
+//! like SWAG's Figure 2; swap counts; histograms) as SVG and PNG, and the HTML report, one file
+//! with everything inlined so it opens anywhere without a network. It knows nothing of how the
+//! numbers were made: the CLI reads the run directory and hands them over.
+
+mod html;
+mod plot;
+
+pub use html::{escape, table, Page, Question, Section};
+pub use plot::{accuracy_png, accuracy_svg, bars_svg, histogram_svg, Curve, PlotError};

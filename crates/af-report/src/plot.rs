@@ -1,0 +1,237 @@
+//! Plots, drawn once with plotters onto an SVG string or a PNG file. Text goes through ab_glyph
+//! with DejaVu Sans compiled in (fonts/LICENSE), so a machine without fonts draws the same.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PlotError {
+    #[error("drawing failed: {0}")]
+    Draw(String),
+    #[error("nothing to plot: {0}")]
+    Empty(&'static str),
+}
+
+fn draw_err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::Draw(e.to_string())
+}
+
+const FONT: &str = "sans-serif";
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The font is valid: a test draws with it.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, include_bytes!("../fonts/DejaVuSans.ttf"));
+    });
+}
+
+/// One line of a plot.
+#[derive(Clone, Debug)]
+pub struct Curve {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+const SIZE: (u32, u32) = (900, 520);
+
+fn draw_accuracy<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, curves: &[Curve], chance: f64, title: &str) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    register_font();
+    let max_x = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0)).fold(0.0, f64::max).max(1.0);
+    root.fill(&WHITE).map_err(draw_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..max_x, 0.0..1.0)
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("AF iteration")
+        .y_desc("held-out accuracy")
+        .label_style((FONT, 14))
+        .draw()
+        .map_err(draw_err)?;
+    for (i, c) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(c.points.iter().copied(), color.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(c.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    let grey = RGBColor(90, 90, 90);
+    chart
+        .draw_series(DashedLineSeries::new(vec![(0.0, chance), (max_x, chance)], 6, 4, grey.stroke_width(2)))
+        .map_err(draw_err)?
+        .label(format!("chance ({chance:.3})"))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)
+}
+
+/// Held-out accuracy per head against iteration, with chance as a dashed line, as SVG text.
+pub fn accuracy_svg(curves: &[Curve], chance: f64, title: &str) -> Result<String, PlotError> {
+    if curves.iter().all(|c| c.points.is_empty()) {
+        return Err(PlotError::Empty("no iterations"));
+    }
+    let mut out = String::new();
+    draw_accuracy(SVGBackend::with_string(&mut out, SIZE).into_drawing_area(), curves, chance, title)?;
+    Ok(out)
+}
+
+/// The same plot as a PNG file.
+pub fn accuracy_png(curves: &[Curve], chance: f64, title: &str, path: &Path) -> Result<(), PlotError> {
+    if curves.iter().all(|c| c.points.is_empty()) {
+        return Err(PlotError::Empty("no iterations"));
+    }
+    draw_accuracy(BitMapBackend::new(path, SIZE).into_drawing_area(), curves, chance, title)
+}
+
+/// Overlaid histograms (shares, so that series of different sizes compare), as SVG text.
+pub fn histogram_svg(series: &[(&str, &[f64])], bins: usize, x_desc: &str, title: &str) -> Result<String, PlotError> {
+    register_font();
+    let all = series.iter().flat_map(|s| s.1.iter().copied()).filter(|v| v.is_finite());
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    if !lo.is_finite() {
+        return Err(PlotError::Empty("no values"));
+    }
+    let hi = if hi > lo { hi } else { lo + 1.0 };
+    let width = (hi - lo) / bins as f64;
+    let shares: Vec<Vec<f64>> = series
+        .iter()
+        .map(|(_, v)| {
+            let mut h = vec![0.0; bins];
+            let n = v.iter().filter(|x| x.is_finite()).count().max(1) as f64;
+            for x in v.iter().filter(|x| x.is_finite()) {
+                h[(((x - lo) / width) as usize).min(bins - 1)] += 1.0 / n;
+            }
+            h
+        })
+        .collect();
+    let top = shares.iter().flatten().fold(0.0f64, |a, &b| a.max(b)) * 1.1;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (640, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(lo..hi, 0.0..top.max(1e-9))
+            .map_err(draw_err)?;
+        chart.configure_mesh().x_desc(x_desc).y_desc("share").label_style((FONT, 13)).draw().map_err(draw_err)?;
+        for (i, ((name, _), h)) in series.iter().zip(&shares).enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(h.iter().enumerate().map(|(b, &y)| {
+                    let x0 = lo + b as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width, y)], color.mix(0.45).filled())
+                }))
+                .map_err(draw_err)?
+                .label(name.to_string())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.45).filled()));
+        }
+        chart
+            .configure_series_labels()
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(out)
+}
+
+/// Bars of a count per iteration (e.g. swaps), as SVG text.
+pub fn bars_svg(values: &[(f64, f64)], y_desc: &str, title: &str) -> Result<String, PlotError> {
+    register_font();
+    if values.is_empty() {
+        return Err(PlotError::Empty("no values"));
+    }
+    let max_x = values.iter().map(|v| v.0).fold(0.0, f64::max) + 1.0;
+    let top = values.iter().map(|v| v.1).fold(0.0, f64::max).max(1.0) * 1.1;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (640, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..max_x, 0.0..top)
+            .map_err(draw_err)?;
+        chart.configure_mesh().x_desc("AF iteration").y_desc(y_desc).label_style((FONT, 13)).draw().map_err(draw_err)?;
+        chart
+            .draw_series(values.iter().map(|&(x, y)| Rectangle::new([(x, 0.0), (x + 0.8, y)], COLORS[0].filled())))
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curves() -> Vec<Curve> {
+        vec![
+            Curve { name: "joint".into(), points: (0..20).map(|i| (i as f64, 0.6 - 0.02 * i as f64)).collect() },
+            Curve { name: "mlp".into(), points: (0..20).map(|i| (i as f64, 0.5 - 0.015 * i as f64)).collect() },
+        ]
+    }
+
+    #[test]
+    fn accuracy_plot_draws_every_head_and_chance_as_svg_and_png() {
+        let svg = accuracy_svg(&curves(), 0.1, "test run").unwrap();
+        assert!(svg.starts_with("<svg"));
+        for text in ["joint", "mlp", "chance (0.100)", "AF iteration", "held-out accuracy"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let png = dir.path().join("a.png");
+        accuracy_png(&curves(), 0.1, "test run", &png).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        assert!(bytes.len() > 10_000, "a real picture, not an empty frame: {} bytes", bytes.len());
+        assert!(matches!(accuracy_svg(&[], 0.1, "x"), Err(PlotError::Empty(_))));
+    }
+
+    #[test]
+    fn histograms_and_bars_render() {
+        let a: Vec<f64> = (0..100).map(|i| i as f64 / 10.0).collect();
+        let b: Vec<f64> = (0..50).map(|i| 3.0 + i as f64 / 20.0).collect();
+        let svg = histogram_svg(&[("gold", &a), ("distractors", &b)], 20, "log ppl", "h").unwrap();
+        assert!(svg.contains("gold") && svg.contains("distractors"));
+        assert!(bars_svg(&[(0.0, 3.0), (1.0, 5.0)], "swaps", "s").unwrap().contains("swaps"));
+    }
+}
