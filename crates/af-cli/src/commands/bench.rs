@@ -39,6 +39,38 @@ pub enum BenchCommand {
         #[arg(long, default_value = "auto")]
         device: String,
     },
+    /// Committee speed on a synthetic pool: one AF iteration (train on 80% of the items' k+1
+    /// options, score every pool candidate of the other 20%), sequences and candidates per second.
+    /// `--check-cpu` scores the trained weights on the CPU too and reports the largest difference.
+    Committee {
+        #[arg(long, default_value_t = 4_000)]
+        items: usize,
+        /// Generated candidates per item (the gold makes one more).
+        #[arg(long, default_value_t = 1023)]
+        pool: usize,
+        #[arg(long, default_value_t = 9)]
+        k: usize,
+        /// Tokens per candidate (noun phrase + ending), padded.
+        #[arg(long, default_value_t = 32)]
+        tokens: i64,
+        #[arg(long, default_value_t = 20_000)]
+        vocab: i64,
+        /// Comma-separated members.
+        #[arg(long, default_value = "mlp,bow,cnn,pos-lstm")]
+        members: String,
+        #[arg(long, default_value_t = 1)]
+        epochs: usize,
+        /// Candidates per scoring pass.
+        #[arg(long, default_value_t = 16_384)]
+        score_batch: usize,
+        #[arg(long, default_value_t = 64)]
+        batch_items: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// Also score on the CPU with the same weights and compare (exit 1 beyond 1e-2).
+        #[arg(long)]
+        check_cpu: bool,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -92,6 +124,9 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Committee { items, pool, k, tokens, vocab, members, epochs, score_batch, batch_items, device, check_cpu } => {
+            bench_committee(items, pool, k, tokens, vocab, &members, epochs, score_batch, batch_items, &device, check_cpu)
+        }
         BenchCommand::Tagger { conllu, min_tokens, model } => {
             let tagger = super::load_tagger(model.as_deref())?;
             let (source, sentences): (String, Vec<Vec<String>>) = match &conllu {
@@ -133,6 +168,125 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A synthetic candidate table built on the device: random words, lengths 8..=T, the first three
+/// tokens a noun phrase, Gaussian features.
+fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn::committee::CandidateTable {
+    use tch::{Kind, Tensor};
+    let pos_vocab = 120;
+    let opts = (Kind::Int, device);
+    let lengths = Tensor::randint_low(8, t + 1, [rows, 1], opts);
+    let positions = Tensor::arange(t, opts).unsqueeze(0);
+    let present = positions.lt_tensor(&lengths);
+    let words = Tensor::randint_low(2, vocab, [rows, t], opts) * present.to_kind(Kind::Int);
+    let pos = (words.remainder(pos_vocab - 2) + 2) * present.to_kind(Kind::Int);
+    let indicator = (positions.ge(3).to_kind(Kind::Int) + 1) * present.to_kind(Kind::Int);
+    af_nn::committee::CandidateTable {
+        words,
+        pos,
+        indicator,
+        features: Tensor::randn([rows, 8], (Kind::Float, device)),
+        rows,
+        vocab,
+        pos_vocab,
+        device,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_committee(
+    items: usize,
+    pool: usize,
+    k: usize,
+    tokens: i64,
+    vocab: i64,
+    members: &str,
+    epochs: usize,
+    score_batch: usize,
+    batch_items: usize,
+    device: &str,
+    check_cpu: bool,
+) -> anyhow::Result<ExitCode> {
+    use af_core::{CommitteeConfig, Member};
+    use af_nn::committee::{score, train, CommitteeModel};
+    let device = af_nn::select_device(af_core::config::parse_device(device).map_err(anyhow::Error::msg)?)?;
+    let members: Vec<Member> =
+        members.split(',').map(|m| Member::parse(m.trim()).ok_or_else(|| anyhow::anyhow!("unknown member `{m}`"))).collect::<Result<_, _>>()?;
+    anyhow::ensure!(k <= pool && items >= 5, "need k <= pool and at least 5 items");
+    tch::manual_seed(3);
+    let width = pool + 1;
+    let table = synthetic_table((items * width) as i64, tokens, vocab, device);
+    let config = CommitteeConfig { epochs, validation_share: 0.0, batch_items, score_batch, ..Default::default() };
+    let n_train = items * 4 / 5;
+    let questions: Vec<Vec<i64>> =
+        (0..n_train).map(|i| (0..=k).map(|c| (i * width + c * (pool / k.max(1)).max(1) % width) as i64).collect()).collect();
+    let vs = tch::nn::VarStore::new(device);
+    let model = CommitteeModel::new(&vs.root(), &config, &members, true, &table);
+    let sync = || {
+        if let tch::Device::Cuda(d) = device {
+            tch::Cuda::synchronize(d as i64);
+        }
+    };
+    sync();
+    let start = Instant::now();
+    train(&vs, &model, &table, &questions, &config, 1)?;
+    sync();
+    let train_seconds = start.elapsed().as_secs_f64();
+    let heldout: Vec<i64> = ((n_train * width) as i64..(items * width) as i64).collect();
+    let start = Instant::now();
+    let scores = score(&model, &table, &heldout, score_batch);
+    let score_seconds = start.elapsed().as_secs_f64();
+    let sequences = n_train * (k + 1) * epochs;
+    let mut out = json!({
+        "benchmark": "committee",
+        "machine": machine(),
+        "device": format!("{device:?}"),
+        "torch_threads": tch::get_num_threads(),
+        "members": members.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "items": items,
+        "candidates_per_item": width,
+        "k": k,
+        "tokens": tokens,
+        "epochs": epochs,
+        "train_sequences": sequences,
+        "train_seconds": train_seconds,
+        "train_sequences_per_second": sequences as f64 / train_seconds,
+        "scored_candidates": heldout.len(),
+        "score_seconds": score_seconds,
+        "score_candidates_per_second": heldout.len() as f64 / score_seconds,
+        "iteration_seconds": train_seconds + score_seconds,
+    });
+    let mut code = ExitCode::SUCCESS;
+    if check_cpu && device != tch::Device::Cpu {
+        let rows: Vec<i64> = heldout.iter().copied().take(8 * width).collect();
+        let mut cpu_vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let cpu_table = af_nn::committee::CandidateTable {
+            words: table.words.to(tch::Device::Cpu),
+            pos: table.pos.to(tch::Device::Cpu),
+            indicator: table.indicator.to(tch::Device::Cpu),
+            features: table.features.to(tch::Device::Cpu),
+            device: tch::Device::Cpu,
+            ..table
+        };
+        let cpu_model = CommitteeModel::new(&cpu_vs.root(), &config, &members, true, &cpu_table);
+        cpu_vs.copy(&vs)?;
+        let on_cpu = score(&cpu_model, &cpu_table, &rows, score_batch);
+        let (mut max_diff, mut max_abs) = (0f32, 0f32);
+        for ((_, a), (_, b)) in scores.iter().zip(&on_cpu) {
+            for (x, y) in a.iter().zip(b) {
+                max_diff = max_diff.max((x - y).abs());
+                max_abs = max_abs.max(y.abs());
+            }
+        }
+        let ok = max_diff <= 1e-2;
+        out["cpu_check"] = json!({"candidates": rows.len(), "heads": on_cpu.len(), "max_abs_difference": max_diff, "max_abs_score": max_abs, "tolerance": 1e-2, "ok": ok});
+        if !ok {
+            code = ExitCode::FAILURE;
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(code)
 }
 
 /// What the figures were measured on.
