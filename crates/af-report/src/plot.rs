@@ -68,6 +68,7 @@ where
         .configure_mesh()
         .x_desc("AF iteration")
         .y_desc("held-out accuracy")
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .label_style((FONT, 14))
         .draw()
         .map_err(draw_err)?;
@@ -190,7 +191,12 @@ pub fn bars_svg(values: &[(f64, f64)], y_desc: &str, title: &str) -> Result<Stri
             .y_label_area_size(56)
             .build_cartesian_2d(0.0..max_x, 0.0..top)
             .map_err(draw_err)?;
-        chart.configure_mesh().x_desc("AF iteration").y_desc(y_desc).label_style((FONT, 13)).draw().map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("AF iteration")
+            .y_desc(y_desc)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style((FONT, 13)).draw().map_err(draw_err)?;
         chart
             .draw_series(values.iter().map(|&(x, y)| Rectangle::new([(x, 0.0), (x + 0.8, y)], COLORS[0].filled())))
             .map_err(draw_err)?;
