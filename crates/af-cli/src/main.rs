@@ -196,8 +196,15 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Filter { stage: args, resume, force } => {
             let config = commands::load_config(args.config.as_deref())?;
-            if resume && !config.run.dir.join("filter/state.json").exists() {
-                anyhow::bail!("--resume: no interrupted filter run in {}", config.run.dir.join("filter").display());
+            let dir = config.run.dir.join("filter");
+            if resume && !dir.join("state.json").exists() {
+                anyhow::bail!("--resume: no interrupted filter run in {}", dir.display());
+            }
+            if resume && !stage::resumable(&config, stage::StageName::Filter)? {
+                anyhow::bail!(
+                    "--resume: the run in {} was started with another config or other upstream outputs; resuming it would mix the two (run without --resume to start over)",
+                    dir.display()
+                );
             }
             stage::init_threads(&config);
             stage::run_stage(&config, stage::StageName::Filter, force, None)?;

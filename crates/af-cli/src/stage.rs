@@ -144,6 +144,16 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     Ok(())
 }
 
+/// Whether `stage` has started work for exactly this config (so a rerun would resume it).
+pub fn resumable(config: &Config, stage: StageName) -> anyhow::Result<bool> {
+    let started = config.run.dir.join(stage.dir_name()).join("started.json");
+    let stamp = fingerprint(config, stage)?;
+    Ok(std::fs::read_to_string(started)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| v == stamp))
+}
+
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
 fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
     let started = dir.join("started.json");

@@ -157,6 +157,13 @@ fn a_killed_filter_resumes_and_ends_exactly_where_an_uninterrupted_one_does() {
     };
     assert_eq!(strip(&sa), strip(&sb), "same metrics");
 
+    // --resume under a changed config refuses instead of silently starting over.
+    let text = std::fs::read_to_string(&cfg_b).unwrap().replace("k = 3", "k = 3\nepsilon = 0.01");
+    std::fs::write(&cfg_b, text).unwrap();
+    let o = af(&["filter", "--resume", cfg_b.to_str().unwrap()], b.path());
+    assert!(!o.status.success() && stderr(&o).contains("started with another config"), "{}", stderr(&o));
+    assert_eq!(json(&state_b)["assignment"], sa["assignment"], "and leaves the state alone");
+
     // --resume with nothing to resume is an error, not a fresh start.
     let c = tempfile::tempdir().unwrap();
     let cfg_c = config(c.path(), 20, 20, "");

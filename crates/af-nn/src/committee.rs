@@ -376,9 +376,6 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
 mod tests {
     use super::*;
 
-    /// libtorch's seed is global: tests that seed it must not interleave.
-    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     /// A table where right answers contain word 5 and wrong ones never do: every text member must
     /// learn it; the MLP sees only noise and must stay near chance.
     fn planted(questions: usize, width: usize, seed: u64) -> (CandidateTable, Vec<Vec<i64>>) {
@@ -421,7 +418,7 @@ mod tests {
 
     #[test]
     fn text_members_find_a_planted_word_and_the_feature_mlp_does_not() {
-        let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
+        let _torch_rng = crate::torch_rng_lock();
         tch::manual_seed(1);
         let (table, qs) = planted(200, 4, 1);
         let vs = nn::VarStore::new(Device::Cpu);
@@ -442,7 +439,7 @@ mod tests {
 
     #[test]
     fn training_is_deterministic_on_cpu() {
-        let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
+        let _torch_rng = crate::torch_rng_lock();
         let run = || {
             tch::manual_seed(7);
             let (table, qs) = planted(60, 4, 2);

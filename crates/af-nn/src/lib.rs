@@ -9,3 +9,11 @@ pub mod runtime;
 pub mod sample;
 
 pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};
+
+/// libtorch's random generator is global and tests run on parallel threads: every test that
+/// seeds it or draws from it (initialisation, dropout) holds this lock.
+#[cfg(test)]
+pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

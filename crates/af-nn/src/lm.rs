@@ -150,6 +150,7 @@ mod tests {
 
     #[test]
     fn padding_does_not_change_scores() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = tiny();
         let a: &[i64] = &[BOS, 5, 6, 7, EOS];
         let alone = lm.token_logprobs(&lm.forward, &pad_batch(&[a], Device::Cpu), false);
@@ -160,6 +161,7 @@ mod tests {
 
     #[test]
     fn prefix_encoding_matches_a_full_run() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = tiny();
         let long: &[i64] = &[BOS, 4, 5, 6, 7, 8];
         let short: &[i64] = &[BOS, 9, 10];
@@ -173,6 +175,7 @@ mod tests {
 
     #[test]
     fn training_lowers_the_loss_and_names_are_stable() {
+        let _torch_rng = crate::torch_rng_lock();
         let (vs, lm) = tiny();
         let seqs: Vec<Vec<i64>> = (0..8).map(|i| vec![BOS, 4 + i % 3, 5, 6, 7, EOS]).collect();
         let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();

@@ -196,6 +196,7 @@ mod tests {
 
     #[test]
     fn learns_and_resumes_after_a_kill() {
+        let _torch_rng = crate::torch_rng_lock();
         let d = tempfile::tempdir().unwrap();
         let seqs = data();
         // "Killed" after 2 epochs: a run limited to 2, then a run allowed 4 resumes at epoch 3.
@@ -224,6 +225,7 @@ mod tests {
 
     #[test]
     fn corrupt_checkpoint_is_a_clear_error() {
+        let _torch_rng = crate::torch_rng_lock();
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("progress.json"), "{\"history\": [], \"best_epoch\": 0, \"best_valid\": 1.0, \"finished\": false}").unwrap();
         std::fs::write(d.path().join("last.safetensors"), b"not a checkpoint").unwrap();

@@ -236,6 +236,7 @@ mod tests {
 
     #[test]
     fn samples_respect_bans_stops_and_do_not_depend_on_batch_mates() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let u1: Vec<f32> = (0..5 * 6).map(|i| ((i * 37) % 100) as f32 / 100.0).collect();
         let u2: Vec<f32> = (0..3 * 6).map(|i| ((i * 53) % 100) as f32 / 100.0).collect();
@@ -254,6 +255,7 @@ mod tests {
 
     #[test]
     fn first_tokens_follow_the_model_distribution() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let prefix: &[i64] = &[BOS, 5, 6];
         let n = 4000;
@@ -277,6 +279,7 @@ mod tests {
 
     #[test]
     fn item_features_equal_the_general_ones() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, one_layer) = model();
         let vs2 = nn::VarStore::new(Device::Cpu);
         let two_layers = BiLm::new(&vs2.root(), LmShape { vocab: 20, embedding: 8, hidden: 6, layers: 2, dropout: 0.0 });
@@ -300,6 +303,7 @@ mod tests {
 
     #[test]
     fn features_agree_with_separate_scoring() {
+        let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let (s, n, v): (&[i64], &[i64], &[i64]) = (&[5, 6, 7], &[8], &[9, 10, 4]);
         let f = features(&lm, &[FeatureInput { s, n, v }, FeatureInput { s: &[5], n: &[6], v: &[7] }], 8, Device::Cpu);
