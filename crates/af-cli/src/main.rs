@@ -86,6 +86,11 @@ enum Command {
         /// The run directory (the `dir` of its config).
         run_dir: PathBuf,
     },
+    /// AFLite: remove the instances that linear probes on the given features predict too well.
+    ///
+    /// Features from any encoder (.npy, .safetensors, .csv), one row per instance of a JSONL
+    /// file; `--winogrande` reads WinoGrande's layout and keeps twins together.
+    Aflite(commands::aflite::AfliteArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -229,6 +234,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(c) => commands::bench::run(c),
+        Command::Aflite(a) => commands::aflite::run(a),
     }
 }
 

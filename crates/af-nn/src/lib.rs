@@ -2,6 +2,7 @@
 //! device, thread counts, and, as the pipeline grows, the language models and the committee.
 //! Other crates stay free of tensors so they build and test in seconds.
 
+pub mod aflite;
 pub mod committee;
 pub mod lm;
 pub mod lm_train;

@@ -50,7 +50,17 @@ const COLORS: [RGBColor; 8] = [
 
 const SIZE: (u32, u32) = (900, 520);
 
-fn draw_accuracy<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, curves: &[Curve], chance: f64, title: &str) -> Result<(), PlotError>
+/// Axis titles and the dashed reference line of a [0, 1] line plot.
+#[derive(Clone, Debug)]
+pub struct LinePlot<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    /// A horizontal dashed line: its legend label and height (chance, usually).
+    pub reference: Option<(&'a str, f64)>,
+}
+
+fn draw_lines<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, curves: &[Curve], plot: &LinePlot) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
@@ -58,7 +68,7 @@ where
     let max_x = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0)).fold(0.0, f64::max).max(1.0);
     root.fill(&WHITE).map_err(draw_err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 20))
+        .caption(plot.title, (FONT, 20))
         .margin(12)
         .x_label_area_size(42)
         .y_label_area_size(56)
@@ -66,8 +76,8 @@ where
         .map_err(draw_err)?;
     chart
         .configure_mesh()
-        .x_desc("AF iteration")
-        .y_desc("held-out accuracy")
+        .x_desc(plot.x_desc)
+        .y_desc(plot.y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .label_style((FONT, 14))
         .draw()
@@ -80,12 +90,14 @@ where
             .label(c.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
-    let grey = RGBColor(90, 90, 90);
-    chart
-        .draw_series(DashedLineSeries::new(vec![(0.0, chance), (max_x, chance)], 6, 4, grey.stroke_width(2)))
-        .map_err(draw_err)?
-        .label(format!("chance ({chance:.3})"))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
+    if let Some((label, level)) = plot.reference {
+        let grey = RGBColor(90, 90, 90);
+        chart
+            .draw_series(DashedLineSeries::new(vec![(0.0, level), (max_x, level)], 6, 4, grey.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(format!("{label} ({level:.3})"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -97,22 +109,36 @@ where
     root.present().map_err(draw_err)
 }
 
-/// Held-out accuracy per head against iteration, with chance as a dashed line, as SVG text.
-pub fn accuracy_svg(curves: &[Curve], chance: f64, title: &str) -> Result<String, PlotError> {
+/// Lines with values in [0, 1] against iteration, as SVG text.
+pub fn lines_svg(curves: &[Curve], plot: &LinePlot) -> Result<String, PlotError> {
     if curves.iter().all(|c| c.points.is_empty()) {
         return Err(PlotError::Empty("no iterations"));
     }
     let mut out = String::new();
-    draw_accuracy(SVGBackend::with_string(&mut out, SIZE).into_drawing_area(), curves, chance, title)?;
+    draw_lines(SVGBackend::with_string(&mut out, SIZE).into_drawing_area(), curves, plot)?;
     Ok(out)
 }
 
 /// The same plot as a PNG file.
-pub fn accuracy_png(curves: &[Curve], chance: f64, title: &str, path: &Path) -> Result<(), PlotError> {
+pub fn lines_png(curves: &[Curve], plot: &LinePlot, path: &Path) -> Result<(), PlotError> {
     if curves.iter().all(|c| c.points.is_empty()) {
         return Err(PlotError::Empty("no iterations"));
     }
-    draw_accuracy(BitMapBackend::new(path, SIZE).into_drawing_area(), curves, chance, title)
+    draw_lines(BitMapBackend::new(path, SIZE).into_drawing_area(), curves, plot)
+}
+
+fn accuracy_plot(chance: f64, title: &str) -> LinePlot<'_> {
+    LinePlot { title, x_desc: "AF iteration", y_desc: "held-out accuracy", reference: Some(("chance", chance)) }
+}
+
+/// Held-out accuracy per head against iteration, with chance as a dashed line, as SVG text.
+pub fn accuracy_svg(curves: &[Curve], chance: f64, title: &str) -> Result<String, PlotError> {
+    lines_svg(curves, &accuracy_plot(chance, title))
+}
+
+/// The same plot as a PNG file.
+pub fn accuracy_png(curves: &[Curve], chance: f64, title: &str, path: &Path) -> Result<(), PlotError> {
+    lines_png(curves, &accuracy_plot(chance, title), path)
 }
 
 /// Overlaid histograms (shares, so that series of different sizes compare), as SVG text.

@@ -71,6 +71,22 @@ pub enum BenchCommand {
         #[arg(long)]
         check_cpu: bool,
     },
+    /// AFLite speed: one iteration's m batched linear classifiers (each trained on t of the
+    /// instances, full batch) on random features.
+    Aflite {
+        #[arg(long, default_value_t = 40_000)]
+        instances: usize,
+        #[arg(long, default_value_t = 1024)]
+        dim: usize,
+        #[arg(long, default_value_t = 64)]
+        m: usize,
+        #[arg(long, default_value_t = 10_000)]
+        t: usize,
+        #[arg(long, default_value_t = 100)]
+        steps: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -126,6 +142,39 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Committee { items, pool, k, tokens, vocab, members, epochs, score_batch, batch_items, device, check_cpu } => {
             bench_committee(items, pool, k, tokens, vocab, &members, epochs, score_batch, batch_items, &device, check_cpu)
+        }
+        BenchCommand::Aflite { instances, dim, m, t, steps, device } => {
+            use rand::{Rng, SeedableRng};
+            let device = af_nn::select_device(af_core::config::parse_device(&device).map_err(anyhow::Error::msg)?)?;
+            anyhow::ensure!(t < instances, "t must be smaller than the number of instances");
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+            let features: Vec<f32> = (0..instances * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let labels: Vec<u32> = (0..instances).map(|i| (i % 2) as u32).collect();
+            let settings = af_nn::aflite::ProbeSettings { steps, ..Default::default() };
+            let probes = af_nn::aflite::BatchedProbes::new(&features, instances, dim, &labels, 2, settings, device);
+            let active: Vec<usize> = (0..instances).collect();
+            let train: Vec<Vec<bool>> = (0..m).map(|_| {
+                let mut side = vec![false; instances];
+                for i in rand::seq::index::sample(&mut rng, instances, t) {
+                    side[i] = true;
+                }
+                side
+            }).collect();
+            let _ = probes.fit_predict(&active, &train[..1])?; // warm-up
+            let start = Instant::now();
+            let predicted = probes.fit_predict(&active, &train)?;
+            let seconds = start.elapsed().as_secs_f64();
+            let out = json!({
+                "benchmark": "aflite",
+                "machine": machine(),
+                "device": format!("{device:?}"),
+                "torch_threads": tch::get_num_threads(),
+                "instances": instances, "dim": dim, "m": m, "t": t, "steps": steps,
+                "predictions": predicted.len() * instances,
+                "seconds_per_iteration": seconds,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Tagger { conllu, min_tokens, model } => {
             let tagger = super::load_tagger(model.as_deref())?;

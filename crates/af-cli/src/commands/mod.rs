@@ -1,3 +1,4 @@
+pub mod aflite;
 pub mod bench;
 pub mod committee;
 pub mod doctor;

@@ -1,0 +1,188 @@
+//! `af aflite`: AFLite over instances with feature vectors from any encoder (DESIGN §1.6).
+//!
+//! Writes into `--out`: `kept.jsonl` and `removed.jsonl` (the input lines, unchanged, so a
+//! WinoGrande file stays a WinoGrande file), `scores.csv` (per instance its last predictability
+//! and the iteration that removed it), `iterations.csv`, `report.json`, and `aflite.svg`/`.png`
+//! (share of instances left and a fresh probe's held-out accuracy against iteration).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use af_filter::aflite::{aflite, AfliteOptions, LinearProbes};
+use af_io::features::{read_features, read_instances, InstanceFields};
+use af_nn::aflite::{BatchedProbes, ProbeSettings};
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct AfliteArgs {
+    /// Instances, one JSON object per line, in the order of the feature rows.
+    #[arg(long)]
+    instances: PathBuf,
+    /// Feature matrix, one row per instance: .npy (float32/64), .safetensors (one 2-D tensor) or .csv.
+    #[arg(long)]
+    features: PathBuf,
+    /// Output directory (must be empty or absent unless --force).
+    #[arg(long)]
+    out: PathBuf,
+    /// WinoGrande layout: id `qID`, label `answer`, twins grouped by qID without -1/-2.
+    #[arg(long)]
+    winogrande: bool,
+    #[arg(long, default_value = "id")]
+    id_field: String,
+    #[arg(long, default_value = "label")]
+    label_field: String,
+    /// Instances sharing a group are never split between training and predicted sides.
+    #[arg(long)]
+    group_field: Option<String>,
+    /// Classifiers (random partitions) per iteration.
+    #[arg(long, default_value_t = 64)]
+    m: usize,
+    /// Training instances per partition.
+    #[arg(long, default_value_t = 10_000)]
+    t: usize,
+    /// Instances removed per iteration at most.
+    #[arg(long, default_value_t = 500)]
+    k: usize,
+    /// Predictability an instance needs to be removed.
+    #[arg(long, default_value_t = 0.75)]
+    tau: f64,
+    /// Stop at this many instances (0: only when fewer than k qualify).
+    #[arg(long, default_value_t = 0)]
+    n: usize,
+    #[arg(long, default_value_t = 1000)]
+    max_iterations: usize,
+    #[arg(long, default_value_t = 13)]
+    seed: u64,
+    /// Full-batch optimisation steps per classifier.
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    #[arg(long, default_value_t = 0.05)]
+    learning_rate: f64,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// CPU threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Replace what is in --out.
+    #[arg(long)]
+    force: bool,
+}
+
+struct Probes<'a>(&'a BatchedProbes);
+
+impl LinearProbes for Probes<'_> {
+    type Error = af_nn::NnError;
+    fn fit_predict(&mut self, active: &[usize], train: &[Vec<bool>], _seed: u64) -> Result<Vec<Vec<u32>>, af_nn::NnError> {
+        self.0.fit_predict(active, train)
+    }
+}
+
+pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
+    af_nn::runtime::set_threads(a.threads);
+    let fields = if a.winogrande {
+        InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true }
+    } else {
+        InstanceFields { id: a.id_field.clone(), label: a.label_field.clone(), group: a.group_field.clone(), twins_from_id: false }
+    };
+    let instances = read_instances(&a.instances, &fields)?;
+    let features = read_features(&a.features)?;
+    anyhow::ensure!(
+        features.rows == instances.len(),
+        "{} has {} rows but {} has {} instances: one feature row per instance, in order",
+        a.features.display(),
+        features.rows,
+        a.instances.display(),
+        instances.len()
+    );
+    prepare_out(&a.out, a.force)?;
+    let classes: BTreeMap<&str, u32> = {
+        let mut names: Vec<&str> = instances.iter().map(|i| i.label.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().enumerate().map(|(i, n)| (n, i as u32)).collect()
+    };
+    anyhow::ensure!(classes.len() >= 2, "{}: every instance has the same label", a.instances.display());
+    let labels: Vec<u32> = instances.iter().map(|i| classes[i.label.as_str()]).collect();
+    let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
+    let device = af_nn::select_device(af_core::config::parse_device(&a.device).map_err(anyhow::Error::msg)?)?;
+    let settings = ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() };
+    let batched = BatchedProbes::new(&features.data, features.rows, features.dim, &labels, classes.len(), settings, device);
+    let options = AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.seed };
+    let start = std::time::Instant::now();
+    let result = aflite(&mut Probes(&batched), &labels, &groups, &options)?;
+    let seconds = start.elapsed().as_secs_f64();
+
+    let (mut kept, mut removed) = (String::new(), String::new());
+    let mut scores = String::from("id,label,group,predictability,removed_in_iteration\n");
+    for (i, inst) in instances.iter().enumerate() {
+        let target = if result.removed_in[i].is_some() { &mut removed } else { &mut kept };
+        target.push_str(&inst.line);
+        target.push('\n');
+        let p = result.predictability[i].map_or(String::new(), |p| format!("{p:.4}"));
+        let r = result.removed_in[i].map_or(String::new(), |r| r.to_string());
+        writeln!(scores, "{},{},{},{p},{r}", csv_field(&inst.id), csv_field(&inst.label), csv_field(&inst.group)).expect("String");
+    }
+    let mut iterations = String::from("iteration,size,removed,above_tau,mean_predictability,probe_accuracy\n");
+    for it in &result.iterations {
+        writeln!(iterations, "{},{},{},{},{:.4},{:.4}", it.iteration, it.size, it.removed, it.above_tau, it.mean_predictability, it.probe_accuracy)
+            .expect("String");
+    }
+    let write = |name: &str, text: &str| af_core::atomic::write(a.out.join(name), text.as_bytes());
+    write("kept.jsonl", &kept)?;
+    write("removed.jsonl", &removed)?;
+    write("scores.csv", &scores)?;
+    write("iterations.csv", &iterations)?;
+    let n_kept = result.kept().count();
+    let first_probe = result.iterations.first().map_or(result.final_probe_accuracy, |i| i.probe_accuracy);
+    let report = json!({
+        "instances": a.instances, "features": a.features, "rows": features.rows, "dim": features.dim,
+        "classes": classes.keys().collect::<Vec<_>>(), "chance": 1.0 / classes.len() as f64,
+        "options": options, "probe_steps": a.steps, "probe_learning_rate": a.learning_rate, "device": format!("{device:?}"),
+        "kept": n_kept, "removed": instances.len() - n_kept, "iterations": result.iterations.len(),
+        "probe_accuracy_before": first_probe, "probe_accuracy_after": result.final_probe_accuracy,
+        "seconds": seconds, "seconds_per_iteration": seconds / result.iterations.len().max(1) as f64,
+    });
+    write("report.json", &serde_json::to_string_pretty(&report)?)?;
+    let total = instances.len() as f64;
+    let mut size: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.size as f64 / total)).collect();
+    let mut probe: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.probe_accuracy)).collect();
+    let end = result.iterations.len() as f64;
+    size.push((end, n_kept as f64 / total));
+    probe.push((end, result.final_probe_accuracy));
+    let curves = [af_report::Curve { name: "share of instances left".into(), points: size }, af_report::Curve { name: "fresh linear probe, held-out accuracy".into(), points: probe }];
+    let plot = af_report::LinePlot { title: "AFLite", x_desc: "AFLite iteration", y_desc: "share / accuracy", reference: Some(("chance", 1.0 / classes.len() as f64)) };
+    write("aflite.svg", &af_report::lines_svg(&curves, &plot)?)?;
+    let tmp = a.out.join("aflite.png.tmp.png");
+    af_report::lines_png(&curves, &plot, &tmp)?;
+    std::fs::rename(&tmp, a.out.join("aflite.png"))?;
+    println!(
+        "aflite: kept {n_kept} of {} instances in {} iterations ({seconds:.1} s); fresh probe {first_probe:.3} -> {:.3} (chance {:.3}); outputs in {}",
+        instances.len(),
+        result.iterations.len(),
+        result.final_probe_accuracy,
+        1.0 / classes.len() as f64,
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn prepare_out(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
+        anyhow::ensure!(force, "{} is not empty: pass --force to replace what is there", out.display());
+        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+}

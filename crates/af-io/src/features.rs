@@ -1,0 +1,256 @@
+//! Feature matrices written by any encoder (`.npy`, `.safetensors`, `.csv`) and the instance
+//! lists beside them (JSONL with an id, a label and optionally a group), for `af aflite`.
+
+use std::path::Path;
+
+use crate::ReadError;
+
+/// A dense [rows, dim] matrix, row-major, as f32.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeatureMatrix {
+    pub rows: usize,
+    pub dim: usize,
+    pub data: Vec<f32>,
+}
+
+/// Reads a feature matrix, the format chosen by the file's extension.
+pub fn read_features(path: &Path) -> Result<FeatureMatrix, ReadError> {
+    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npy") => read_npy(path),
+        Some("safetensors") => read_safetensors(path),
+        Some("csv") => read_csv(path),
+        other => Err(invalid(format!("unknown feature file type {other:?}: expected .npy, .safetensors or .csv"))),
+    }
+}
+
+fn bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })
+}
+
+/// Decodes little-endian f32 or f64 values.
+fn decode(raw: &[u8], width: usize) -> Vec<f32> {
+    match width {
+        4 => raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        _ => raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).collect(),
+    }
+}
+
+/// NumPy's format: magic, version, a header dict (`descr`, `fortran_order`, `shape`), then data.
+fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
+    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let b = bytes(path)?;
+    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
+        return Err(invalid("not a .npy file (no \\x93NUMPY magic)".into()));
+    }
+    let (header_len, start) = match b[6] {
+        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
+        v => return Err(invalid(format!("unsupported .npy version {v}"))),
+    };
+    let header = b.get(start..start + header_len).ok_or_else(|| invalid("truncated header".into()))?;
+    let header = String::from_utf8_lossy(header);
+    let field = |key: &str| -> Option<String> {
+        let at = header.find(&format!("'{key}'"))?;
+        let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+        let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find(',').unwrap_or(rest.len()) };
+        Some(rest[..end].trim().to_string())
+    };
+    let width = match field("descr").as_deref() {
+        Some("'<f4'") => 4,
+        Some("'<f8'") => 8,
+        other => return Err(invalid(format!("dtype {other:?}: af reads little-endian float32 ('<f4') or float64 ('<f8')"))),
+    };
+    if field("fortran_order").as_deref() != Some("False") {
+        return Err(invalid("Fortran-ordered array: save it with np.ascontiguousarray first".into()));
+    }
+    let shape = field("shape").ok_or_else(|| invalid("no shape in the header".into()))?;
+    let dims: Vec<usize> = shape
+        .trim_matches(|c| c == '(' || c == ')')
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().map_err(|_| invalid(format!("shape {shape} is not numbers"))))
+        .collect::<Result<_, _>>()?;
+    let [rows, dim] = dims[..] else { return Err(invalid(format!("shape {shape}: expected a 2-D matrix"))) };
+    let data = &b[start + header_len..];
+    if data.len() != rows * dim * width {
+        return Err(invalid(format!("{} data bytes for shape ({rows}, {dim}) of {width}-byte floats", data.len())));
+    }
+    Ok(FeatureMatrix { rows, dim, data: decode(data, width) })
+}
+
+/// safetensors: an 8-byte header length, a JSON header naming each tensor's dtype, shape and byte
+/// range, then the data. The file must hold one 2-D F32 or F64 tensor.
+fn read_safetensors(path: &Path) -> Result<FeatureMatrix, ReadError> {
+    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let b = bytes(path)?;
+    let n = u64::from_le_bytes(b.get(..8).ok_or_else(|| invalid("shorter than a safetensors header".into()))?.try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(b.get(8..8 + n).ok_or_else(|| invalid("truncated header".into()))?)
+        .map_err(|e| invalid(format!("header is not JSON: {e}")))?;
+    let tensors: Vec<(&String, &serde_json::Value)> = header.as_object().into_iter().flatten().filter(|(k, _)| *k != "__metadata__").collect();
+    let [(name, t)] = tensors[..] else {
+        return Err(invalid(format!("{} tensors in the file; af needs exactly one (the feature matrix)", tensors.len())));
+    };
+    let width = match t["dtype"].as_str() {
+        Some("F32") => 4,
+        Some("F64") => 8,
+        other => return Err(invalid(format!("tensor `{name}` has dtype {other:?}: expected F32 or F64"))),
+    };
+    let shape: Vec<usize> = t["shape"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
+    let [rows, dim] = shape[..] else { return Err(invalid(format!("tensor `{name}` has shape {shape:?}: expected 2-D"))) };
+    let offsets: Vec<usize> = t["data_offsets"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
+    let [a, z] = offsets[..] else { return Err(invalid(format!("tensor `{name}` has no data_offsets"))) };
+    let data = b.get(8 + n + a..8 + n + z).ok_or_else(|| invalid(format!("tensor `{name}`'s data lies outside the file")))?;
+    if data.len() != rows * dim * width {
+        return Err(invalid(format!("tensor `{name}`: {} bytes for shape [{rows}, {dim}]", data.len())));
+    }
+    Ok(FeatureMatrix { rows, dim, data: decode(data, width) })
+}
+
+/// Numbers separated by commas, one instance per line; a first line that is not numbers is a header.
+fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
+    let text = crate::read_utf8(path)?;
+    let mut data = Vec::new();
+    let mut dim = None;
+    let mut rows = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Result<Vec<f32>, _> = line.split(',').map(|v| v.trim().parse::<f32>()).collect();
+        let values = match parsed {
+            Ok(v) => v,
+            Err(_) if i == 0 => continue,
+            Err(_) => {
+                let bad = line.split(',').position(|v| v.trim().parse::<f32>().is_err()).unwrap_or(0);
+                return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("column {} is not a number", bad + 1) });
+            }
+        };
+        match dim {
+            None => dim = Some(values.len()),
+            Some(d) if d != values.len() => {
+                return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("{} values, earlier rows have {d}", values.len()) })
+            }
+            _ => {}
+        }
+        data.extend(values);
+        rows += 1;
+    }
+    let dim = dim.ok_or_else(|| ReadError::Invalid { path: path.to_path_buf(), message: "no rows of numbers".into() })?;
+    Ok(FeatureMatrix { rows, dim, data })
+}
+
+/// One instance of a JSONL file: its id, label and group (its id when no group is given), and the
+/// line itself, so a filtered file keeps the original layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub id: String,
+    pub label: String,
+    pub group: String,
+    pub line: String,
+}
+
+/// How to find an instance's id, label and group in a JSONL line.
+#[derive(Clone, Debug)]
+pub struct InstanceFields {
+    pub id: String,
+    pub label: String,
+    pub group: Option<String>,
+    /// Group twins by id: the id without a final `-1`/`-2` (WinoGrande's qIDs).
+    pub twins_from_id: bool,
+}
+
+pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instance>, ReadError> {
+    let text = crate::read_utf8(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record = |message: String| ReadError::Record { path: path.to_path_buf(), line: i + 1, message };
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| ReadError::json(path, &e, i))?;
+        let text_of = |key: &str| -> Result<String, ReadError> {
+            match &v[key] {
+                serde_json::Value::String(s) => Ok(s.clone()),
+                serde_json::Value::Number(n) => Ok(n.to_string()),
+                serde_json::Value::Bool(b) => Ok(b.to_string()),
+                serde_json::Value::Null => Err(record(format!("no field `{key}`"))),
+                other => Err(record(format!("field `{key}` is {other}, expected text or a number"))),
+            }
+        };
+        let id = text_of(&fields.id)?;
+        let label = text_of(&fields.label)?;
+        let group = match &fields.group {
+            Some(g) => text_of(g)?,
+            None if fields.twins_from_id => id.strip_suffix("-1").or_else(|| id.strip_suffix("-2")).unwrap_or(&id).to_string(),
+            None => id.clone(),
+        };
+        out.push(Instance { id, label, group, line: line.to_string() });
+    }
+    if out.is_empty() {
+        return Err(ReadError::Invalid { path: path.to_path_buf(), message: "no instances".into() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy(shape: &str, descr: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((header.len() as u16).to_le_bytes());
+        out.extend(header.as_bytes());
+        out.extend(data);
+        out
+    }
+
+    #[test]
+    fn reads_npy_safetensors_and_csv_alike() {
+        let d = tempfile::tempdir().unwrap();
+        let values = [1.0f32, 2.0, 3.0, 4.5, -1.0, 0.25];
+        let le: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let want = FeatureMatrix { rows: 3, dim: 2, data: values.to_vec() };
+
+        let p = d.path().join("f.npy");
+        std::fs::write(&p, npy("(3, 2)", "<f4", &le)).unwrap();
+        assert_eq!(read_features(&p).unwrap(), want);
+        let le64: Vec<u8> = values.iter().flat_map(|v| f64::from(*v).to_le_bytes()).collect();
+        std::fs::write(&p, npy("(3, 2)", "<f8", &le64)).unwrap();
+        assert_eq!(read_features(&p).unwrap(), want);
+        std::fs::write(&p, npy("(3, 2)", "<i8", &le64)).unwrap();
+        assert!(read_features(&p).unwrap_err().to_string().contains("float32"));
+
+        let p = d.path().join("f.safetensors");
+        let header = br#"{"features":{"dtype":"F32","shape":[3,2],"data_offsets":[0,24]},"__metadata__":{"by":"test"}}"#;
+        let mut st = (header.len() as u64).to_le_bytes().to_vec();
+        st.extend(header);
+        st.extend(&le);
+        std::fs::write(&p, st).unwrap();
+        assert_eq!(read_features(&p).unwrap(), want);
+
+        let p = d.path().join("f.csv");
+        std::fs::write(&p, "a,b\n1,2\n3,4.5\n-1,0.25\n").unwrap();
+        assert_eq!(read_features(&p).unwrap(), want);
+        std::fs::write(&p, "1,2\n3,x\n").unwrap();
+        assert_eq!(read_features(&p).unwrap_err().to_string(), format!("{}:2: column 2 is not a number", p.display()));
+    }
+
+    #[test]
+    fn instances_take_twins_from_winogrande_ids() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("w.jsonl");
+        std::fs::write(&p, "{\"qID\": \"AB-1\", \"answer\": \"1\"}\n{\"qID\": \"AB-2\", \"answer\": 2}\n{\"qID\": \"C\"}\n").unwrap();
+        let fields = InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true };
+        let e = read_instances(&p, &fields).unwrap_err().to_string();
+        assert!(e.ends_with("w.jsonl:3: no field `answer`"), "{e}");
+        std::fs::write(&p, "{\"qID\": \"AB-1\", \"answer\": \"1\"}\n{\"qID\": \"AB-2\", \"answer\": 2}\n").unwrap();
+        let v = read_instances(&p, &fields).unwrap();
+        assert_eq!((v[0].group.as_str(), v[1].group.as_str(), v[1].label.as_str()), ("AB", "AB", "2"));
+    }
+}
