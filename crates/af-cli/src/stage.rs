@@ -8,11 +8,11 @@
 //! - `stage.json`, written last: it finished, with what fingerprint and in how long. A stage whose
 //!   `stage.json` matches the current fingerprint is skipped.
 //!
-//! A fingerprint holds the stage's config sections, the seed, its input files' size and mtime, and
+//! A fingerprint holds the stage's config sections, the seed, its input files' size and content hash, and
 //! the fingerprint of the stage it reads from, so a change upstream reruns everything after it.
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use af_core::Config;
 use anyhow::Context;
@@ -234,9 +234,27 @@ fn file_stamp(path: &Path) -> anyhow::Result<serde_json::Value> {
     };
     let mut stamps = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(&p).with_context(|| format!("cannot read input {}", p.display()))?;
-        let mtime = meta.modified().ok().and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map(|d| d.as_nanos());
-        stamps.push(json!({"path": p, "bytes": meta.len(), "mtime_ns": mtime.map(|m| m.to_string())}));
+        let (bytes, hash) = content_hash(&p).with_context(|| format!("cannot read input {}", p.display()))?;
+        stamps.push(json!({"path": p, "bytes": bytes, "fnv1a64": format!("{hash:016x}")}));
     }
     Ok(json!(stamps))
+}
+
+/// Size and FNV-1a hash of a file's bytes: inputs are identified by what they hold, not by when
+/// they were written (a copied or re-mounted dataset keeps its runs up to date).
+fn content_hash(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut hash, mut total) = (0xcbf2_9ce4_8422_2325u64, 0u64);
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok((total, hash));
+        }
+        total += n as u64;
+        for &b in &buf[..n] {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }

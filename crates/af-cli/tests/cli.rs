@@ -145,3 +145,22 @@ fn duplicate_item_ids_across_inputs_are_an_error() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("duplicate item id `v_fixture000-0`"), "{}", stderr(&o));
 }
+
+#[test]
+fn inputs_are_identified_by_content_not_by_mtime() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("captions.json");
+    let original = std::fs::read(repo().join("fixtures/captions/captions.json")).unwrap();
+    std::fs::write(&input, &original).unwrap();
+    let cfg = config_in(d.path(), &format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", input.display()));
+    let run = |d: &std::path::Path| af(&["run", cfg.to_str().unwrap(), "--until", "pairs"], d);
+    assert!(stdout(&run(d.path())).contains("pairs:"));
+    // Rewritten with the same bytes (a copy, a re-mount): still up to date.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&input, &original).unwrap();
+    assert_eq!(stdout(&run(d.path())), "", "same content, same fingerprint");
+    // Different bytes: rerun.
+    let changed = String::from_utf8(original).unwrap().replacen("A man", "A woman", 1);
+    std::fs::write(&input, changed).unwrap();
+    assert!(stdout(&run(d.path())).contains("pairs:"));
+}
