@@ -91,6 +91,9 @@ enum Command {
     /// Features from any encoder (.npy, .safetensors, .csv), one row per instance of a JSONL
     /// file; `--winogrande` reads WinoGrande's layout and keeps twins together.
     Aflite(commands::aflite::AfliteArgs),
+    /// Features for AFLite from af's own encoders: trained on a slice of a WinoGrande-style file
+    /// that is then dropped, they encode the rest (features.npy + instances.jsonl).
+    Features(commands::features::FeaturesArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -235,6 +238,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Bench(c) => commands::bench::run(c),
         Command::Aflite(a) => commands::aflite::run(a),
+        Command::Features(a) => commands::features::run(a),
     }
 }
 

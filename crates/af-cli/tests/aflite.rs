@@ -100,3 +100,41 @@ fn features_without_signal_remove_nothing() {
     let o = aflite(d.path(), &["--force"]);
     assert!(!o.status.success() && stderr(&o).contains("has 2 rows but"), "{}", stderr(&o));
 }
+
+/// WinoGrande-style twins where the right option always comes right after "the": a style cue
+/// af's encoders can learn from the slice.
+#[test]
+fn af_features_encode_winogrande_for_aflite_and_drop_their_training_slice() {
+    let d = tempfile::tempdir().unwrap();
+    let names = ["Ann", "Ben", "Cid", "Dee", "Eve", "Fay", "Gus", "Hal"];
+    let mut lines = String::new();
+    for i in 0..120 {
+        let (a, b) = (names[i % 8], names[(i + 3) % 8]);
+        for twin in 1..=2 {
+            let verb = if twin == 1 { "won" } else { "lost" };
+            lines.push_str(&format!(
+                "{{\"qID\": \"w{i}-{twin}\", \"sentence\": \"{a} played {b} and the _ {verb} the game.\", \"option1\": \"{a}\", \"option2\": \"{b}\", \"answer\": \"{twin}\"}}\n"
+            ));
+        }
+    }
+    std::fs::write(d.path().join("wino.jsonl"), &lines).unwrap();
+    let o = af(&["features", "--winogrande", "wino.jsonl", "--out", "feat", "--device", "cpu", "--threads", "1", "--epochs", "2"], d.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept = std::fs::read_to_string(d.path().join("feat/instances.jsonl")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.path().join("feat/report.json")).unwrap()).unwrap();
+    assert_eq!(kept.lines().count() as u64, report["kept"].as_u64().unwrap());
+    assert_eq!(report["kept"].as_u64().unwrap() + report["slice"].as_u64().unwrap(), 240);
+    assert!(kept.lines().all(|l| lines.lines().any(|i| i == l)), "kept lines are the input's");
+    let features = af_io::features::read_features(&d.path().join("feat/features.npy")).unwrap();
+    assert_eq!(features.rows as u64, report["kept"].as_u64().unwrap());
+    assert_eq!(features.dim as u64, report["dim"].as_u64().unwrap());
+    // Twins stay together: the slice takes whole groups.
+    let ids: std::collections::HashSet<&str> = kept.lines().map(|l| l.split('"').nth(3).unwrap()).collect();
+    for id in &ids {
+        let twin = if let Some(stem) = id.strip_suffix("-1") { format!("{stem}-2") } else { format!("{}-1", id.strip_suffix("-2").unwrap()) };
+        assert!(ids.contains(twin.as_str()), "{id} kept without its twin");
+    }
+    let o = af(&["aflite", "--winogrande", "--instances", "feat/instances.jsonl", "--features", "feat/features.npy", "--out", "al", "--device", "cpu", "--threads", "1", "--m", "8", "--t", "60", "--k", "10", "--steps", "20"], d.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.path().join("al/kept.jsonl").exists());
+}

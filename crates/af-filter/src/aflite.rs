@@ -108,7 +108,12 @@ pub fn aflite<P: LinearProbes>(
             break;
         }
         if options.t >= active.len() {
-            return Err(AfliteError::TrainTooLarge { t: options.t, size: active.len() });
+            // Nothing would be left to predict. Before the first iteration that is a mistake in
+            // the options; later it is where the set has shrunk to.
+            if iteration == 0 {
+                return Err(AfliteError::TrainTooLarge { t: options.t, size: active.len() });
+            }
+            break;
         }
         let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
         rng.set_stream(iteration as u64 + 1);

@@ -140,6 +140,24 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
     Ok(FeatureMatrix { rows, dim, data })
 }
 
+/// Writes a [rows, dim] float32 matrix as `.npy` (version 1.0, C order), atomically.
+pub fn write_npy(path: &Path, m: &FeatureMatrix) -> std::io::Result<()> {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", m.rows, m.dim);
+    // NumPy pads the header so the data starts on a 64-byte boundary.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + m.data.len() * 4);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in &m.data {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    af_core::atomic::write(path, &out)
+}
+
 /// One instance of a JSONL file: its id, label and group (its id when no group is given), and the
 /// line itself, so a filtered file keeps the original layout.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,6 +243,9 @@ mod tests {
         assert_eq!(read_features(&p).unwrap(), want);
         std::fs::write(&p, npy("(3, 2)", "<i8", &le64)).unwrap();
         assert!(read_features(&p).unwrap_err().to_string().contains("float32"));
+
+        write_npy(&p, &want).unwrap();
+        assert_eq!(read_features(&p).unwrap(), want, "what af writes, af reads");
 
         let p = d.path().join("f.safetensors");
         let header = br#"{"features":{"dtype":"F32","shape":[3,2],"data_offsets":[0,24]},"__metadata__":{"by":"test"}}"#;

@@ -31,8 +31,9 @@ pub struct CandidateInput {
     pub words: Vec<i32>,
     /// The same tokens in the POS view: frequent words kept, the rest as their tag.
     pub pos: Vec<i32>,
-    /// Tokens of `words` that belong to the noun phrase (they come first).
-    pub noun_phrase_len: usize,
+    /// Tokens of `words` marked by the indicator: the noun phrase of a SWAG candidate (its first
+    /// tokens), the filled-in option of a WinoGrande sentence.
+    pub marked: std::ops::Range<usize>,
     /// The LM features, standardised.
     pub features: [f32; 8],
 }
@@ -68,7 +69,7 @@ impl CandidateTable {
             words[row..row + input.words.len()].copy_from_slice(&input.words);
             pos[row..row + input.pos.len()].copy_from_slice(&input.pos);
             for (j, ind) in indicator[row..row + input.words.len()].iter_mut().enumerate() {
-                *ind = if j < input.noun_phrase_len { INDICATOR_NOUN_PHRASE } else { INDICATOR_ENDING };
+                *ind = if input.marked.contains(&j) { INDICATOR_NOUN_PHRASE } else { INDICATOR_ENDING };
             }
             features.extend_from_slice(&input.features);
         }
@@ -236,6 +237,15 @@ impl CommitteeModel {
         v
     }
 
+    /// The members' representations of the candidates at `rows`, concatenated (eval mode).
+    /// # Shapes
+    /// -> [N, sum of member widths]
+    pub fn represent(&self, table: &CandidateTable, rows: &Tensor) -> Tensor {
+        let batch = Batch::gather(table, rows);
+        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, self.dropout, false)).collect();
+        Tensor::cat(&reps, 1)
+    }
+
     /// Every head's score for the candidates at `rows` (i64 [N] on the table's device).
     pub fn forward(&self, table: &CandidateTable, rows: &Tensor, train: bool) -> Vec<HeadOutput> {
         let batch = Batch::gather(table, rows);
@@ -394,7 +404,7 @@ mod tests {
                 let pos = words.iter().map(|w| if *w < 20 { *w } else { 20 + w % 3 }).collect();
                 let features = std::array::from_fn(|_| rng.random_range(-1.0..1.0));
                 q.push(inputs.len() as i64);
-                inputs.push(CandidateInput { words, pos, noun_phrase_len: 2, features });
+                inputs.push(CandidateInput { words, pos, marked: 0..2, features });
             }
             qs.push(q);
         }

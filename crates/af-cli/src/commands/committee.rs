@@ -118,6 +118,61 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
             (words, tags)
         })
         .collect();
+    let view = text_view(&tagged, c, tagger.tags().len());
+    let mut mean = [0f64; 8];
+    let mut sq = [0f64; 8];
+    for cand in &pool.candidates {
+        for f in 0..8 {
+            let x = f64::from(cand.features[f]);
+            mean[f] += x;
+            sq[f] += x * x;
+        }
+    }
+    let n = pool.candidates.len().max(1) as f64;
+    let mut std = [1f64; 8];
+    for f in 0..8 {
+        mean[f] /= n;
+        std[f] = (sq[f] / n - mean[f] * mean[f]).max(0.0).sqrt().max(1e-6);
+    }
+    let inputs: Vec<CandidateInput> = view
+        .words
+        .into_par_iter()
+        .zip(view.pos)
+        .zip(&pool.candidates)
+        .zip(&item_of)
+        .map(|(((words, pos), cand), &i)| CandidateInput {
+            words,
+            pos,
+            marked: 0..np_tokens[i].len(),
+            features: std::array::from_fn(|f| ((f64::from(cand.features[f]) - mean[f]) / std[f]) as f32),
+        })
+        .collect();
+    let max_tokens = inputs.iter().map(|i| i.words.len()).max().unwrap_or(0);
+    let min_len = c.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
+    let table = CandidateTable::new(&inputs, view.vocab as i64, view.pos_vocab as i64, min_len, device);
+    let summary = TableSummary {
+        rows: inputs.len(),
+        vocabulary: view.vocab,
+        pos_vocabulary: view.pos_vocab,
+        max_tokens,
+        feature_mean: mean,
+        feature_std: std,
+    };
+    (table, summary)
+}
+
+/// Token ids of tagged sentences in the committee's two views.
+pub struct TextView {
+    /// Word ids by frequency (2..; 0 pad, 1 unknown), at most `max-vocab` in all.
+    pub words: Vec<Vec<i32>>,
+    /// The `pos-words` most frequent words as themselves, every other token as its tag.
+    pub pos: Vec<Vec<i32>>,
+    pub vocab: usize,
+    pub pos_vocab: usize,
+}
+
+/// Builds both views from lowercased tokens and their tag ids (`tags` tags in the tagger).
+pub fn text_view(tagged: &[(Vec<String>, Vec<usize>)], c: &CommitteeConfig, tags: usize) -> TextView {
     let counts = tagged
         .par_iter()
         .fold(HashMap::<&str, u64>::new, |mut m, (words, _)| {
@@ -137,45 +192,16 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
     let words: HashMap<&str, i32> = by_count.iter().take(c.max_vocab - 2).enumerate().map(|(i, (w, _))| (*w, i as i32 + 2)).collect();
     let pos_words: HashMap<&str, i32> = by_count.iter().take(c.pos_words).enumerate().map(|(i, (w, _))| (*w, i as i32 + 2)).collect();
     let tag_base = pos_words.len() as i32 + 2;
-    let mut mean = [0f64; 8];
-    let mut sq = [0f64; 8];
-    for cand in &pool.candidates {
-        for f in 0..8 {
-            let x = f64::from(cand.features[f]);
-            mean[f] += x;
-            sq[f] += x * x;
-        }
-    }
-    let n = pool.candidates.len().max(1) as f64;
-    let mut std = [1f64; 8];
-    for f in 0..8 {
-        mean[f] /= n;
-        std[f] = (sq[f] / n - mean[f] * mean[f]).max(0.0).sqrt().max(1e-6);
-    }
-    let inputs: Vec<CandidateInput> = tagged
+    let (ids, pos) = tagged
         .par_iter()
-        .zip(&pool.candidates)
-        .zip(&item_of)
-        .map(|(((ws, tags), cand), &i)| CandidateInput {
-            words: ws.iter().map(|w| words.get(w.as_str()).copied().unwrap_or(1)).collect(),
-            pos: ws.iter().zip(tags).map(|(w, &t)| pos_words.get(w.as_str()).copied().unwrap_or(tag_base + t as i32)).collect(),
-            noun_phrase_len: np_tokens[i].len(),
-            features: std::array::from_fn(|f| ((f64::from(cand.features[f]) - mean[f]) / std[f]) as f32),
+        .map(|(ws, ts)| {
+            (
+                ws.iter().map(|w| words.get(w.as_str()).copied().unwrap_or(1)).collect::<Vec<i32>>(),
+                ws.iter().zip(ts).map(|(w, &t)| pos_words.get(w.as_str()).copied().unwrap_or(tag_base + t as i32)).collect::<Vec<i32>>(),
+            )
         })
-        .collect();
-    let max_tokens = inputs.iter().map(|i| i.words.len()).max().unwrap_or(0);
-    let min_len = c.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
-    let pos_vocab = i64::from(tag_base) + tagger.tags().len() as i64;
-    let table = CandidateTable::new(&inputs, words.len() as i64 + 2, pos_vocab, min_len, device);
-    let summary = TableSummary {
-        rows: inputs.len(),
-        vocabulary: words.len() + 2,
-        pos_vocabulary: pos_vocab as usize,
-        max_tokens,
-        feature_mean: mean,
-        feature_std: std,
-    };
-    (table, summary)
+        .unzip();
+    TextView { words: ids, pos, vocab: words.len() + 2, pos_vocab: tag_base as usize + tags }
 }
 
 /// The libtorch committee: a fresh model per iteration, seeded by the iteration, trained on the

@@ -3,6 +3,7 @@ pub mod bench;
 pub mod committee;
 pub mod doctor;
 pub mod export;
+pub mod features;
 pub mod filter;
 pub mod generate;
 pub mod lm;
