@@ -1,5 +1,6 @@
 //! AFLite's m linear classifiers, trained together as one batched problem: weights [m, d, C],
-//! logits [m, N, C] = X [N, d] x W, each classifier's loss masked to its own training side.
+//! each classifier's training rows gathered into [m, t, d] (padded, masked), then every active
+//! instance predicted by all m at once: [m, N, C] = X [N, d] x W.
 //! Zero initialisation and full-batch Adam make a run deterministic on the CPU.
 
 use tch::nn::OptimizerConfig;
@@ -56,18 +57,29 @@ impl BatchedProbes {
         let idx = Tensor::from_slice(&idx).to(self.device);
         let x = self.x.index_select(0, &idx).unsqueeze(0); // [1, A, d]
         let y = self.labels.index_select(0, &idx); // [A]
-        let mask: Vec<f32> = train.iter().flat_map(|t| t.iter().map(|&b| if b { 1.0 } else { 0.0 })).collect();
-        let mask = Tensor::from_slice(&mask).view([m, active.len() as i64]).to(self.device);
-        let per_classifier = mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0);
+        // Each classifier trains on its own rows only: gather them ([m, t_max, d], padded and
+        // masked) rather than computing every classifier's logits over every instance.
+        let sides: Vec<Vec<i64>> = train.iter().map(|t| t.iter().enumerate().filter(|(_, &b)| b).map(|(a, _)| a as i64).collect()).collect();
+        let t_max = sides.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut rows = vec![0i64; train.len() * t_max];
+        let mut mask = vec![0f32; train.len() * t_max];
+        for (j, side) in sides.iter().enumerate() {
+            rows[j * t_max..j * t_max + side.len()].copy_from_slice(side);
+            mask[j * t_max..j * t_max + side.len()].iter_mut().for_each(|v| *v = 1.0);
+        }
+        let rows = Tensor::from_slice(&rows).to(self.device);
+        let mask = Tensor::from_slice(&mask).view([m, t_max as i64]).to(self.device);
         let d = self.x.size()[1];
+        let x_train = x.squeeze_dim(0).index_select(0, &rows).view([m, t_max as i64, d]);
+        let target = y.index_select(0, &rows).view([m, t_max as i64, 1]);
+        let per_classifier = mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0);
         let vs = nn::VarStore::new(self.device);
         let w = vs.root().zeros("weight", &[m, d, self.classes]);
         let b = vs.root().zeros("bias", &[m, 1, self.classes]);
         let mut opt = nn::Adam::default().build(&vs, self.settings.learning_rate)?;
-        let target = y.view([1, -1, 1]).expand([m, -1, 1], false);
         for _ in 0..self.settings.steps {
-            let logits = x.matmul(&w) + &b; // [m, A, C]
-            let nll = -logits.log_softmax(-1, Kind::Float).gather(2, &target, false).squeeze_dim(-1); // [m, A]
+            let logits = x_train.bmm(&w) + &b; // [m, t_max, C]
+            let nll = -logits.log_softmax(-1, Kind::Float).gather(2, &target, false).squeeze_dim(-1); // [m, t_max]
             let loss = ((nll * &mask).sum_dim_intlist(1, false, Kind::Float) / &per_classifier).sum(Kind::Float)
                 + w.square().sum(Kind::Float) * self.settings.weight_decay;
             opt.zero_grad();
