@@ -146,21 +146,21 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
 
 /// Whether `stage` has started work for exactly this config (so a rerun would resume it).
 pub fn resumable(config: &Config, stage: StageName) -> anyhow::Result<bool> {
-    let started = config.run.dir.join(stage.dir_name()).join("started.json");
-    let stamp = fingerprint(config, stage)?;
-    Ok(std::fs::read_to_string(started)
+    Ok(started_with(&config.run.dir.join(stage.dir_name()), &fingerprint(config, stage)?))
+}
+
+/// Whether `dir/started.json` holds `fingerprint`.
+fn started_with(dir: &Path, fingerprint: &serde_json::Value) -> bool {
+    std::fs::read_to_string(dir.join("started.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| v == stamp))
+        .is_some_and(|v| &v == fingerprint)
 }
 
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
 fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
     let started = dir.join("started.json");
-    let same = std::fs::read_to_string(&started)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| &v == fingerprint);
+    let same = started_with(dir, fingerprint);
     if dir.exists() && (force || !same) {
         if shared && !force && started.exists() {
             anyhow::bail!(
@@ -246,15 +246,13 @@ fn content_hash(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut buf = vec![0u8; 1 << 20];
-    let (mut hash, mut total) = (0xcbf2_9ce4_8422_2325u64, 0u64);
+    let (mut hash, mut total) = (af_core::hash::Fnv1a::default(), 0u64);
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {
-            return Ok((total, hash));
+            return Ok((total, hash.finish()));
         }
         total += n as u64;
-        for &b in &buf[..n] {
-            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        hash.update(&buf[..n]);
     }
 }

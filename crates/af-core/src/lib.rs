@@ -5,6 +5,7 @@
 
 pub mod atomic;
 pub mod config;
+pub mod hash;
 pub mod item;
 
 pub use config::{BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};

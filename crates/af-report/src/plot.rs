@@ -119,12 +119,16 @@ pub fn lines_svg(curves: &[Curve], plot: &LinePlot) -> Result<String, PlotError>
     Ok(out)
 }
 
-/// The same plot as a PNG file.
+/// The same plot as a PNG file, drawn beside it and renamed into place: a crash never leaves half
+/// a picture.
 pub fn lines_png(curves: &[Curve], plot: &LinePlot, path: &Path) -> Result<(), PlotError> {
     if curves.iter().all(|c| c.points.is_empty()) {
         return Err(PlotError::Empty("no iterations"));
     }
-    draw_lines(BitMapBackend::new(path, SIZE).into_drawing_area(), curves, plot)
+    // The encoder picks the format from the extension, so the temporary name ends in .png too.
+    let tmp = path.with_extension("tmp.png");
+    draw_lines(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), curves, plot)?;
+    std::fs::rename(&tmp, path).map_err(draw_err)
 }
 
 fn accuracy_plot(chance: f64, title: &str) -> LinePlot<'_> {

@@ -75,12 +75,7 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    splitmix(h)
+    splitmix(af_core::hash::fnv1a64(bytes))
 }
 
 fn key(template: u64, a: u64, b: u64) -> u64 {

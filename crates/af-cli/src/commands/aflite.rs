@@ -6,14 +6,12 @@
 //! (share of instances left and a fresh probe's held-out accuracy against iteration).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use af_filter::aflite::{aflite, AfliteOptions, LinearProbes};
 use af_io::features::{read_features, read_instances, InstanceFields};
 use af_nn::aflite::{BatchedProbes, ProbeSettings};
-use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
@@ -99,7 +97,7 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
         a.instances.display(),
         instances.len()
     );
-    prepare_out(&a.out, a.force)?;
+    super::empty_out_dir(&a.out, a.force)?;
     let classes: BTreeMap<&str, u32> = {
         let mut names: Vec<&str> = instances.iter().map(|i| i.label.as_str()).collect();
         names.sort_unstable();
@@ -109,7 +107,7 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(classes.len() >= 2, "{}: every instance has the same label", a.instances.display());
     let labels: Vec<u32> = instances.iter().map(|i| classes[i.label.as_str()]).collect();
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
-    let device = af_nn::select_device(af_core::config::parse_device(&a.device).map_err(anyhow::Error::msg)?)?;
+    let device = super::device_named(&a.device)?;
     let settings = ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() };
     let batched = BatchedProbes::new(&features.data, features.rows, features.dim, &labels, classes.len(), settings, device);
     let options = AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.seed };
@@ -118,25 +116,33 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     let seconds = start.elapsed().as_secs_f64();
 
     let (mut kept, mut removed) = (String::new(), String::new());
-    let mut scores = String::from("id,label,group,predictability,removed_in_iteration\n");
+    let mut scores = csv::Writer::from_writer(Vec::new());
+    scores.write_record(["id", "label", "group", "predictability", "removed_in_iteration"])?;
     for (i, inst) in instances.iter().enumerate() {
         let target = if result.removed_in[i].is_some() { &mut removed } else { &mut kept };
         target.push_str(&inst.line);
         target.push('\n');
         let p = result.predictability[i].map_or(String::new(), |p| format!("{p:.4}"));
         let r = result.removed_in[i].map_or(String::new(), |r| r.to_string());
-        writeln!(scores, "{},{},{},{p},{r}", csv_field(&inst.id), csv_field(&inst.label), csv_field(&inst.group)).expect("String");
+        scores.write_record([inst.id.as_str(), &inst.label, &inst.group, &p, &r])?;
     }
-    let mut iterations = String::from("iteration,size,removed,above_tau,mean_predictability,probe_accuracy\n");
+    let mut iterations = csv::Writer::from_writer(Vec::new());
+    iterations.write_record(["iteration", "size", "removed", "above_tau", "mean_predictability", "probe_accuracy"])?;
     for it in &result.iterations {
-        writeln!(iterations, "{},{},{},{},{:.4},{:.4}", it.iteration, it.size, it.removed, it.above_tau, it.mean_predictability, it.probe_accuracy)
-            .expect("String");
+        iterations.write_record([
+            it.iteration.to_string(),
+            it.size.to_string(),
+            it.removed.to_string(),
+            it.above_tau.to_string(),
+            format!("{:.4}", it.mean_predictability),
+            format!("{:.4}", it.probe_accuracy),
+        ])?;
     }
-    let write = |name: &str, text: &str| af_core::atomic::write(a.out.join(name), text.as_bytes());
-    write("kept.jsonl", &kept)?;
-    write("removed.jsonl", &removed)?;
-    write("scores.csv", &scores)?;
-    write("iterations.csv", &iterations)?;
+    let write = |name: &str, bytes: &[u8]| af_core::atomic::write(a.out.join(name), bytes);
+    write("kept.jsonl", kept.as_bytes())?;
+    write("removed.jsonl", removed.as_bytes())?;
+    write("scores.csv", &scores.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    write("iterations.csv", &iterations.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
     let n_kept = result.kept().count();
     let first_probe = result.iterations.first().map_or(result.final_probe_accuracy, |i| i.probe_accuracy);
     let report = json!({
@@ -147,7 +153,7 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
         "probe_accuracy_before": first_probe, "probe_accuracy_after": result.final_probe_accuracy,
         "seconds": seconds, "seconds_per_iteration": seconds / result.iterations.len().max(1) as f64,
     });
-    write("report.json", &serde_json::to_string_pretty(&report)?)?;
+    write("report.json", serde_json::to_string_pretty(&report)?.as_bytes())?;
     let total = instances.len() as f64;
     let mut size: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.size as f64 / total)).collect();
     let mut probe: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.probe_accuracy)).collect();
@@ -156,10 +162,8 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     probe.push((end, result.final_probe_accuracy));
     let curves = [af_report::Curve { name: "share of instances left".into(), points: size }, af_report::Curve { name: "fresh linear probe, held-out accuracy".into(), points: probe }];
     let plot = af_report::LinePlot { title: "AFLite", x_desc: "AFLite iteration", y_desc: "share / accuracy", reference: Some(("chance", 1.0 / classes.len() as f64)) };
-    write("aflite.svg", &af_report::lines_svg(&curves, &plot)?)?;
-    let tmp = a.out.join("aflite.png.tmp.png");
-    af_report::lines_png(&curves, &plot, &tmp)?;
-    std::fs::rename(&tmp, a.out.join("aflite.png"))?;
+    write("aflite.svg", af_report::lines_svg(&curves, &plot)?.as_bytes())?;
+    af_report::lines_png(&curves, &plot, &a.out.join("aflite.png"))?;
     println!(
         "aflite: kept {n_kept} of {} instances in {} iterations ({seconds:.1} s); fresh probe {first_probe:.3} -> {:.3} (chance {:.3}); outputs in {}",
         instances.len(),
@@ -169,20 +173,4 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
         a.out.display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn prepare_out(out: &Path, force: bool) -> anyhow::Result<()> {
-    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
-        anyhow::ensure!(force, "{} is not empty: pass --force to replace what is there", out.display());
-        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }

@@ -105,7 +105,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Generate { vocab, embedding, hidden, layers, contexts, per_context, context_tokens, max_tokens, batches, device } => {
             use af_nn::lm::{BiLm, LmShape, BOS};
             use af_nn::sample::{sample, SampleJob, SampleSettings};
-            let device = af_nn::select_device(af_core::config::parse_device(&device).map_err(anyhow::Error::msg)?)?;
+            let device = super::device_named(&device)?;
             tch::manual_seed(1);
             let vs = tch::nn::VarStore::new(device);
             let lm = BiLm::new(&vs.root(), LmShape { vocab, embedding, hidden, layers, dropout: 0.0 });
@@ -145,7 +145,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Aflite { instances, dim, m, t, steps, device } => {
             use rand::{Rng, SeedableRng};
-            let device = af_nn::select_device(af_core::config::parse_device(&device).map_err(anyhow::Error::msg)?)?;
+            let device = super::device_named(&device)?;
             anyhow::ensure!(t < instances, "t must be smaller than the number of instances");
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
             let features: Vec<f32> = (0..instances * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -259,7 +259,7 @@ fn bench_committee(
 ) -> anyhow::Result<ExitCode> {
     use af_core::{CommitteeConfig, Member};
     use af_nn::committee::{score, train, CommitteeModel};
-    let device = af_nn::select_device(af_core::config::parse_device(device).map_err(anyhow::Error::msg)?)?;
+    let device = super::device_named(device)?;
     let members: Vec<Member> =
         members.split(',').map(|m| Member::parse(m.trim()).ok_or_else(|| anyhow::anyhow!("unknown member `{m}`"))).collect::<Result<_, _>>()?;
     anyhow::ensure!(k <= pool && items >= 5, "need k <= pool and at least 5 items");

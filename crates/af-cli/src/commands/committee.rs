@@ -211,8 +211,6 @@ pub struct TorchCommittee<'a> {
     pub table: &'a CandidateTable,
     pub config: &'a CommitteeConfig,
     pub device: Device,
-    /// Training reports of every iteration, in order.
-    pub reports: Vec<nnc::TrainReport>,
 }
 
 impl TorchCommittee<'_> {
@@ -222,12 +220,11 @@ impl TorchCommittee<'_> {
     }
 
     /// Trains a fresh committee of `members` on `questions`.
-    pub fn train(&mut self, members: &[Member], questions: &[Vec<i64>], seed: u64) -> anyhow::Result<(nn::VarStore, CommitteeModel)> {
+    pub fn train(&self, members: &[Member], questions: &[Vec<i64>], seed: u64) -> anyhow::Result<(nn::VarStore, CommitteeModel)> {
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
         let model = CommitteeModel::new(&vs.root(), self.config, members, self.config.joint, self.table);
-        let report = nnc::train(&vs, &model, self.table, questions, self.config, seed)?;
-        self.reports.push(report);
+        nnc::train(&vs, &model, self.table, questions, self.config, seed)?;
         Ok((vs, model))
     }
 }

@@ -39,10 +39,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None)?;
     write_full_csv(&ctx.dir.join("random-full.csv"), &pool, &random)?;
 
-    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device, reports: Vec::new() };
+    let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
     let members = evaluation_members(config);
-    let af = evaluate("af", &mut committee, &state.assignment, &members, config)?;
-    let baseline = evaluate("random", &mut committee, &random, &members, config)?;
+    let af = evaluate("af", &committee, &state.assignment, &members, config)?;
+    let baseline = evaluate("random", &committee, &random, &members, config)?;
     println!("export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", af_filter::chance(config.filter.k));
     for (a, b) in af.detectors.iter().zip(&baseline.detectors) {
         println!("  {:<16} random {:.3}  af {:.3}", a.name, b.accuracy, a.accuracy);
@@ -190,7 +190,7 @@ struct DatasetEvaluation {
 
 fn evaluate(
     name: &str,
-    committee: &mut TorchCommittee,
+    committee: &TorchCommittee,
     assignment: &Assignment,
     members: &[Member],
     config: &Config,

@@ -16,7 +16,6 @@ use af_core::{CommitteeConfig, Member};
 use af_io::features::{read_instances, write_npy, FeatureMatrix, InstanceFields};
 use af_nn::committee::{self as nnc, CandidateInput, CandidateTable, CommitteeModel};
 use af_text::tokenize;
-use anyhow::Context;
 use clap::Args;
 use rayon::prelude::*;
 use serde_json::json;
@@ -82,7 +81,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
         .zip(&sentences)
         .map(|((words, pos), (_, marked))| CandidateInput { words, pos, marked: marked.clone(), features: [0.0; 8] })
         .collect();
-    let device = af_nn::select_device(af_core::config::parse_device(&a.device).map_err(anyhow::Error::msg)?)?;
+    let device = super::device_named(&a.device)?;
     let min_len = config.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
     let table = CandidateTable::new(&inputs, view.vocab as i64, view.pos_vocab as i64, min_len, device);
 
@@ -123,11 +122,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     })?;
-    if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
-        anyhow::ensure!(a.force, "{} is not empty: pass --force to replace what is there", a.out.display());
-        std::fs::remove_dir_all(&a.out)?;
-    }
-    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
+    super::empty_out_dir(&a.out, a.force)?;
     write_npy(&a.out.join("features.npy"), &FeatureMatrix { rows: rest.len(), dim, data })?;
     let lines: String = rest.iter().map(|&i| format!("{}\n", instances[i].line)).collect();
     af_core::atomic::write(a.out.join("instances.jsonl"), lines.as_bytes())?;

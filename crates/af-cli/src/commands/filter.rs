@@ -9,8 +9,6 @@
 //!
 //! At the end, `report.json` sums it up.
 
-use std::fmt::Write as _;
-
 use af_filter::{chance, FilterState};
 use anyhow::Context;
 use serde::Serialize;
@@ -52,7 +50,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let options = filter_options(config);
     let groups = pool.groups();
     let max_iterations: usize = options.stages.iter().map(|s| s.iterations).sum();
-    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device, reports: Vec::new() };
+    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
     let bar = crate::progress::bar(max_iterations as u64, "filter");
     bar.set_position(state.iterations.len() as u64);
     while !state.finished {
@@ -84,38 +82,43 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
 
 fn save(ctx: &StageContext, state: &FilterState, pool: &super::committee::Pool) -> anyhow::Result<()> {
     af_core::atomic::write(ctx.dir.join("state.json"), serde_json::to_string(state)?.as_bytes())?;
-    af_core::atomic::write(ctx.dir.join("metrics.csv"), metrics_csv(state).as_bytes())?;
-    let mut history = String::from("iteration,item_id,removed,added\n");
+    af_core::atomic::write(ctx.dir.join("metrics.csv"), &metrics_csv(state)?)?;
+    let mut history = csv::Writer::from_writer(Vec::new());
+    history.write_record(["iteration", "item_id", "removed", "added"])?;
     for s in &state.swaps {
-        writeln!(history, "{},{},{},{}", s.iteration, pool.items[s.item].id, s.removed, s.added).expect("writing to a String");
+        history.write_record([s.iteration.to_string(), pool.items[s.item].id.clone(), s.removed.to_string(), s.added.to_string()])?;
     }
-    af_core::atomic::write(ctx.dir.join("history.csv"), history.as_bytes())?;
+    af_core::atomic::write(ctx.dir.join("history.csv"), &csv_bytes(history)?)?;
     Ok(())
 }
 
+fn csv_bytes(w: csv::Writer<Vec<u8>>) -> anyhow::Result<Vec<u8>> {
+    w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))
+}
+
 /// One row per iteration and head.
-pub fn metrics_csv(state: &FilterState) -> String {
-    let mut out = String::from("iteration,stage,head,driving,accuracy,pairwise_accuracy,heldout_items,items_changed,swaps,seconds\n");
+pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record([
+        "iteration", "stage", "head", "driving", "accuracy", "pairwise_accuracy", "heldout_items", "items_changed", "swaps", "seconds",
+    ])?;
     for it in &state.iterations {
         for h in &it.heads {
-            writeln!(
-                out,
-                "{},{},{},{},{:.6},{:.6},{},{},{},{:.3}",
-                it.iteration,
-                it.stage,
-                h.head,
-                h.head == it.driving_head,
-                h.accuracy,
-                h.pairwise_accuracy,
-                it.heldout_items,
-                it.items_changed,
-                it.swaps,
-                it.seconds
-            )
-            .expect("writing to a String");
+            out.write_record([
+                it.iteration.to_string(),
+                it.stage.clone(),
+                h.head.clone(),
+                (h.head == it.driving_head).to_string(),
+                format!("{:.6}", h.accuracy),
+                format!("{:.6}", h.pairwise_accuracy),
+                it.heldout_items.to_string(),
+                it.items_changed.to_string(),
+                it.swaps.to_string(),
+                format!("{:.3}", it.seconds),
+            ])?;
         }
     }
-    out
+    csv_bytes(out)
 }
 
 #[derive(Serialize)]

@@ -44,6 +44,21 @@ pub fn load_tagger(model: Option<&Path>) -> anyhow::Result<af_text::Tagger> {
 
 /// The device the config's `[run] device` asks for, checked against what libtorch can use.
 pub fn device(config: &Config) -> anyhow::Result<tch::Device> {
-    let request = af_core::config::parse_device(&config.run.device).map_err(anyhow::Error::msg)?;
+    device_named(&config.run.device)
+}
+
+/// A device named as in configs and `--device` (`auto`, `cpu`, `cuda`, `cuda:N`), checked.
+pub fn device_named(name: &str) -> anyhow::Result<tch::Device> {
+    let request = af_core::config::parse_device(name).map_err(anyhow::Error::msg)?;
     Ok(af_nn::select_device(request)?)
+}
+
+/// Makes `out` an empty directory for a command's outputs; one that holds files is replaced only
+/// with `force`.
+pub fn empty_out_dir(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some() {
+        anyhow::ensure!(force, "{} is not empty: pass --force to replace what is there", out.display());
+        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }

@@ -52,9 +52,7 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     let title = format!("Held-out {}-way accuracy per head", k + 1);
     let svg = af_report::accuracy_svg(&curves, chance, &title)?;
     af_core::atomic::write(out.join("accuracy.svg"), svg.as_bytes())?;
-    let png_tmp = out.join("accuracy.png.tmp.png");
-    af_report::accuracy_png(&curves, chance, &title, &png_tmp)?;
-    std::fs::rename(&png_tmp, out.join("accuracy.png"))?;
+    af_report::accuracy_png(&curves, chance, &title, &out.join("accuracy.png"))?;
 
     let mut sections = Vec::new();
     let num = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
@@ -157,7 +155,7 @@ fn question(v: &Value) -> anyhow::Result<Question> {
     for d in v["distractors"].as_array().context("no distractors")? {
         options.push(s(&d["ending"])?);
     }
-    let seed = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let seed = af_core::hash::fnv1a64(id.as_bytes());
     let mut order: Vec<usize> = (0..options.len()).collect();
     order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
     let answer = order.iter().position(|&o| o == 0).expect("gold is an option");
