@@ -35,6 +35,7 @@ pub struct Config {
     pub generate: GenerateConfig,
     pub committee: CommitteeConfig,
     pub filter: FilterConfig,
+    pub audit: AuditConfig,
 }
 
 /// Where artifacts go and what every stage shares.
@@ -262,10 +263,16 @@ pub enum Member {
     Cnn,
     /// BiLSTM over frequent words and the POS tags of the rest, max-pooled.
     PosLstm,
+    /// fastText-style: mean of word and hashed word-bigram embeddings (the audit's n-gram bag).
+    Ngram,
+    /// BiLSTM over word + indicator embeddings, max-pooled (the audit's BiLSTM).
+    Lstm,
 }
 
 impl Member {
-    pub const ALL: [Member; 4] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm];
+    pub const ALL: [Member; 6] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm, Member::Ngram, Member::Lstm];
+    /// SWAG's committee, the default full stage.
+    pub const SWAG: [Member; 4] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -273,6 +280,8 @@ impl Member {
             Member::Bow => "bow",
             Member::Cnn => "cnn",
             Member::PosLstm => "pos-lstm",
+            Member::Ngram => "ngram",
+            Member::Lstm => "lstm",
         }
     }
 
@@ -303,6 +312,8 @@ pub struct CommitteeConfig {
     pub lstm_hidden: i64,
     /// Words the POS BiLSTM sees as themselves; every other token is its POS tag.
     pub pos_words: usize,
+    /// Hash buckets for the word bigrams of the n-gram member.
+    pub ngram_buckets: i64,
     /// The joint head's hidden layer.
     pub joint_hidden: i64,
     /// Dropout on the text members' representations and the joint head.
@@ -334,6 +345,7 @@ impl Default for CommitteeConfig {
             cnn_filters: 128,
             lstm_hidden: 200,
             pos_words: 100,
+            ngram_buckets: 100_000,
             joint_hidden: 512,
             dropout: 0.2,
             max_vocab: 30_000,
@@ -399,8 +411,78 @@ impl Default for FilterConfig {
             patience: 3,
             stages: vec![
                 StageConfig { name: "mlp".into(), members: vec![Member::Mlp], iterations: 100 },
-                StageConfig { name: "full".into(), members: Member::ALL.to_vec(), iterations: 40 },
+                StageConfig { name: "full".into(), members: Member::SWAG.to_vec(), iterations: 40 },
             ],
+        }
+    }
+}
+
+/// What a learned detector of the audit reads of a question (SWAG's three columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum View {
+    /// The ending alone.
+    Ending,
+    /// The start of the second sentence and the ending.
+    SecondSentence,
+    /// Context, second sentence and ending.
+    Full,
+}
+
+impl View {
+    pub const ALL: [View; 3] = [View::Ending, View::SecondSentence, View::Full];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Ending => "ending",
+            View::SecondSentence => "second-sentence",
+            View::Full => "full",
+        }
+    }
+}
+
+/// `af audit`, and the detectors the export stage runs on the AF dataset and its random baseline.
+/// The learned detectors take their sizes and training from `[committee]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AuditConfig {
+    /// Share of groups held out for evaluation when the data names no evaluation split.
+    pub eval_share: f64,
+    pub views: Vec<View>,
+    /// Architectures of the learned (partial-input) detectors, each trained on every view.
+    pub models: Vec<Member>,
+    /// A token enters the statistics once it occurs in at least this many options.
+    pub token_min_count: usize,
+    /// Family-wise error rate: tokens (Holm over all tested tokens) and detectors (Bonferroni
+    /// over the audit's detectors) are flagged only past it.
+    pub alpha: f64,
+    /// Tokens listed in the report, most telling first.
+    pub top_tokens: usize,
+    /// Pair WinoGrande-style questions that carry no twin ids by word edit distance: two
+    /// questions with the same options whose sentences differ by at most this many words are
+    /// twins. 0 turns the pairing off.
+    pub twin_max_edits: usize,
+    /// Words that open a clause: the partial-sentence transform keeps only what follows the last
+    /// of them before the blank.
+    pub discourse_markers: Vec<String>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            eval_share: 0.2,
+            views: View::ALL.to_vec(),
+            models: vec![Member::Ngram, Member::Cnn, Member::Lstm],
+            token_min_count: 10,
+            alpha: 0.05,
+            top_tokens: 20,
+            twin_max_edits: 3,
+            discourse_markers: [
+                "because", "but", "so", "although", "though", "since", "while", "when", "whereas", "after", "before", "until",
+                "unless", "if", "and", "or", "therefore", "however", "as",
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 }
@@ -477,8 +559,18 @@ impl Config {
     }
 
     fn validate_filter(&self) -> Result<(), String> {
+        let a = &self.audit;
+        if !(a.eval_share > 0.0 && a.eval_share < 1.0) {
+            return Err(format!("[audit] eval-share = {}: must be strictly between 0 and 1", a.eval_share));
+        }
+        if !(a.alpha > 0.0 && a.alpha < 0.5) {
+            return Err(format!("[audit] alpha = {}: must be strictly between 0 and 0.5", a.alpha));
+        }
+        if let Some(m) = a.models.iter().find(|m| **m == Member::Mlp) {
+            return Err(format!("[audit] models: `{}` reads LM features, which a dataset to audit does not have", m.name()));
+        }
         let (c, f) = (&self.committee, &self.filter);
-        if c.embedding < 1 || c.indicator_embedding < 1 || c.mlp_hidden < 1 || c.cnn_filters < 1 || c.lstm_hidden < 1 || c.joint_hidden < 1 {
+        if c.embedding < 1 || c.indicator_embedding < 1 || c.mlp_hidden < 1 || c.cnn_filters < 1 || c.lstm_hidden < 1 || c.joint_hidden < 1 || c.ngram_buckets < 1 {
             return Err("[committee] sizes must be positive".into());
         }
         if c.cnn_widths.is_empty() || c.cnn_widths.iter().any(|&w| w < 1) {
@@ -513,7 +605,7 @@ impl Config {
             name => {
                 let Some(m) = Member::parse(name) else {
                     return Err(format!(
-                        "[filter] swap-head = {name:?}: expected \"joint\", \"best-member\" or a member (mlp, bow, cnn, pos-lstm)"
+                        "[filter] swap-head = {name:?}: expected \"joint\", \"best-member\" or a member (mlp, bow, cnn, pos-lstm, ngram, lstm)"
                     ));
                 };
                 match f.stages.iter().find(|s| !s.members.contains(&m)) {

@@ -7,6 +7,9 @@ pub mod atomic;
 pub mod config;
 pub mod hash;
 pub mod item;
+pub mod question;
+pub mod split;
 
-pub use config::{BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
+pub use config::{AuditConfig, View, BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
 pub use item::{Candidate, Document, Item, LM_FEATURES};
+pub use question::{Blank, Question};

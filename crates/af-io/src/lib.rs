@@ -9,6 +9,7 @@ pub mod error;
 pub mod features;
 pub mod items;
 pub mod pool;
+pub mod questions;
 
 pub use error::ReadError;
 

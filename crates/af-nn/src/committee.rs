@@ -117,11 +117,21 @@ enum Net {
     Bow { embedding: nn::Embedding },
     Cnn { words: nn::Embedding, indicator: nn::Embedding, convs: Vec<nn::Conv1D> },
     PosLstm { pos: nn::Embedding, indicator: nn::Embedding, lstm: nn::LSTM },
+    /// Word ids 0..vocab, bigram buckets after them.
+    Ngram { embedding: nn::Embedding, vocab: i64, buckets: i64 },
+    Lstm { words: nn::Embedding, indicator: nn::Embedding, lstm: nn::LSTM },
 }
+
+/// Spreads word bigrams over the n-gram member's buckets (a large prime keeps pairs apart).
+const BIGRAM_PRIME: i64 = 1_000_003;
 
 impl Net {
     fn new(p: &nn::Path, member: Member, config: &CommitteeConfig, vocab: i64, pos_vocab: i64) -> (Self, i64) {
         let emb = |p: nn::Path, n: i64, d: i64| nn::embedding(p, n, d, nn::EmbeddingConfig { padding_idx: 0, ..Default::default() });
+        let bilstm = |p: nn::Path| {
+            let rnn = nn::RNNConfig { bidirectional: true, batch_first: true, ..Default::default() };
+            nn::lstm(p, config.embedding + config.indicator_embedding, config.lstm_hidden, rnn)
+        };
         match member {
             Member::Mlp => (
                 Net::Mlp {
@@ -152,12 +162,34 @@ impl Net {
                 Net::PosLstm {
                     pos: emb(p / "pos", pos_vocab, config.embedding),
                     indicator: emb(p / "indicator", 3, config.indicator_embedding),
-                    lstm: nn::lstm(
-                        p / "lstm",
-                        config.embedding + config.indicator_embedding,
-                        config.lstm_hidden,
-                        nn::RNNConfig { bidirectional: true, batch_first: true, ..Default::default() },
+                    lstm: bilstm(p / "lstm"),
+                },
+                2 * config.lstm_hidden,
+            ),
+            Member::Ngram => (
+                Net::Ngram {
+                    // fastText's initialisation: small uniform, so the many rare bigrams start as
+                    // near-zero rather than as noise that drowns the mean.
+                    embedding: nn::embedding(
+                        p / "embedding",
+                        vocab + config.ngram_buckets,
+                        config.embedding,
+                        nn::EmbeddingConfig {
+                            padding_idx: 0,
+                            ws_init: nn::Init::Uniform { lo: -1.0 / config.embedding as f64, up: 1.0 / config.embedding as f64 },
+                            ..Default::default()
+                        },
                     ),
+                    vocab,
+                    buckets: config.ngram_buckets,
+                },
+                config.embedding,
+            ),
+            Member::Lstm => (
+                Net::Lstm {
+                    words: emb(p / "words", vocab, config.embedding),
+                    indicator: emb(p / "indicator", 3, config.indicator_embedding),
+                    lstm: bilstm(p / "lstm"),
                 },
                 2 * config.lstm_hidden,
             ),
@@ -184,15 +216,31 @@ impl Net {
                 let pooled: Vec<Tensor> = convs.iter().map(|c| c.forward(&x).relu().amax([2].as_slice(), false)).collect();
                 Tensor::cat(&pooled, 1).dropout(dropout, train)
             }
-            Net::PosLstm { pos, indicator, lstm } => {
-                let x = Tensor::cat(&[pos.forward(&b.pos), indicator.forward(&b.indicator)], 2);
-                let (out, _) = lstm.seq(&x);
-                // Padding must never win the max: push it far below any output (LSTM outputs lie in (-1, 1)).
-                let out = out.masked_fill(&b.mask.logical_not().unsqueeze(-1), -1e4);
-                out.amax([1].as_slice(), false).dropout(dropout, train)
+            Net::PosLstm { pos, indicator, lstm } => max_pooled_bilstm(lstm, &pos.forward(&b.pos), indicator, b).dropout(dropout, train),
+            Net::Lstm { words, indicator, lstm } => max_pooled_bilstm(lstm, &words.forward(&b.words), indicator, b).dropout(dropout, train),
+            Net::Ngram { embedding, vocab, buckets } => {
+                let t = b.words.size()[1];
+                let (left, right) = (b.words.narrow(1, 0, t - 1), b.words.narrow(1, 1, t - 1));
+                let bigrams = (left * BIGRAM_PRIME + right).remainder(*buckets) + *vocab;
+                let ids = Tensor::cat(&[&b.words, &bigrams], 1);
+                let bigram_mask = b.mask.narrow(1, 0, t - 1).logical_and(&b.mask.narrow(1, 1, t - 1));
+                let mask = Tensor::cat(&[&b.mask, &bigram_mask], 1).to_kind(Kind::Float).unsqueeze(-1);
+                let sum = (embedding.forward(&ids) * &mask).sum_dim_intlist(1, false, Kind::Float);
+                (sum / mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)).dropout(dropout, train)
             }
         }
     }
+}
+
+/// A BiLSTM over token + indicator embeddings, max-pooled over the real tokens.
+/// # Shapes
+/// tokens: [N, T, E] -> [N, 2H]
+fn max_pooled_bilstm(lstm: &nn::LSTM, tokens: &Tensor, indicator: &nn::Embedding, b: &Batch) -> Tensor {
+    let x = Tensor::cat(&[tokens, &indicator.forward(&b.indicator)], 2);
+    let (out, _) = lstm.seq(&x);
+    // Padding must never win the max: push it far below any output (LSTM outputs lie in (-1, 1)).
+    let out = out.masked_fill(&b.mask.logical_not().unsqueeze(-1), -1e4);
+    out.amax([1].as_slice(), false)
 }
 
 /// One head's scores for a batch of candidates.
@@ -418,6 +466,7 @@ mod tests {
             cnn_filters: 8,
             lstm_hidden: 16,
             joint_hidden: 16,
+            ngram_buckets: 1000,
             epochs,
             validation_share,
             batch_items,

@@ -1,0 +1,441 @@
+//! af-audit measures the shortcuts a multiple-choice dataset leaves (DESIGN §1.5): the random and
+//! length baselines, partial-input detectors on SWAG's three views, token statistics, twin
+//! scoring and the "Back to Square One" transforms, each as an accuracy with a 95% interval
+//! beside chance, trained on one split and measured on another.
+//!
+//! Learned detectors are behind the [`Learner`] trait (af-cli implements it with af-nn's
+//! committee members), so everything here is tested without libtorch. Nothing prints; progress
+//! goes to a callback.
+
+pub mod stats;
+pub mod synthetic;
+pub mod tokens;
+pub mod transforms;
+pub mod twins;
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use af_core::{AuditConfig, Member, Question, View};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use thiserror::Error;
+
+pub use tokens::{TokenReport, TokenStat};
+pub use transforms::Transform;
+pub use twins::TwinSource;
+
+/// One option as a learned detector reads it: lowercased tokens, and the ones before the ending
+/// (context, second-sentence start) marked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OptionTokens {
+    pub tokens: Vec<String>,
+    pub marked: Range<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnerQuestion {
+    pub options: Vec<OptionTokens>,
+    pub label: usize,
+}
+
+/// Trains a fresh detector of one architecture and scores held-out options with it.
+pub trait Learner {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Per-option scores of every `eval` question (higher: more likely right). `eval` labels are
+    /// there for the caller's bookkeeping; a learner must not read them.
+    fn train_and_score(&mut self, model: Member, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error>;
+}
+
+#[derive(Debug, Error)]
+pub enum AuditError<E: std::error::Error + 'static> {
+    #[error("the training split is empty ({0})")]
+    EmptyTrain(String),
+    #[error("the evaluation split is empty ({0})")]
+    EmptyEval(String),
+    #[error("detector {detector}")]
+    Learner {
+        detector: String,
+        #[source]
+        source: E,
+    },
+}
+
+/// A twin-pair score: a pair counts only when both questions are right.
+#[derive(Clone, Debug, Serialize)]
+pub struct TwinScore {
+    pub pairs: usize,
+    pub accuracy: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub chance: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DetectorResult {
+    /// `random`, `shortest-ending`, `longest-ending`, `token-statistics/ending`, `cnn/full`,
+    /// `lstm/no-candidates`, ...
+    pub name: String,
+    /// `baseline`, `token-statistics` or `learned`.
+    pub family: String,
+    pub model: Option<String>,
+    /// The view (ending, second-sentence, full) or transform (no-candidates, partial-sentence).
+    pub view: Option<String>,
+    pub train_questions: usize,
+    pub eval_questions: usize,
+    /// Questions right, ties credited 1/(options tied).
+    pub right: f64,
+    pub accuracy: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub chance: f64,
+    /// accuracy - chance.
+    pub edge: f64,
+    /// One-sided, that the detector beats chance.
+    pub p_value: f64,
+    /// p_value below the audit's family-wise alpha divided by the number of detectors.
+    pub flagged: bool,
+    pub twins: Option<TwinScore>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SplitSummary {
+    /// `separate evaluation file`, `split field (train vs ...)` or `by group (share ...)`.
+    pub method: String,
+    pub train: usize,
+    pub eval: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TwinSummary {
+    pub source: TwinSource,
+    pub pairs: usize,
+    pub eval_pairs: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TransformSummary {
+    pub transform: Transform,
+    pub train: usize,
+    pub eval: usize,
+    /// Questions the transform did not apply to (no discourse marker), left out.
+    pub excluded: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub what: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditReport {
+    pub questions: usize,
+    pub options_min: usize,
+    pub options_max: usize,
+    pub split: SplitSummary,
+    /// Mean chance over the evaluation questions.
+    pub chance: f64,
+    pub alpha: f64,
+    /// alpha / detectors: the level each detector is flagged at.
+    pub detector_alpha: f64,
+    pub detectors: Vec<DetectorResult>,
+    /// Over every question of the dataset.
+    pub tokens: TokenReport,
+    pub twins: Option<TwinSummary>,
+    pub transforms: Vec<TransformSummary>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Progress of the learned detectors: (done, total, name of the one starting).
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
+
+struct Tokenized {
+    context: Vec<String>,
+    prefix: Vec<String>,
+    endings: Vec<Vec<String>>,
+}
+
+fn tokenize(q: &Question) -> Tokenized {
+    let t = |s: &str| af_text::tokenize(s).iter().map(|w| w.to_lowercase()).collect::<Vec<_>>();
+    Tokenized { context: t(&q.context), prefix: t(&q.prefix), endings: q.endings.iter().map(|e| t(e)).collect() }
+}
+
+fn learner_question(t: &Tokenized, label: usize, view: View) -> LearnerQuestion {
+    let given: Vec<String> = match view {
+        View::Ending => Vec::new(),
+        View::SecondSentence => t.prefix.clone(),
+        View::Full => t.context.iter().chain(&t.prefix).cloned().collect(),
+    };
+    let options = t
+        .endings
+        .iter()
+        .map(|e| OptionTokens { tokens: given.iter().chain(e).cloned().collect(), marked: 0..given.len() })
+        .collect();
+    LearnerQuestion { options, label }
+}
+
+/// Credit of one question: 1/(options tied at the top) when the right one is among them.
+fn credit(scores: &[f32], label: usize) -> f64 {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if scores[label] < max {
+        return 0.0;
+    }
+    1.0 / scores.iter().filter(|&&s| s == max).count() as f64
+}
+
+/// Audits `questions`. With `eval_questions` the two are the training and evaluation splits;
+/// otherwise a `split` field (train against val/dev/test) or a group split makes them.
+pub fn audit<L: Learner>(
+    questions: Vec<Question>,
+    eval_questions: Option<Vec<Question>>,
+    config: &AuditConfig,
+    seed: u64,
+    learner: &mut L,
+    progress: Progress,
+) -> Result<AuditReport, AuditError<L::Error>> {
+    let separate = eval_questions.is_some();
+    let n_train_file = questions.len();
+    let mut all = questions;
+    all.extend(eval_questions.unwrap_or_default());
+    let tokenized: Vec<Tokenized> = all.iter().map(tokenize).collect();
+    let mut skipped = Vec::new();
+
+    // Twins first: a pairing by edit distance regroups questions, so no split separates a pair.
+    let mut twins = None;
+    if all.iter().any(|q| q.blank.is_some()) {
+        let mut pairs = twins::pairs_from_groups(&all);
+        let mut source = TwinSource::Groups;
+        if pairs.is_empty() && config.twin_max_edits > 0 {
+            let sentences: Vec<Vec<String>> = tokenized.iter().map(|t| t.context.iter().chain(&t.endings[0]).cloned().collect()).collect();
+            pairs = twins::pairs_by_edit_distance(&all, &sentences, config.twin_max_edits);
+            source = TwinSource::EditDistance;
+            for &(a, b) in &pairs {
+                let group = format!("twins:{}", all[a].id);
+                all[a].group.clone_from(&group);
+                all[b].group = group;
+            }
+        }
+        twins = Some((source, pairs));
+    }
+
+    let (train, eval, method) = split(&all, separate.then_some(n_train_file), config.eval_share, seed);
+    if train.is_empty() {
+        return Err(AuditError::EmptyTrain(method));
+    }
+    if eval.is_empty() {
+        return Err(AuditError::EmptyEval(method));
+    }
+    let eval_pos: std::collections::HashMap<usize, usize> = eval.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    let eval_pairs: Vec<(usize, usize)> = twins
+        .as_ref()
+        .map(|(_, pairs)| pairs.iter().filter_map(|(a, b)| Some((*eval_pos.get(a)?, *eval_pos.get(b)?))).collect())
+        .unwrap_or_default();
+    let chance: Vec<f64> = eval.iter().map(|&i| all[i].chance()).collect();
+    let scorer = Scorer { chance: chance.clone(), labels: eval.iter().map(|&i| all[i].label).collect(), pairs: eval_pairs.clone(), train: train.len() };
+
+    let mut detectors = Vec::new();
+    // Baselines.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7261_6e64);
+    let random: Vec<Vec<f32>> = eval
+        .iter()
+        .map(|&i| {
+            let pick = rng.random_range(0..all[i].endings.len());
+            (0..all[i].endings.len()).map(|o| f32::from(u8::from(o == pick))).collect()
+        })
+        .collect();
+    detectors.push(scorer.result("random", "baseline", None, None, &random));
+    let lengths: Vec<Vec<f32>> = eval.iter().map(|&i| tokenized[i].endings.iter().map(|e| e.len() as f32).collect()).collect();
+    let negative: Vec<Vec<f32>> = lengths.iter().map(|l| l.iter().map(|x| -x).collect()).collect();
+    detectors.push(scorer.result("shortest-ending", "baseline", None, None, &negative));
+    detectors.push(scorer.result("longest-ending", "baseline", None, None, &lengths));
+
+    // Token statistics: the dataset's table over every question; the detector from the training split's.
+    let distinguishing: Vec<Vec<Vec<String>>> = tokenized.iter().map(|t| tokens::distinguishing_tokens(&t.endings)).collect();
+    let table = |idx: &[usize]| -> Vec<(Vec<Vec<String>>, usize)> { idx.iter().map(|&i| (distinguishing[i].clone(), all[i].label)).collect() };
+    let every: Vec<usize> = (0..all.len()).collect();
+    let (stats, p0) = tokens::token_stats(&table(&every), config.token_min_count, config.alpha);
+    let token_report = tokens::report(&stats, p0, config.top_tokens);
+    let (train_stats, _) = tokens::token_stats(&table(&train), config.token_min_count, config.alpha);
+    let weights = tokens::token_weights(&train_stats);
+    let token_scores: Vec<Vec<f32>> = eval.iter().map(|&i| tokens::score_options(&distinguishing[i], &weights)).collect();
+    detectors.push(scorer.result("token-statistics/ending", "token-statistics", None, Some("ending"), &token_scores));
+
+    // Learned detectors on each view, then on each transform of blank questions.
+    let views: Vec<View> = config
+        .views
+        .iter()
+        .copied()
+        .filter(|&v| {
+            let available = match v {
+                View::Ending => true,
+                View::SecondSentence => all.iter().any(|q| !q.prefix.trim().is_empty()),
+                View::Full => all.iter().any(|q| !q.context.trim().is_empty()),
+            };
+            if !available {
+                let field = if v == View::SecondSentence { "second-sentence start" } else { "context" };
+                skipped.push(Skipped { what: format!("view {}", v.name()), reason: format!("no question has a {field}: the view repeats another") });
+            }
+            available
+        })
+        .collect();
+    let mut transformed = Vec::new();
+    let mut transform_summaries = Vec::new();
+    if all.iter().any(|q| q.blank.is_some()) {
+        for t in Transform::ALL {
+            let apply = |idx: &[usize]| -> Vec<(usize, Question)> {
+                idx.iter().filter_map(|&i| transforms::apply(t, &all[i], &config.discourse_markers).map(|q| (i, q))).collect()
+            };
+            let (tr, ev) = (apply(&train), apply(&eval));
+            transform_summaries.push(TransformSummary { transform: t, train: tr.len(), eval: ev.len(), excluded: train.len() + eval.len() - tr.len() - ev.len() });
+            if tr.is_empty() || ev.is_empty() {
+                skipped.push(Skipped { what: format!("transform {}", t.name()), reason: "it applies to no question of one split".into() });
+                continue;
+            }
+            transformed.push((t, tr, ev));
+        }
+    }
+    let total = config.models.len() * (views.len() + transformed.len());
+    let mut done = 0;
+    let mut run = |name: String, model: Member, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>, detector_seed: u64| {
+        progress(done, total, &name);
+        done += 1;
+        learner.train_and_score(model, &train_q, &eval_q, detector_seed).map_err(|source| AuditError::Learner { detector: name, source })
+    };
+    for (v, &view) in views.iter().enumerate() {
+        let train_q: Vec<LearnerQuestion> = train.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
+        let eval_q: Vec<LearnerQuestion> = eval.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
+        for (m, &model) in config.models.iter().enumerate() {
+            let name = format!("{}/{}", model.name(), view.name());
+            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone(), seed ^ ((v * 16 + m) as u64 + 1))?;
+            detectors.push(scorer.result(&name, "learned", Some(model.name()), Some(view.name()), &scores));
+        }
+    }
+    for (t, tr, ev) in &transformed {
+        let as_learner = |qs: &[(usize, Question)]| -> Vec<LearnerQuestion> { qs.iter().map(|(_, q)| learner_question(&tokenize(q), q.label, View::Full)).collect() };
+        let (train_q, eval_q) = (as_learner(tr), as_learner(ev));
+        // Scores of the questions the transform left out are all ties: chance credit, and the
+        // detector's accuracy is over the transformed questions only.
+        let kept: Vec<usize> = ev.iter().map(|(i, _)| eval_pos[i]).collect();
+        let sub = scorer.subset(&kept, tr.len());
+        for (m, &model) in config.models.iter().enumerate() {
+            let name = format!("{}/{}", model.name(), t.name());
+            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone(), seed ^ ((100 + *t as usize * 16 + m) as u64))?;
+            detectors.push(sub.result(&name, "learned", Some(model.name()), Some(t.name()), &scores));
+        }
+    }
+    progress(done, total, "");
+
+    let detector_alpha = config.alpha / detectors.len() as f64;
+    for d in &mut detectors {
+        d.flagged = d.p_value < detector_alpha;
+    }
+    let options = all.iter().map(|q| q.endings.len());
+    Ok(AuditReport {
+        questions: all.len(),
+        options_min: options.clone().min().unwrap_or(0),
+        options_max: options.max().unwrap_or(0),
+        split: SplitSummary { method, train: train.len(), eval: eval.len() },
+        chance: chance.iter().sum::<f64>() / chance.len() as f64,
+        alpha: config.alpha,
+        detector_alpha,
+        detectors,
+        tokens: token_report,
+        twins: twins.map(|(source, pairs)| TwinSummary { source, pairs: pairs.len(), eval_pairs: eval_pairs.len() }),
+        transforms: transform_summaries,
+        skipped,
+    })
+}
+
+/// Training and evaluation indices into `all`, and how they were made.
+fn split(all: &[Question], separate_at: Option<usize>, eval_share: f64, seed: u64) -> (Vec<usize>, Vec<usize>, String) {
+    if let Some(n) = separate_at {
+        return ((0..n).collect(), (n..all.len()).collect(), "separate evaluation file".into());
+    }
+    let is_train = |s: &str| s.eq_ignore_ascii_case("train");
+    let splits: HashSet<&str> = all.iter().filter_map(|q| q.split.as_deref()).collect();
+    if all.iter().all(|q| q.split.is_some()) && splits.iter().any(|s| is_train(s)) && splits.iter().any(|s| !is_train(s)) {
+        let (train, eval): (Vec<usize>, Vec<usize>) = (0..all.len()).partition(|&i| is_train(all[i].split.as_deref().unwrap_or("")));
+        let mut others: Vec<&str> = splits.into_iter().filter(|s| !is_train(s)).collect();
+        others.sort_unstable();
+        return (train, eval, format!("split field (train against {})", others.join(", ")));
+    }
+    let groups: Vec<String> = all.iter().map(|q| q.group.clone()).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6175_6469);
+    let (train, eval) = af_core::split::split_by_group(&groups, 1.0 - eval_share, &mut rng);
+    (train, eval, format!("by group, {:.0}% of groups held out", eval_share * 100.0))
+}
+
+/// Turns per-option scores of the evaluation questions into a [`DetectorResult`].
+struct Scorer {
+    chance: Vec<f64>,
+    labels: Vec<usize>,
+    /// Twin pairs as positions in the evaluation list.
+    pairs: Vec<(usize, usize)>,
+    train: usize,
+}
+
+impl Scorer {
+    fn result(&self, name: &str, family: &str, model: Option<&str>, view: Option<&str>, scores: &[Vec<f32>]) -> DetectorResult {
+        result(name, family, model, view, scores, &self.chance, &self.labels, &self.pairs, self.train)
+    }
+
+    /// The scorer of the evaluation questions at `kept` (positions), in that order.
+    fn subset(&self, kept: &[usize], train: usize) -> Scorer {
+        let new_pos: std::collections::HashMap<usize, usize> = kept.iter().enumerate().map(|(n, &p)| (p, n)).collect();
+        Scorer {
+            chance: kept.iter().map(|&p| self.chance[p]).collect(),
+            labels: kept.iter().map(|&p| self.labels[p]).collect(),
+            pairs: self.pairs.iter().filter_map(|(a, b)| Some((*new_pos.get(a)?, *new_pos.get(b)?))).collect(),
+            train,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn result(
+    name: &str,
+    family: &str,
+    model: Option<&str>,
+    view: Option<&str>,
+    scores: &[Vec<f32>],
+    chance: &[f64],
+    labels: &[usize],
+    pairs: &[(usize, usize)],
+    train: usize,
+) -> DetectorResult {
+    let credits: Vec<f64> = scores.iter().zip(labels).map(|(s, &l)| credit(s, l)).collect();
+    let right: f64 = credits.iter().sum();
+    let n = credits.len();
+    let accuracy = right / n.max(1) as f64;
+    let (ci_low, ci_high) = stats::wilson(right, n);
+    let mean_chance = chance.iter().sum::<f64>() / n.max(1) as f64;
+    let twins = (!pairs.is_empty()).then(|| {
+        let both: f64 = pairs.iter().map(|&(a, b)| credits[a] * credits[b]).sum();
+        let pair_chance = pairs.iter().map(|&(a, b)| chance[a] * chance[b]).sum::<f64>() / pairs.len() as f64;
+        let (lo, hi) = stats::wilson(both, pairs.len());
+        TwinScore { pairs: pairs.len(), accuracy: both / pairs.len() as f64, ci_low: lo, ci_high: hi, chance: pair_chance }
+    });
+    DetectorResult {
+        name: name.into(),
+        family: family.into(),
+        model: model.map(String::from),
+        view: view.map(String::from),
+        train_questions: train,
+        eval_questions: n,
+        right,
+        accuracy,
+        ci_low,
+        ci_high,
+        chance: mean_chance,
+        edge: accuracy - mean_chance,
+        p_value: stats::above_chance_p(right, chance),
+        flagged: false,
+        twins,
+    }
+}
+
+#[cfg(test)]
+mod tests;
