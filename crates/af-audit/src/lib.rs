@@ -144,6 +144,9 @@ pub struct AuditReport {
     pub detectors: Vec<DetectorResult>,
     /// Over every question of the dataset.
     pub tokens: TokenReport,
+    /// Every tested token, most telling first (for a CSV; the JSON keeps the report's top).
+    #[serde(skip)]
+    pub token_table: Vec<TokenStat>,
     pub twins: Option<TwinSummary>,
     pub transforms: Vec<TransformSummary>,
     pub skipped: Vec<Skipped>,
@@ -343,6 +346,7 @@ pub fn audit<L: Learner>(
         detector_alpha,
         detectors,
         tokens: token_report,
+        token_table: stats,
         twins: twins.map(|(source, pairs)| TwinSummary { source, pairs: pairs.len(), eval_pairs: eval_pairs.len() }),
         transforms: transform_summaries,
         skipped,

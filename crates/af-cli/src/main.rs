@@ -94,6 +94,14 @@ enum Command {
     /// Features for AFLite from af's own encoders: trained on a slice of a WinoGrande-style file
     /// that is then dropped, they encode the rest (features.npy + instances.jsonl).
     Features(commands::features::FeaturesArgs),
+    /// Measure the shortcuts of any multiple-choice dataset: random and length baselines,
+    /// partial-input detectors (n-gram, CNN, BiLSTM on the ending, second sentence and full
+    /// input), token statistics, twin pairs and Square One's transforms, each against chance.
+    ///
+    /// Reads SWAG (regular and full CSV), HellaSwag, WinoGrande, generic JSONL (`context`,
+    /// `endings`, `label`) and af's own dataset.jsonl; writes audit.json, audit.md, audit.html,
+    /// detectors.csv, tokens.csv and detectors.svg.
+    Audit(commands::audit::AuditArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -238,6 +246,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Bench(c) => commands::bench::run(c),
         Command::Aflite(a) => commands::aflite::run(a),
+        Command::Audit(a) => commands::audit::run(a),
         Command::Features(a) => commands::features::run(a),
     }
 }

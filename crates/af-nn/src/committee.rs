@@ -346,7 +346,8 @@ pub fn train(
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
         let (mut loss_sum, mut steps) = (0.0, 0usize);
-        for chunk in fit.chunks(config.batch_items.max(1)) {
+        for chunk in batches_by_width(&fit, questions, config.batch_items.max(1), &mut rng) {
+            let chunk = chunk.as_slice();
             let (rows, width) = question_rows(questions, chunk, table.device);
             let heads = model.forward(table, &rows, true);
             let target = Tensor::zeros([chunk.len() as i64], (Kind::Int64, table.device));
@@ -388,6 +389,25 @@ pub fn train(
     Ok(report)
 }
 
+/// Batches of at most `size` questions, each of one width (number of options). AF's questions all
+/// have k+1 options and are batched in their shuffled order; datasets with mixed widths (SWAG's
+/// full layout) get per-width batches in a shuffled order.
+fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
+    let mut by_width: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &q in order {
+        let w = questions[q].len();
+        match by_width.iter_mut().find(|(width, _)| *width == w) {
+            Some((_, v)) => v.push(q),
+            None => by_width.push((w, vec![q])),
+        }
+    }
+    let mut batches: Vec<Vec<usize>> = by_width.iter().flat_map(|(_, v)| v.chunks(size).map(<[usize]>::to_vec)).collect();
+    if by_width.len() > 1 {
+        batches.shuffle(rng);
+    }
+    batches
+}
+
 /// Rows of the questions at `which`, as one [B*(k+1)] tensor; all questions have the same width.
 fn question_rows(questions: &[Vec<i64>], which: &[usize], device: Device) -> (Tensor, i64) {
     let width = questions[which[0]].len();
@@ -401,14 +421,15 @@ fn question_rows(questions: &[Vec<i64>], which: &[usize], device: Device) -> (Te
 fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions: &[Vec<i64>], valid: &[usize], batch: usize) -> f64 {
     let rows: Vec<i64> = valid.iter().flat_map(|&q| questions[q].iter().copied()).collect();
     let scores = score(model, table, &rows, batch);
-    let width = questions[valid[0]].len();
     let mut total = 0.0;
     for head in &scores {
-        let right = head
-            .1
-            .chunks(width)
-            .filter(|s| s[1..].iter().all(|&d| s[0] > d))
-            .count();
+        let mut at = 0;
+        let mut right = 0;
+        for &q in valid {
+            let s = &head.1[at..at + questions[q].len()];
+            right += usize::from(s[1..].iter().all(|&d| s[0] > d));
+            at += s.len();
+        }
         total += right as f64 / valid.len() as f64;
     }
     total / scores.len() as f64

@@ -7,4 +7,4 @@ mod html;
 mod plot;
 
 pub use html::{escape, table, Page, Question, Section};
-pub use plot::{accuracy_png, accuracy_svg, bars_svg, histogram_svg, lines_png, lines_svg, Curve, LinePlot, PlotError};
+pub use plot::{accuracy_png, accuracy_svg, bars_svg, detectors_svg, histogram_svg, DetectorBar, lines_png, lines_svg, Curve, LinePlot, PlotError};

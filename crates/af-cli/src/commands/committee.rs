@@ -118,7 +118,7 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
             (words, tags)
         })
         .collect();
-    let view = text_view(&tagged, c, tagger.tags().len());
+    let view = text_view(&tagged, tagged.len(), c, tagger.tags().len());
     let mut mean = [0f64; 8];
     let mut sq = [0f64; 8];
     for cand in &pool.candidates {
@@ -171,9 +171,11 @@ pub struct TextView {
     pub pos_vocab: usize,
 }
 
-/// Builds both views from lowercased tokens and their tag ids (`tags` tags in the tagger).
-pub fn text_view(tagged: &[(Vec<String>, Vec<usize>)], c: &CommitteeConfig, tags: usize) -> TextView {
-    let counts = tagged
+/// Builds both views from lowercased tokens and their tag ids (`tags` tags in the tagger). The
+/// vocabularies come from the first `counted` sentences (the training side, where the rest is
+/// held out): a word seen only after them is unknown, as it would be to a deployed detector.
+pub fn text_view(tagged: &[(Vec<String>, Vec<usize>)], counted: usize, c: &CommitteeConfig, tags: usize) -> TextView {
+    let counts = tagged[..counted]
         .par_iter()
         .fold(HashMap::<&str, u64>::new, |mut m, (words, _)| {
             for w in words {

@@ -73,7 +73,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     let tagger = super::load_tagger(None)?;
     let tagged: Vec<(Vec<String>, Vec<usize>)> = sentences.par_iter().map(|(w, _)| (w.clone(), tagger.tag_ids(w))).collect();
     let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
-    let view = super::committee::text_view(&tagged, &config, tagger.tags().len());
+    let view = super::committee::text_view(&tagged, tagged.len(), &config, tagger.tags().len());
     let inputs: Vec<CandidateInput> = view
         .words
         .into_iter()
