@@ -93,9 +93,26 @@ fn filter_export_and_report_agree() {
         }
     }
 
+    // The audit's detectors that the committee (mlp, bow, cnn, pos-lstm) never was: the n-gram
+    // bag and the word BiLSTM on each view, token statistics and baselines, on both datasets.
+    let audit = &eval["audit"];
+    assert_eq!(audit["models"], serde_json::json!(["ngram", "lstm"]));
+    assert_eq!(audit["left_out_as_committee_members"], serde_json::json!(["cnn"]));
+    let compared: Vec<&str> = audit["comparison"].as_array().unwrap().iter().map(|c| c["detector"].as_str().unwrap()).collect();
+    assert_eq!(
+        compared,
+        ["random", "shortest-ending", "longest-ending", "token-statistics/ending", "ngram/ending", "lstm/ending", "ngram/second-sentence", "lstm/second-sentence", "ngram/full", "lstm/full"]
+    );
+    for name in ["af", "random"] {
+        let full = json(&run.join(format!("export/audit-{name}.json")));
+        assert_eq!(full["detectors"].as_array().unwrap().len(), compared.len());
+    }
+    let csv_rows = std::fs::read_to_string(run.join("export/audit-comparison.csv")).unwrap().lines().count();
+    assert_eq!(csv_rows, compared.len() + 1);
+
     // The report: self-contained, the plot in both formats.
     let html = std::fs::read_to_string(run.join("report/report.html")).unwrap();
-    for needle in ["Held-out accuracy during filtering", "random assignment", "Perplexity of gold endings", "class=\"right\"", "<svg"] {
+    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg"] {
         assert!(html.contains(needle), "report lacks {needle}");
     }
     assert!(!html.contains(" src=") && !html.contains("<link") && !html.contains("<script"), "nothing is fetched");
@@ -178,11 +195,11 @@ fn bad_filter_inputs_fail_clearly_and_overwrite_nothing() {
     ok(&af(&["run", cfg.to_str().unwrap(), "--until", "generate"], d.path()));
 
     // A config naming an unknown member: the file, the line, what was expected.
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"cnn\", \"pos-lstm\"", "\"cnn\", \"lstm\"");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"cnn\", \"pos-lstm\"", "\"cnn\", \"gru\"");
     std::fs::write(d.path().join("bad-member.toml"), &text).unwrap();
     let o = af(&["filter", "bad-member.toml"], d.path());
     let e = stderr(&o);
-    assert!(!o.status.success() && e.contains("bad-member.toml:") && e.contains("unknown variant `lstm`") && e.contains("pos-lstm"), "{e}");
+    assert!(!o.status.success() && e.contains("bad-member.toml:") && e.contains("unknown variant `gru`") && e.contains("pos-lstm"), "{e}");
 
     // k larger than the pool (15 endings per item).
     let text = std::fs::read_to_string(&cfg).unwrap().replace("k = 3", "k = 20");

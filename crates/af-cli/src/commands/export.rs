@@ -7,7 +7,9 @@
 //! - `dataset-full.csv`, `random-full.csv`: SWAG's full CSV layout (k distractor columns);
 //! - `evaluation.json`: a fresh committee (every member of the last stage, and the joint head)
 //!   trained and scored on one group split of each dataset, the longest- and shortest-ending
-//!   baselines, and the LM perplexity of gold endings against distractors.
+//!   baselines, the LM perplexity of gold endings against distractors, and (under `audit`) the
+//!   audit detectors that were not in the committee, random assignment against AF;
+//! - `audit-af.json`, `audit-random.json`: those two audits in full; `audit-comparison.csv`.
 
 use std::path::Path;
 
@@ -54,8 +56,131 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         "af": af,
         "random": baseline,
     });
+    let mut evaluation = evaluation;
+    evaluation["audit"] = audit_comparison(ctx, &pool, &state.assignment, &random, &members, device)?;
     af_core::atomic::write(ctx.dir.join("evaluation.json"), serde_json::to_string_pretty(&evaluation)?.as_bytes())?;
     Ok(())
+}
+
+/// The pool's questions under an assignment, as the audit reads them (gold first).
+fn pool_questions(pool: &Pool, assignment: &Assignment) -> Vec<af_core::Question> {
+    pool.items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| af_core::Question {
+            id: item.id.clone(),
+            group: item.group.clone(),
+            context: item.context.clone(),
+            prefix: item.noun_phrase.clone(),
+            endings: std::iter::once(item.ending.clone())
+                .chain(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()))
+                .collect(),
+            label: 0,
+            split: None,
+            blank: None,
+            line: i + 1,
+        })
+        .collect()
+}
+
+/// One detector of both audits.
+#[derive(Serialize)]
+struct Compared {
+    detector: String,
+    chance: f64,
+    random: f64,
+    random_ci: (f64, f64),
+    af: f64,
+    af_ci: (f64, f64),
+    random_edge: f64,
+    af_edge: f64,
+    /// (random edge - AF edge) / random edge, where the random edge is positive.
+    edge_shrink: Option<f64>,
+    random_flagged: bool,
+    af_flagged: bool,
+}
+
+/// The audit's detectors that were not in the committee, on the random assignment and on AF's,
+/// with the same seed (so the same group split): what AF removed that it was not trained against.
+fn audit_comparison(
+    ctx: &StageContext,
+    pool: &Pool,
+    af: &Assignment,
+    random: &Assignment,
+    committee: &[Member],
+    device: tch::Device,
+) -> anyhow::Result<serde_json::Value> {
+    let config = ctx.config;
+    let mut audit_config = config.clone();
+    audit_config.audit.models.retain(|m| !committee.contains(m));
+    let tagger = super::load_tagger(config.tagger.model.as_deref())?;
+    let mut reports = Vec::new();
+    for (name, assignment) in [("random", random), ("af", af)] {
+        let file = af_io::questions::QuestionFile {
+            path: ctx.dir.join(format!("{name}.jsonl")),
+            format: af_io::questions::QuestionFormat::Af,
+            questions: pool_questions(pool, assignment),
+            skipped: Vec::new(),
+        };
+        let report = super::audit::audit_questions(&file, None, &audit_config, config.run.seed, &tagger, device)?;
+        af_core::atomic::write(ctx.dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
+        reports.push(report);
+    }
+    let (random_report, af_report) = (&reports[0], &reports[1]);
+    let rows: Vec<Compared> = random_report
+        .detectors
+        .iter()
+        .zip(&af_report.detectors)
+        .map(|(r, a)| Compared {
+            detector: r.name.clone(),
+            chance: r.chance,
+            random: r.accuracy,
+            random_ci: (r.ci_low, r.ci_high),
+            af: a.accuracy,
+            af_ci: (a.ci_low, a.ci_high),
+            random_edge: r.edge,
+            af_edge: a.edge,
+            edge_shrink: (r.edge > 0.0).then(|| (r.edge - a.edge) / r.edge),
+            random_flagged: r.flagged,
+            af_flagged: a.flagged,
+        })
+        .collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["detector", "chance", "random", "random_ci_low", "random_ci_high", "af", "af_ci_low", "af_ci_high", "random_edge", "af_edge", "edge_shrink", "random_flagged", "af_flagged"])?;
+    println!("export: audit detectors not in the committee, random assignment -> AF (chance {:.3})", random_report.chance);
+    for c in &rows {
+        w.write_record([
+            c.detector.clone(),
+            format!("{:.4}", c.chance),
+            format!("{:.4}", c.random),
+            format!("{:.4}", c.random_ci.0),
+            format!("{:.4}", c.random_ci.1),
+            format!("{:.4}", c.af),
+            format!("{:.4}", c.af_ci.0),
+            format!("{:.4}", c.af_ci.1),
+            format!("{:.4}", c.random_edge),
+            format!("{:.4}", c.af_edge),
+            c.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
+            c.random_flagged.to_string(),
+            c.af_flagged.to_string(),
+        ])?;
+        println!(
+            "  {:<26} random {:.3}  af {:.3}{}",
+            c.detector,
+            c.random,
+            c.af,
+            c.edge_shrink.map_or(String::new(), |x| format!("  edge shrank {:.0}%", 100.0 * x))
+        );
+    }
+    af_core::atomic::write(ctx.dir.join("audit-comparison.csv"), &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    Ok(json!({
+        "models": audit_config.audit.models.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "left_out_as_committee_members": config.audit.models.iter().filter(|m| committee.contains(m)).map(|m| m.name()).collect::<Vec<_>>(),
+        "split": af_report.split,
+        "alpha": af_report.alpha,
+        "detector_alpha": af_report.detector_alpha,
+        "comparison": rows,
+    }))
 }
 
 /// Every member any stage used, in the canonical order.
@@ -142,21 +267,9 @@ pub struct Detector {
 
 impl Detector {
     fn new(name: &str, right: f64, n: usize) -> Self {
-        let (low, high) = wilson(right, n);
+        let (low, high) = af_audit::stats::wilson(right, n);
         Self { name: name.into(), accuracy: right / n.max(1) as f64, ci_low: low, ci_high: high, items: n }
     }
-}
-
-/// 95% Wilson score interval for `right` successes of `n`.
-pub fn wilson(right: f64, n: usize) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (n, z) = (n as f64, 1.959_964);
-    let p = right / n;
-    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
-    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 #[derive(Serialize)]
@@ -243,18 +356,4 @@ fn evaluate(
         gold_tokens: summary(gold_len),
         distractor_tokens: summary(dis_len),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::wilson;
-
-    #[test]
-    fn wilson_interval_brackets_the_rate() {
-        let (l, h) = wilson(50.0, 100);
-        assert!((l - 0.4038).abs() < 1e-3 && (h - 0.5962).abs() < 1e-3, "{l} {h}");
-        let (l, h) = wilson(0.0, 10);
-        assert_eq!(l, 0.0);
-        assert!(h > 0.27 && h < 0.29);
-    }
 }

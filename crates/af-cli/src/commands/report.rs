@@ -106,6 +106,42 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         ),
     });
 
+    if let Some(compared) = evaluation["audit"]["comparison"].as_array() {
+        let pair = |v: &Value| (v[0].as_f64().unwrap_or(f64::NAN), v[1].as_f64().unwrap_or(f64::NAN));
+        let bars: Vec<af_report::DetectorBar> = compared
+            .iter()
+            .map(|c| af_report::DetectorBar {
+                name: c["detector"].as_str().unwrap_or("?").to_string(),
+                accuracy: num(c, "random"),
+                ci: pair(&c["random_ci"]),
+                chance: num(c, "chance"),
+                compare: Some((num(c, "af"), pair(&c["af_ci"]))),
+            })
+            .collect();
+        let rows: Vec<Vec<String>> = compared
+            .iter()
+            .map(|c| {
+                vec![
+                    c["detector"].as_str().unwrap_or("?").to_string(),
+                    format!("{:.3}", num(c, "random")),
+                    format!("{:.3}", num(c, "af")),
+                    format!("{:.3}", num(c, "chance")),
+                    c["edge_shrink"].as_f64().map_or("-".into(), |x| format!("{:.0}%", 100.0 * x)),
+                ]
+            })
+            .collect();
+        let chart = af_report::detectors_svg(&bars, "Audit detectors not in the committee", Some(("random assignment", "AF assignment")))?;
+        sections.push(Section {
+            title: "Audit detectors the committee never saw: random distractors vs AF".into(),
+            html: format!(
+                "<p>Detectors: {} on every view, token statistics and the baselines (split: {}). Numbers: <code>export/evaluation.json</code>, in full <code>export/audit-af.json</code> and <code>export/audit-random.json</code>.</p>{chart}{}",
+                escape(&evaluation["audit"]["models"].as_array().map(|m| m.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()),
+                escape(evaluation["audit"]["split"]["method"].as_str().unwrap_or("?")),
+                table(&["detector", "random assignment", "AF assignment", "chance", "edge shrank"], &rows)
+            ),
+        });
+    }
+
     let feature = |rows: &[Value], gold: bool, key: &str| -> Vec<f64> {
         rows.iter()
             .flat_map(|r| {
