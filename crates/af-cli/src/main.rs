@@ -78,9 +78,23 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Write the filtered dataset (JSONL, SWAG full CSV), the random-assignment baseline and
-    /// the detectors' evaluation of both: the `export` stage alone.
-    Export(StageArgs),
+    /// Write the filtered dataset in every layout (af JSONL; SWAG regular and full CSV, HellaSwag
+    /// JSONL, Hugging Face JSONL and an lm-evaluation-harness task, per split), the
+    /// random-assignment baseline, and the detectors' evaluation of both: the `export` stage alone.
+    Export {
+        #[command(flatten)]
+        stage: StageArgs,
+        /// Also write annotation sheets (CSV and an HTML form) and their key into
+        /// export/annotation, for `af assemble` ([export] annotation = true does the same).
+        #[arg(long)]
+        annotation: bool,
+    },
+    /// Build the final dataset from filled annotation sheets by SWAG's rules: keep items whose
+    /// found ending was ranked best or second, distractors from the endings neither best nor
+    /// gibberish; extra training items where a generated ending was best; a re-annotation queue
+    /// where fewer than three usable distractors remain. Majority vote over annotators, with
+    /// Krippendorff's alpha and pairwise agreement.
+    Assemble(commands::assemble::AssembleArgs),
     /// Write RUN_DIR/report: report.html (self-contained), accuracy.svg and accuracy.png.
     Report {
         /// The run directory (the `dir` of its config).
@@ -226,8 +240,9 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             stage::run_stage(&config, stage::StageName::Filter, force, None)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Export(args) => {
-            let config = commands::load_config(args.config.as_deref())?;
+        Command::Export { stage: args, annotation } => {
+            let mut config = commands::load_config(args.config.as_deref())?;
+            config.export.annotation |= annotation;
             stage::init_threads(&config);
             stage::run_stage(&config, stage::StageName::Export, true, None)?;
             Ok(ExitCode::SUCCESS)
@@ -247,6 +262,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(c) => commands::bench::run(c),
         Command::Aflite(a) => commands::aflite::run(a),
         Command::Audit(a) => commands::audit::run(a),
+        Command::Assemble(a) => commands::assemble::run(a),
         Command::Features(a) => commands::features::run(a),
     }
 }

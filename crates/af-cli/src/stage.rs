@@ -217,7 +217,8 @@ fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::
             "tagger": config.tagger,
             "upstream": upstream,
         }),
-        StageName::Export | StageName::Report => json!({"upstream": upstream}),
+        StageName::Export => json!({"upstream": upstream, "export": config.export, "audit": config.audit}),
+        StageName::Report => json!({"upstream": upstream}),
     })
 }
 

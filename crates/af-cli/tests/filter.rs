@@ -9,13 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A config with tiny models and `mlp`/`full` stages of the given lengths.
 fn config(dir: &Path, mlp: usize, full: usize, extra: &str) -> PathBuf {
-    let captions = repo().join("fixtures/captions/captions.json");
-    let tiny = TINY_MODELS.replace("iterations = 2\n\n[[filter.stages]]", &format!("iterations = {mlp}\n\n[[filter.stages]]"));
-    let tiny = tiny.replacen("pos-lstm\"]\niterations = 2", &format!("pos-lstm\"]\niterations = {full}"), 1);
-    assert_ne!(tiny, TINY_MODELS.to_string(), "the stage lengths were replaced");
-    config_in(dir, &format!("{tiny}{extra}\n[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", captions.display()))
+    fixture_config(dir, mlp, full, extra)
 }
 
 fn ok(o: &std::process::Output) {
@@ -82,6 +77,15 @@ fn filter_export_and_report_agree() {
     assert!(full.starts_with("video-id,fold-ind,startphrase,gold-ending,distractor-0,distractor-1,distractor-2,gold-source,"));
     let mut reader = csv::Reader::from_reader(full.as_bytes());
     assert_eq!(reader.records().count(), items);
+
+    // With k = 3 the regular layout is SWAG's own, header for header.
+    let regular = std::fs::read_to_string(run.join("export/swag/train.csv")).unwrap();
+    let header = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label";
+    assert_eq!(regular.lines().next().unwrap(), header);
+    if let Some(data) = shared_data("filter_export_and_report_agree (SWAG header)") {
+        let sample = std::fs::read_to_string(data.join("format-samples/swag/train.csv")).unwrap();
+        assert_eq!(sample.lines().next().unwrap(), header);
+    }
 
     let eval = json(&run.join("export/evaluation.json"));
     for side in ["af", "random"] {

@@ -35,6 +35,7 @@ pub struct Config {
     pub generate: GenerateConfig,
     pub committee: CommitteeConfig,
     pub filter: FilterConfig,
+    pub export: ExportConfig,
     pub audit: AuditConfig,
 }
 
@@ -417,6 +418,38 @@ impl Default for FilterConfig {
     }
 }
 
+/// The export stage: splits, the lm-evaluation-harness task, annotation sheets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ExportConfig {
+    /// Shares of groups in the train / validation / test splits (they must sum to 1).
+    pub train_share: f64,
+    pub validation_share: f64,
+    pub test_share: f64,
+    /// The lm-evaluation-harness task name.
+    pub task: String,
+    /// Write annotation sheets (`af export --annotation` sets it).
+    pub annotation: bool,
+    /// AF distractors shown beside the found ending on an annotation sheet (the paper: 5).
+    pub annotation_distractors: usize,
+    /// Items per annotation sheet.
+    pub sheet_items: usize,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self {
+            train_share: 0.8,
+            validation_share: 0.1,
+            test_share: 0.1,
+            task: "af".into(),
+            annotation: false,
+            annotation_distractors: 5,
+            sheet_items: 100,
+        }
+    }
+}
+
 /// What a learned detector of the audit reads of a question (SWAG's three columns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -559,6 +592,21 @@ impl Config {
     }
 
     fn validate_filter(&self) -> Result<(), String> {
+        let e = &self.export;
+        if [e.train_share, e.validation_share, e.test_share].iter().any(|s| !(0.0..=1.0).contains(s))
+            || (e.train_share + e.validation_share + e.test_share - 1.0).abs() > 1e-6
+        {
+            return Err(format!(
+                "[export] train-share + validation-share + test-share = {} + {} + {}: each in [0, 1], summing to 1",
+                e.train_share, e.validation_share, e.test_share
+            ));
+        }
+        if e.task.is_empty() || !e.task.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(format!("[export] task = {:?}: letters, digits, `_` and `-` only (it names files and the lm-eval task)", e.task));
+        }
+        if e.annotation_distractors == 0 || e.sheet_items == 0 {
+            return Err("[export] annotation-distractors and sheet-items must be positive".into());
+        }
         let a = &self.audit;
         if !(a.eval_share > 0.0 && a.eval_share < 1.0) {
             return Err(format!("[audit] eval-share = {}: must be strictly between 0 and 1", a.eval_share));

@@ -10,6 +10,6 @@ pub mod item;
 pub mod question;
 pub mod split;
 
-pub use config::{AuditConfig, View, BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
+pub use config::{AuditConfig, ExportConfig, View, BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
 pub use item::{Candidate, Document, Item, LM_FEATURES};
 pub use question::{Blank, Question};

@@ -22,3 +22,39 @@ pub fn split_by_group(groups: &[String], train_share: f64, rng: &mut ChaCha8Rng)
     }
     (train, heldout)
 }
+
+/// The published splits of a dataset: whole groups to `train`, `validation` and `test` by the
+/// given shares (test takes the rest), seeded.
+pub fn train_validation_test(groups: &[String], train_share: f64, validation_share: f64, seed: u64) -> Vec<&'static str> {
+    use rand::SeedableRng;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (train, rest) = split_by_group(groups, train_share, &mut rng);
+    let rest_groups: Vec<String> = rest.iter().map(|&i| groups[i].clone()).collect();
+    let within_rest = if train_share < 1.0 { validation_share / (1.0 - train_share) } else { 0.0 };
+    let (validation, _) = split_by_group(&rest_groups, within_rest.min(1.0), &mut rng);
+    let mut out = vec!["test"; groups.len()];
+    for i in train {
+        out[i] = "train";
+    }
+    for v in validation {
+        out[rest[v]] = "validation";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_way_split_keeps_groups_whole_and_follows_the_shares() {
+        let groups: Vec<String> = (0..3000).map(|i| format!("g{}", i / 3)).collect();
+        let splits = train_validation_test(&groups, 0.8, 0.1, 7);
+        for chunk in splits.chunks(3) {
+            assert!(chunk.iter().all(|s| *s == chunk[0]), "a group is never split");
+        }
+        let share = |name: &str| splits.iter().filter(|s| **s == name).count() as f64 / 3000.0;
+        assert!((share("train") - 0.8).abs() < 0.01 && (share("validation") - 0.1).abs() < 0.01, "{} {}", share("train"), share("validation"));
+        assert_eq!(train_validation_test(&groups, 0.8, 0.1, 7), splits, "seeded");
+    }
+}

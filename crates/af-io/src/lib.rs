@@ -6,6 +6,7 @@
 pub mod conllu;
 pub mod documents;
 pub mod error;
+pub mod export;
 pub mod features;
 pub mod items;
 pub mod pool;

@@ -178,7 +178,9 @@ fn field<'a>(row: &'a Row, name: &str) -> Result<&'a str, String> {
 }
 
 fn swag(row: &Row, line: usize) -> Result<Question, String> {
-    let endings: Vec<String> = (0..4).map(|e| field(row, &format!("ending{e}")).map(str::to_string)).collect::<Result<_, _>>()?;
+    // SWAG has ending0..ending3; af's exports of k + 1 options have as many columns.
+    field(row, "ending0")?;
+    let endings: Vec<String> = (0..).map_while(|e| row.get(&format!("ending{e}")).cloned()).collect();
     let label_text = field(row, "label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited".to_string())?;
     let label = parse_label(label_text, "label", endings.len(), 0)?;
     let group = field(row, "video-id")?.to_string();

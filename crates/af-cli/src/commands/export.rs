@@ -36,10 +36,17 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         pool.items.len()
     );
     let random = pool.random_assignment(config.filter.k, config.run.seed)?;
-    write_jsonl(&ctx.dir.join("dataset.jsonl"), &pool, &state.assignment, Some(&state.last_scores))?;
-    write_full_csv(&ctx.dir.join("dataset-full.csv"), &pool, &state.assignment)?;
-    write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None)?;
-    write_full_csv(&ctx.dir.join("random-full.csv"), &pool, &random)?;
+    let e = &config.export;
+    let splits = af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69);
+    write_jsonl(&ctx.dir.join("dataset.jsonl"), &pool, &state.assignment, Some(&state.last_scores), &splits)?;
+    write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None, &splits)?;
+    let questions = pool_questions(&pool, &state.assignment, Some(&splits));
+    af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
+    af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&pool_questions(&pool, &random, Some(&splits)))?)?;
+    write_layouts(&ctx.dir, &questions, &e.task)?;
+    if e.annotation {
+        write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
+    }
 
     let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
     let members = evaluation_members(config);
@@ -62,8 +69,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The pool's questions under an assignment, as the audit reads them (gold first).
-fn pool_questions(pool: &Pool, assignment: &Assignment) -> Vec<af_core::Question> {
+/// The pool's questions under an assignment, gold first, with their published split if given.
+fn pool_questions(pool: &Pool, assignment: &Assignment, splits: Option<&[&str]>) -> Vec<af_core::Question> {
     pool.items
         .iter()
         .enumerate()
@@ -76,7 +83,7 @@ fn pool_questions(pool: &Pool, assignment: &Assignment) -> Vec<af_core::Question
                 .chain(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()))
                 .collect(),
             label: 0,
-            split: None,
+            split: splits.map(|s| s[i].to_string()),
             blank: None,
             line: i + 1,
         })
@@ -119,7 +126,7 @@ fn audit_comparison(
         let file = af_io::questions::QuestionFile {
             path: ctx.dir.join(format!("{name}.jsonl")),
             format: af_io::questions::QuestionFormat::Af,
-            questions: pool_questions(pool, assignment),
+            questions: pool_questions(pool, assignment, None),
             skipped: Vec::new(),
         };
         let report = super::audit::audit_questions(&file, None, &audit_config, config.run.seed, &tagger, device)?;
@@ -192,7 +199,7 @@ fn features_json(c: &Candidate) -> serde_json::Value {
     LM_FEATURES.iter().zip(c.features).map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
 }
 
-fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>) -> anyhow::Result<()> {
+fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
     let mut out = String::new();
     for (i, item) in pool.items.iter().enumerate() {
         let s = scores.and_then(|s| s[i].as_ref());
@@ -216,6 +223,7 @@ fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option
             "id": item.id,
             "group": item.group,
             "fold": item.fold,
+            "split": splits[i],
             "context": item.context,
             "noun_phrase": item.noun_phrase,
             "gold": {"ending": item.ending, "tokens": gold.tokens, "features": features_json(gold), "score": s.map(|s| s.gold)},
@@ -230,28 +238,44 @@ fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option
     Ok(())
 }
 
-/// SWAG's full layout: video-id, fold-ind, startphrase, gold-ending, distractor-0.., gold-source,
-/// gold-type, distractor-N-type.., sent1, sent2. Types are annotation labels, unknown before
-/// annotation ("n/a"); fold-ind is the item's position in the pool.
-fn write_full_csv(path: &Path, pool: &Pool, assignment: &Assignment) -> anyhow::Result<()> {
-    let k = assignment.k;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["video-id".to_string(), "fold-ind".into(), "startphrase".into(), "gold-ending".into()];
-    header.extend((0..k).map(|d| format!("distractor-{d}")));
-    header.extend(["gold-source".into(), "gold-type".into()]);
-    header.extend((0..k).map(|d| format!("distractor-{d}-type")));
-    header.extend(["sent1".into(), "sent2".into()]);
-    w.write_record(&header)?;
-    for (i, item) in pool.items.iter().enumerate() {
-        let mut row = vec![item.group.clone(), i.to_string(), format!("{} {}", item.context, item.noun_phrase), item.ending.clone()];
-        row.extend(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()));
-        row.extend(["gold0-orig".to_string(), "n/a".into()]);
-        row.extend((0..k).map(|_| "n/a".to_string()));
-        row.extend([item.context.clone(), item.noun_phrase.clone()]);
-        w.write_record(&row)?;
+/// The AF dataset in every published layout, one file per split (docs/formats.md).
+fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
+    use af_io::export;
+    let names = [("train", "train", "train"), ("validation", "val", "validation")  , ("test", "test", "test")];
+    let mut lm_files = Vec::new();
+    for (split, swag_name, hf_name) in names {
+        let part: Vec<af_core::Question> = questions.iter().filter(|q| q.split.as_deref() == Some(split)).cloned().collect();
+        if part.is_empty() {
+            continue;
+        }
+        af_core::atomic::write(dir.join(format!("swag/{swag_name}.csv")), &export::swag_regular(&part)?)?;
+        af_core::atomic::write(dir.join(format!("swag/{swag_name}_full.csv")), &export::swag_full(&part)?)?;
+        af_core::atomic::write(dir.join(format!("hellaswag/hellaswag_{swag_name}.jsonl")), export::hellaswag(&part).as_bytes())?;
+        af_core::atomic::write(dir.join(format!("hf/{hf_name}.jsonl")), export::hf_jsonl(&part).as_bytes())?;
+        let lm_path = dir.join(format!("lm-eval/{task}_{hf_name}.jsonl"));
+        af_core::atomic::write(&lm_path, export::lm_eval_jsonl(&part).as_bytes())?;
+        lm_files.push((hf_name, std::path::absolute(&lm_path)?));
     }
-    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?;
-    af_core::atomic::write(path, &bytes)?;
+    af_core::atomic::write(dir.join(format!("lm-eval/{task}.yaml")), export::lm_eval_yaml(task, &lm_files).as_bytes())?;
+    Ok(())
+}
+
+/// Annotation sheets (CSV and HTML form, `sheet-items` items each) and their key.
+fn write_annotation(dir: &Path, pool: &Pool, assignment: &Assignment, questions: &[af_core::Question], config: &Config) -> anyhow::Result<()> {
+    let items: Vec<(af_core::Question, Vec<u32>)> = questions.iter().cloned().zip(assignment.distractors.iter().cloned()).collect();
+    debug_assert_eq!(items.len(), pool.items.len());
+    let key = af_annotate::build_key(&items, config.export.annotation_distractors, config.export.sheet_items, config.run.seed);
+    let mut lines = String::new();
+    for k in &key {
+        lines.push_str(&serde_json::to_string(k)?);
+        lines.push('\n');
+    }
+    af_core::atomic::write(dir.join("key.jsonl"), lines.as_bytes())?;
+    for sheet in key.chunk_by(|a, b| a.sheet == b.sheet) {
+        let rows: Vec<&af_annotate::KeyItem> = sheet.iter().collect();
+        af_core::atomic::write(dir.join(format!("{}.csv", rows[0].sheet)), &af_annotate::sheet_csv(&rows)?)?;
+        af_core::atomic::write(dir.join(format!("{}.html", rows[0].sheet)), af_annotate::sheet_html(&rows).as_bytes())?;
+    }
     Ok(())
 }
 

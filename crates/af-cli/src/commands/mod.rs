@@ -1,4 +1,5 @@
 pub mod aflite;
+pub mod assemble;
 pub mod audit;
 pub mod bench;
 pub mod committee;

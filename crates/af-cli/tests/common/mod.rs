@@ -54,3 +54,12 @@ pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {
     std::fs::write(&p, format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}")).unwrap();
     p
 }
+
+/// A config on the caption fixture with tiny models and `mlp`/`full` stages of the given lengths.
+pub fn fixture_config(dir: &Path, mlp: usize, full: usize, extra: &str) -> PathBuf {
+    let captions = repo().join("fixtures/captions/captions.json");
+    let tiny = TINY_MODELS.replace("iterations = 2\n\n[[filter.stages]]", &format!("iterations = {mlp}\n\n[[filter.stages]]"));
+    let tiny = tiny.replacen("pos-lstm\"]\niterations = 2", &format!("pos-lstm\"]\niterations = {full}"), 1);
+    assert_ne!(tiny, TINY_MODELS.to_string(), "the stage lengths were replaced");
+    config_in(dir, &format!("{tiny}{extra}\n[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", captions.display()))
+}

@@ -1,0 +1,238 @@
+//! The final dataset from filled sheets, by SWAG's rules (DESIGN §1.7):
+//! - the found ending ranked best or second best: the item is kept, its distractors the shown
+//!   endings that are neither the found one, nor ranked best, nor (by majority) gibberish;
+//! - a generated ending ranked best with the found one second: also an extra item with the
+//!   generated ending as gold, for the training split only (and only from training items, so no
+//!   evaluation context leaks into training);
+//! - fewer than three such distractors: the item goes to a re-annotation queue with its other AF
+//!   distractors as replacements;
+//! - the found ending ranked neither best nor second: the item is dropped.
+//!
+//! Several annotators per item: each ending's label by majority (a tie goes to the worse label:
+//! gibberish before unlikely before likely); best and second by plurality, and an item whose best
+//! is tied goes to the re-annotation queue.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::agreement::{krippendorff_alpha, pairwise_agreement};
+use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
+
+/// Distractors a kept item needs (a four-way question, as SWAG's).
+pub const MIN_DISTRACTORS: usize = 3;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum Outcome {
+    Kept { distractors: Vec<usize>, extra_gold: Option<usize> },
+    Reannotate { reason: String },
+    Dropped { reason: String },
+    Unannotated,
+}
+
+/// An item after the vote.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decided {
+    pub item: String,
+    pub annotators: usize,
+    pub labels: Vec<Label>,
+    pub best: Option<usize>,
+    pub second: Option<usize>,
+    pub outcome: Outcome,
+}
+
+/// Table 2 of the paper: per ending type, the share of judgements per label, and how often that
+/// type was ranked best and second best.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TypeStats {
+    pub judgements: usize,
+    pub likely: f64,
+    pub unlikely: f64,
+    pub gibberish: f64,
+    pub best: f64,
+    pub second: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Assembled {
+    pub decided: Vec<Decided>,
+    pub found: TypeStats,
+    pub generated: TypeStats,
+    pub label_alpha: Option<f64>,
+    pub label_pairwise_agreement: Option<f64>,
+    pub best_alpha: Option<f64>,
+    pub best_pairwise_agreement: Option<f64>,
+    pub annotations: usize,
+    pub annotators: usize,
+}
+
+fn worse(l: Label) -> u8 {
+    match l {
+        Label::Gibberish => 2,
+        Label::Unlikely => 1,
+        Label::Likely => 0,
+    }
+}
+
+/// Applies the rules to every key item (in key order) given the good annotations.
+pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
+    let mut by_item: HashMap<&str, Vec<&Annotation>> = HashMap::new();
+    for a in annotations {
+        by_item.entry(a.item.as_str()).or_default().push(a);
+    }
+    let (mut label_units, mut best_units) = (Vec::new(), Vec::new());
+    let mut stats: HashMap<SlotSource, (usize, [usize; 3], usize, usize)> = HashMap::new();
+    let decided = key
+        .iter()
+        .map(|k| {
+            let votes = by_item.get(k.item.as_str()).cloned().unwrap_or_default();
+            let n = k.slots.len();
+            for a in &votes {
+                for (s, slot) in k.slots.iter().enumerate() {
+                    let e = stats.entry(slot.source).or_default();
+                    e.0 += 1;
+                    e.1[worse(a.labels[s]) as usize] += 1;
+                    e.2 += usize::from(a.best == s);
+                    e.3 += usize::from(a.second == s);
+                }
+            }
+            for s in 0..n {
+                label_units.push(votes.iter().map(|a| a.labels[s]).collect::<Vec<_>>());
+            }
+            best_units.push(votes.iter().map(|a| a.best).collect::<Vec<_>>());
+            if votes.is_empty() {
+                return Decided { item: k.item.clone(), annotators: 0, labels: vec![], best: None, second: None, outcome: Outcome::Unannotated };
+            }
+            let labels: Vec<Label> = (0..n)
+                .map(|s| {
+                    let mut count: BTreeMap<u8, usize> = BTreeMap::new();
+                    for a in &votes {
+                        *count.entry(worse(a.labels[s])).or_default() += 1;
+                    }
+                    let top = *count.values().max().expect("votes");
+                    let w = count.iter().filter(|(_, c)| **c == top).map(|(w, _)| *w).max().expect("a winner");
+                    [Label::Likely, Label::Unlikely, Label::Gibberish][w as usize]
+                })
+                .collect();
+            let plurality = |pick: &dyn Fn(&Annotation) -> usize| -> Option<usize> {
+                let mut count = vec![0usize; n];
+                for a in &votes {
+                    count[pick(a)] += 1;
+                }
+                let top = *count.iter().max().expect("slots");
+                let winners: Vec<usize> = (0..n).filter(|&s| count[s] == top).collect();
+                (winners.len() == 1).then(|| winners[0])
+            };
+            let best = plurality(&|a| a.best);
+            let second = plurality(&|a| a.second).filter(|s| Some(*s) != best);
+            let found = k.slots.iter().position(|s| s.source == SlotSource::Found).expect("the key has the found ending");
+            let outcome = match best {
+                None => Outcome::Reannotate { reason: "annotators disagree on the best ending (tie)".into() },
+                Some(b) if b == found || second == Some(found) => {
+                    let distractors: Vec<usize> = (0..n).filter(|&s| s != found && s != b && labels[s] != Label::Gibberish).collect();
+                    if distractors.len() < MIN_DISTRACTORS {
+                        Outcome::Reannotate {
+                            reason: format!("{} usable distractors (not found, not best, not gibberish), fewer than {MIN_DISTRACTORS}", distractors.len()),
+                        }
+                    } else {
+                        let extra_gold = (b != found && k.split == "train").then_some(b);
+                        Outcome::Kept { distractors, extra_gold }
+                    }
+                }
+                Some(_) => Outcome::Dropped { reason: "the found ending was ranked neither best nor second best".into() },
+            };
+            Decided { item: k.item.clone(), annotators: votes.len(), labels, best, second, outcome }
+        })
+        .collect();
+    let type_stats = |source: SlotSource| -> TypeStats {
+        let Some((n, labels, best, second)) = stats.get(&source) else { return TypeStats::default() };
+        let r = |x: usize| x as f64 / (*n).max(1) as f64;
+        TypeStats { judgements: *n, likely: r(labels[0]), unlikely: r(labels[1]), gibberish: r(labels[2]), best: r(*best), second: r(*second) }
+    };
+    let mut annotators: Vec<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
+    annotators.sort_unstable();
+    annotators.dedup();
+    Assembled {
+        decided,
+        found: type_stats(SlotSource::Found),
+        generated: type_stats(SlotSource::Generated),
+        label_alpha: krippendorff_alpha(&label_units),
+        label_pairwise_agreement: pairwise_agreement(&label_units),
+        best_alpha: krippendorff_alpha(&best_units),
+        best_pairwise_agreement: pairwise_agreement(&best_units),
+        annotations: annotations.len(),
+        annotators: annotators.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sheet::Slot;
+
+    fn key(item: &str, split: &str) -> KeyItem {
+        // Slot 2 is the found ending; 0, 1, 3, 4, 5 generated.
+        let slots = (0..6)
+            .map(|s| Slot { source: if s == 2 { SlotSource::Found } else { SlotSource::Generated }, candidate: if s == 2 { 0 } else { s as u32 + 1 }, ending: format!("e{s}") })
+            .collect();
+        KeyItem { sheet: "sheet-001".into(), row: 1, item: item.into(), group: "g".into(), split: split.into(), context: "c".into(), prefix: "p".into(), slots, replacements: vec![] }
+    }
+
+    fn ann(who: &str, item: &str, labels: &str, best: usize, second: usize) -> Annotation {
+        let labels = labels
+            .chars()
+            .map(|c| match c {
+                'l' => Label::Likely,
+                'u' => Label::Unlikely,
+                _ => Label::Gibberish,
+            })
+            .collect();
+        Annotation { annotator: who.into(), item: item.into(), labels, best, second, file: "s.csv".into(), line: 2 }
+    }
+
+    #[test]
+    fn the_papers_rules() {
+        let keys = vec![key("kept", "train"), key("extra", "train"), key("extra-test", "test"), key("few", "train"), key("dropped", "train"), key("none", "train")];
+        let anns = vec![
+            ann("a", "kept", "ulluug", 2, 0),
+            ann("a", "extra", "llluul", 0, 2),
+            ann("a", "extra-test", "llluul", 0, 2),
+            ann("a", "few", "ggluug", 2, 3),
+            ann("a", "dropped", "llulll", 0, 1),
+        ];
+        let r = assemble(&keys, &anns);
+        let outcome = |i: usize| r.decided[i].outcome.clone();
+        assert_eq!(outcome(0), Outcome::Kept { distractors: vec![0, 1, 3, 4], extra_gold: None }, "slot 5 is gibberish");
+        assert_eq!(outcome(1), Outcome::Kept { distractors: vec![1, 3, 4, 5], extra_gold: Some(0) });
+        assert_eq!(outcome(2), Outcome::Kept { distractors: vec![1, 3, 4, 5], extra_gold: None }, "no extra item from a test item");
+        assert!(matches!(outcome(3), Outcome::Reannotate { .. }), "only slots 3 and 4 are usable");
+        assert!(matches!(outcome(4), Outcome::Dropped { .. }));
+        assert_eq!(outcome(5), Outcome::Unannotated);
+        // Table 2: the found ending was judged 5 times, ranked best twice and second twice.
+        assert_eq!(r.found.judgements, 5);
+        assert!((r.found.best - 0.4).abs() < 1e-12 && (r.found.second - 0.4).abs() < 1e-12);
+        assert_eq!(r.generated.judgements, 25);
+    }
+
+    #[test]
+    fn majority_vote_and_ties() {
+        let keys = vec![key("x", "train"), key("tie", "train")];
+        let anns = vec![
+            ann("a", "x", "llluug", 2, 0),
+            ann("b", "x", "lglulg", 2, 1),
+            ann("c", "x", "llllul", 3, 2),
+            ann("a", "tie", "llllll", 0, 2),
+            ann("b", "tie", "llllll", 2, 0),
+        ];
+        let r = assemble(&keys, &anns);
+        let x = &r.decided[0];
+        assert_eq!(x.best, Some(2));
+        // Slot 1: l, g, l -> likely; slot 5: g, g, l -> gibberish; slot 3: u, u, l -> unlikely.
+        assert_eq!((x.labels[1], x.labels[5], x.labels[3]), (Label::Likely, Label::Gibberish, Label::Unlikely));
+        assert_eq!(x.outcome, Outcome::Kept { distractors: vec![0, 1, 3, 4], extra_gold: None });
+        assert!(matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.contains("tie")));
+        assert_eq!(r.annotators, 2 + 1);
+        assert!(r.label_alpha.is_some() && r.label_pairwise_agreement.is_some());
+    }
+}

@@ -1,0 +1,329 @@
+//! Sheets and their key. The key (`key.jsonl`) records, per item, which sheet and row it is on and
+//! where each shown ending came from; a sheet shows only the endings, in that order.
+//!
+//! Sheet columns: `sheet, row, item, context, ending_1..N, label_1..N, rank_1..N, annotator`;
+//! a label is `likely`, `unlikely` or `gibberish`, a rank `best`, `second` or empty, and each row
+//! has exactly one `best` and one `second`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlotSource {
+    /// The ending that really followed the context.
+    Found,
+    /// A generated ending AF assigned.
+    Generated,
+}
+
+/// One ending on a sheet, or one held back as a replacement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    pub source: SlotSource,
+    /// The pool's candidate id (0: the found ending).
+    pub candidate: u32,
+    pub ending: String,
+}
+
+/// An item as the key records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyItem {
+    pub sheet: String,
+    /// 1-based row on its sheet.
+    pub row: usize,
+    pub item: String,
+    pub group: String,
+    pub split: String,
+    pub context: String,
+    pub prefix: String,
+    /// The endings shown, in sheet order.
+    pub slots: Vec<Slot>,
+    /// The item's other AF distractors: replacements when too few shown endings are usable.
+    pub replacements: Vec<Slot>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Label {
+    Likely,
+    Unlikely,
+    Gibberish,
+}
+
+impl Label {
+    pub const ALL: [Label; 3] = [Label::Likely, Label::Unlikely, Label::Gibberish];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Label::Likely => "likely",
+            Label::Unlikely => "unlikely",
+            Label::Gibberish => "gibberish",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rank {
+    Best,
+    Second,
+}
+
+/// One annotator's judgement of one item.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Annotation {
+    pub annotator: String,
+    pub item: String,
+    pub labels: Vec<Label>,
+    /// Slot indices (0-based).
+    pub best: usize,
+    pub second: usize,
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum SheetError {
+    #[error("cannot read {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Row { path: PathBuf, line: usize, message: String },
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+}
+
+/// The key of a set of questions (gold first, then the AF distractors with their candidate ids):
+/// each item gets the found ending and `shown` distractors (the first ones of its assignment) in
+/// an order drawn from `seed` and the item id; the rest are its replacements.
+pub fn build_key(
+    items: &[(af_core::Question, Vec<u32>)],
+    shown: usize,
+    sheet_items: usize,
+    seed: u64,
+) -> Vec<KeyItem> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, (q, candidates))| {
+            let generated: Vec<Slot> = q.endings[1..]
+                .iter()
+                .zip(candidates)
+                .map(|(e, &c)| Slot { source: SlotSource::Generated, candidate: c, ending: e.clone() })
+                .collect();
+            let n = shown.min(generated.len());
+            let mut slots = vec![Slot { source: SlotSource::Found, candidate: 0, ending: q.endings[0].clone() }];
+            slots.extend(generated[..n].iter().cloned());
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ af_core::hash::fnv1a64(q.id.as_bytes()));
+            slots.shuffle(&mut rng);
+            KeyItem {
+                sheet: format!("sheet-{:03}", i / sheet_items + 1),
+                row: i % sheet_items + 1,
+                item: q.id.clone(),
+                group: q.group.clone(),
+                split: q.split.clone().unwrap_or_else(|| "train".into()),
+                context: q.context.clone(),
+                prefix: q.prefix.clone(),
+                slots,
+                replacements: generated[n..].to_vec(),
+            }
+        })
+        .collect()
+}
+
+fn width(items: &[&KeyItem]) -> usize {
+    items.iter().map(|k| k.slots.len()).max().unwrap_or(0)
+}
+
+fn header(n: usize) -> Vec<String> {
+    let mut h: Vec<String> = ["sheet", "row", "item", "context"].map(String::from).to_vec();
+    for prefix in ["ending", "label", "rank"] {
+        h.extend((1..=n).map(|i| format!("{prefix}_{i}")));
+    }
+    h.push("annotator".into());
+    h
+}
+
+fn shown_context(k: &KeyItem) -> String {
+    af_core::question::join_text(&k.context, &format!("{} ...", k.prefix))
+}
+
+/// One sheet as CSV, label and rank columns empty.
+pub fn sheet_csv(items: &[&KeyItem]) -> Result<Vec<u8>, csv::Error> {
+    let n = width(items);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header(n))?;
+    for k in items {
+        let mut row = vec![k.sheet.clone(), k.row.to_string(), k.item.clone(), shown_context(k)];
+        row.extend((0..n).map(|i| k.slots.get(i).map_or(String::new(), |s| s.ending.clone())));
+        row.extend(std::iter::repeat_n(String::new(), 2 * n + 1));
+        w.write_record(&row)?;
+    }
+    w.into_inner().map_err(|e| e.into_error().into())
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+/// The same sheet as a form: an annotator marks each ending and picks best and second best, then
+/// saves a CSV in the sheet's layout (the page's only script builds that file; nothing is sent
+/// anywhere).
+pub fn sheet_html(items: &[&KeyItem]) -> String {
+    let n = width(items);
+    let name = items.first().map_or("sheet", |k| k.sheet.as_str());
+    let mut body = String::new();
+    for k in items {
+        body.push_str(&format!(
+            "<fieldset data-sheet=\"{}\" data-row=\"{}\" data-item=\"{}\" data-context=\"{}\"><legend>{} &middot; {}</legend><p>{}</p><table><tr><th>ending</th><th>likely</th><th>unlikely</th><th>gibberish</th><th>best</th><th>second</th></tr>",
+            escape(&k.sheet), k.row, escape(&k.item), escape(&shown_context(k)), k.row, escape(&k.item), escape(&shown_context(k))
+        ));
+        for (i, s) in k.slots.iter().enumerate() {
+            let id = format!("r{}e{}", k.row, i + 1);
+            body.push_str(&format!("<tr data-ending=\"{}\"><td>{}</td>", escape(&s.ending), escape(&s.ending)));
+            for l in Label::ALL {
+                body.push_str(&format!("<td><input type=\"radio\" name=\"{id}\" value=\"{}\"></td>", l.name()));
+            }
+            body.push_str(&format!(
+                "<td><input type=\"radio\" name=\"r{}best\" value=\"{}\"></td><td><input type=\"radio\" name=\"r{}second\" value=\"{}\"></td></tr>",
+                k.row, i + 1, k.row, i + 1
+            ));
+        }
+        body.push_str("</table></fieldset>\n");
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{name}</title><style>{STYLE}</style></head><body>\n\
+         <h1>Annotation {name}</h1><p>For each ending: is it a <b>likely</b> continuation, an <b>unlikely</b> one, or <b>gibberish</b>? Then pick the best and the second best ending. Save writes <code>{name}-filled.csv</code>; send that file back.</p>\n\
+         <p><label>Your name: <input id=\"annotator\"></label> <button onclick=\"save()\">Save CSV</button> <span id=\"status\"></span></p>\n{body}\
+         <script>const WIDTH={n};const SHEET=\"{name}\";{SCRIPT}</script></body></html>\n"
+    )
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em}fieldset{margin:1em 0;border:1px solid #ccc;border-radius:6px}td,th{padding:.2em .5em;border-bottom:1px solid #eee}td:first-child{max-width:560px}";
+
+const SCRIPT: &str = r#"
+function q(s){return '"'+String(s).replace(/"/g,'""')+'"';}
+function save(){
+  const who=document.getElementById('annotator').value.trim();
+  if(!who){alert('Please enter your name.');return;}
+  const head=['sheet','row','item','context'];
+  for(const p of ['ending','label','rank'])for(let i=1;i<=WIDTH;i++)head.push(p+'_'+i);
+  head.push('annotator');
+  const lines=[head.join(',')];const missing=[];
+  for(const f of document.querySelectorAll('fieldset')){
+    const row=f.dataset.row;const trs=f.querySelectorAll('tr[data-ending]');
+    const endings=[],labels=[],ranks=[];
+    const best=f.querySelector('input[name="r'+row+'best"]:checked');
+    const second=f.querySelector('input[name="r'+row+'second"]:checked');
+    trs.forEach((tr,i)=>{endings.push(tr.dataset.ending);
+      const l=tr.querySelector('input[name="r'+row+'e'+(i+1)+'"]:checked');
+      labels.push(l?l.value:'');
+      ranks.push(best&&best.value==String(i+1)?'best':(second&&second.value==String(i+1)?'second':''));});
+    if(labels.includes('')||!best||!second)missing.push(row);
+    while(endings.length<WIDTH){endings.push('');labels.push('');ranks.push('');}
+    lines.push([f.dataset.sheet,row,f.dataset.item,f.dataset.context].concat(endings,labels,ranks,[who]).map(q).join(','));
+  }
+  if(missing.length&&!confirm('Rows '+missing.join(', ')+' are not finished. Save anyway?'))return;
+  const a=document.createElement('a');
+  a.href=URL.createObjectURL(new Blob([lines.join('\n')+'\n'],{type:'text/csv'}));
+  a.download=SHEET+'-filled.csv';a.click();
+  document.getElementById('status').textContent='saved '+a.download;
+}
+"#;
+
+/// Reads a filled sheet against the key. Returns the good rows and, with `skip_bad`, the bad ones
+/// as errors (without it, the first bad row is the error).
+pub fn read_sheet(path: &Path, key: &HashMap<String, KeyItem>, skip_bad: bool) -> Result<(Vec<Annotation>, Vec<SheetError>), SheetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SheetError::Io { path: path.to_path_buf(), source })?;
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| SheetError::File { path: path.to_path_buf(), message: e.to_string() })?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let col = |name: &str| header.iter().position(|h| h == name);
+    for needed in ["sheet", "row", "item", "annotator", "ending_1", "label_1", "rank_1"] {
+        if col(needed).is_none() {
+            return Err(SheetError::File { path: path.to_path_buf(), message: format!("no column `{needed}`: is this an af annotation sheet?") });
+        }
+    }
+    let default_annotator = path.file_stem().map_or("annotator".into(), |s| s.to_string_lossy().into_owned());
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| SheetError::File { path: path.to_path_buf(), message: e.to_string() })?;
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        let get = |name: &str| col(name).and_then(|c| record.get(c)).unwrap_or("").trim().to_string();
+        let row = parse_row(&get, key).and_then(|(item, labels, best, second)| {
+            let annotator = Some(get("annotator")).filter(|a| !a.is_empty()).unwrap_or_else(|| default_annotator.clone());
+            if let Some(first) = seen.insert((annotator.clone(), item.clone()), line) {
+                return Err(format!("`{annotator}` already annotated item `{item}` on line {first}"));
+            }
+            Ok(Annotation { annotator, item, labels, best, second, file: path.to_path_buf(), line })
+        });
+        match row {
+            Ok(a) => good.push(a),
+            Err(message) => {
+                let e = SheetError::Row { path: path.to_path_buf(), line, message };
+                if !skip_bad {
+                    return Err(e);
+                }
+                bad.push(e);
+            }
+        }
+    }
+    Ok((good, bad))
+}
+
+type ParsedRow = (String, Vec<Label>, usize, usize);
+
+fn parse_row(get: &dyn Fn(&str) -> String, key: &HashMap<String, KeyItem>) -> Result<ParsedRow, String> {
+    let item = get("item");
+    let k = key.get(&item).ok_or_else(|| format!("item `{item}` is not in the key"))?;
+    let (sheet, row) = (get("sheet"), get("row"));
+    if sheet != k.sheet || row != k.row.to_string() {
+        return Err(format!(
+            "item `{item}` is row {} of {} in the key, but this row says row {row:?} of {sheet:?}: rows were moved or edited",
+            k.row, k.sheet
+        ));
+    }
+    let mut labels = Vec::with_capacity(k.slots.len());
+    let (mut best, mut second) = (Vec::new(), Vec::new());
+    for (i, slot) in k.slots.iter().enumerate() {
+        let n = i + 1;
+        if get(&format!("ending_{n}")) != slot.ending.trim() {
+            return Err(format!("ending_{n} of item `{item}` differs from the sheet as exported"));
+        }
+        let label = get(&format!("label_{n}")).to_lowercase();
+        labels.push(
+            Label::ALL
+                .into_iter()
+                .find(|l| l.name() == label)
+                .ok_or_else(|| format!("label_{n} is {label:?}, expected likely, unlikely or gibberish"))?,
+        );
+        match get(&format!("rank_{n}")).to_lowercase().as_str() {
+            "" => {}
+            "best" => best.push(i),
+            "second" => second.push(i),
+            other => return Err(format!("rank_{n} is {other:?}, expected best, second or nothing")),
+        }
+    }
+    let endings = |v: &[usize]| v.iter().map(|i| (i + 1).to_string()).collect::<Vec<_>>().join(" and ");
+    match (best.as_slice(), second.as_slice()) {
+        ([b], [s]) => Ok((item, labels, *b, *s)),
+        ([], _) => Err("no ending is ranked best".into()),
+        (b, _) if b.len() > 1 => Err(format!("two endings are ranked best (endings {})", endings(b))),
+        (_, []) => Err("no ending is ranked second".into()),
+        (_, s) => Err(format!("two endings are ranked second (endings {})", endings(s))),
+    }
+}

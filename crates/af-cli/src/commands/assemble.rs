@@ -1,0 +1,147 @@
+//! `af assemble SHEETS...`: filled annotation sheets in, the final dataset out (af-annotate's
+//! rules). Writes into `--out` (docs/formats.md): `dataset.jsonl`, `extra-train.jsonl`,
+//! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use af_annotate::{assemble, KeyItem, Outcome};
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args)]
+pub struct AssembleArgs {
+    /// Filled sheets (CSV, as exported or as saved by the HTML form); one per annotator and
+    /// sheet, any number of annotators.
+    #[arg(required = true)]
+    sheets: Vec<PathBuf>,
+    /// The key written beside the sheets (default: key.jsonl in the first sheet's directory).
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Output directory (default: assembled, beside the key).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip bad rows (listed in stats.json) instead of stopping at the first; nothing in the
+    /// dataset comes from a skipped row.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Replace what is in the output directory.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
+    let key_path = a.key.clone().unwrap_or_else(|| a.sheets[0].parent().unwrap_or(std::path::Path::new(".")).join("key.jsonl"));
+    let text = std::fs::read_to_string(&key_path).with_context(|| format!("cannot read the annotation key {} (pass --key)", key_path.display()))?;
+    let key: Vec<KeyItem> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not a key line", key_path.display(), i + 1)))
+        .collect::<anyhow::Result<_>>()?;
+    let by_id: HashMap<String, KeyItem> = key.iter().map(|k| (k.item.clone(), k.clone())).collect();
+    let (mut annotations, mut skipped) = (Vec::new(), Vec::new());
+    for sheet in &a.sheets {
+        let (good, bad) = af_annotate::read_sheet(sheet, &by_id, a.skip_bad)?;
+        annotations.extend(good);
+        skipped.extend(bad.into_iter().map(|e| e.to_string()));
+    }
+    let out = a.out.clone().unwrap_or_else(|| key_path.parent().unwrap_or(std::path::Path::new(".")).join("assembled"));
+    super::empty_out_dir(&out, a.force)?;
+    let result = assemble(&key, &annotations);
+
+    let item_line = |k: &KeyItem, gold: usize, distractors: &[usize], split: &str| {
+        json!({
+            "id": if gold == found(k) { k.item.clone() } else { format!("{}:gen{}", k.item, k.slots[gold].candidate) },
+            "group": k.group, "split": split, "context": k.context, "noun_phrase": k.prefix,
+            "gold": {"ending": k.slots[gold].ending, "candidate": k.slots[gold].candidate, "source": k.slots[gold].source},
+            "distractors": distractors.iter().map(|&d| json!({"ending": k.slots[d].ending, "candidate": k.slots[d].candidate})).collect::<Vec<_>>(),
+        })
+        .to_string()
+    };
+    let (mut dataset, mut extra, mut reannotate, mut dropped, mut decisions) = (String::new(), String::new(), String::new(), String::new(), String::new());
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for (k, d) in key.iter().zip(&result.decided) {
+        decisions.push_str(&serde_json::to_string(d)?);
+        decisions.push('\n');
+        match &d.outcome {
+            Outcome::Kept { distractors, extra_gold } => {
+                *counts.entry("kept").or_default() += 1;
+                dataset.push_str(&item_line(k, found(k), distractors, &k.split));
+                dataset.push('\n');
+                if let Some(g) = extra_gold {
+                    *counts.entry("extra_train").or_default() += 1;
+                    extra.push_str(&item_line(k, *g, distractors, "train"));
+                    extra.push('\n');
+                }
+            }
+            Outcome::Reannotate { reason } => {
+                *counts.entry("reannotate").or_default() += 1;
+                let usable: Vec<usize> = (0..k.slots.len()).filter(|&s| d.labels.get(s).is_some_and(|l| *l != af_annotate::Label::Gibberish)).collect();
+                reannotate.push_str(&json!({"item": k.item, "reason": reason, "sheet": k.sheet, "row": k.row, "usable_slots": usable, "slots": k.slots, "replacements": k.replacements}).to_string());
+                reannotate.push('\n');
+            }
+            Outcome::Dropped { reason } => {
+                *counts.entry("dropped").or_default() += 1;
+                dropped.push_str(&json!({"item": k.item, "reason": reason, "best": d.best, "second": d.second}).to_string());
+                dropped.push('\n');
+            }
+            Outcome::Unannotated => *counts.entry("unannotated").or_default() += 1,
+        }
+    }
+    let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes);
+    write("dataset.jsonl", dataset.as_bytes())?;
+    write("extra-train.jsonl", extra.as_bytes())?;
+    write("reannotate.jsonl", reannotate.as_bytes())?;
+    write("dropped.jsonl", dropped.as_bytes())?;
+    write("decisions.jsonl", decisions.as_bytes())?;
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let stats = json!({
+        "key": key_path, "sheets": a.sheets, "items": key.len(),
+        "kept": count("kept"), "extra_train": count("extra_train"), "reannotate": count("reannotate"),
+        "dropped": count("dropped"), "unannotated": count("unannotated"),
+        "annotations": result.annotations, "annotators": result.annotators,
+        "found": result.found, "generated": result.generated,
+        "label_alpha": result.label_alpha, "label_pairwise_agreement": result.label_pairwise_agreement,
+        "best_alpha": result.best_alpha, "best_pairwise_agreement": result.best_pairwise_agreement,
+        "skipped_rows": skipped,
+    });
+    write("stats.json", serde_json::to_string_pretty(&stats)?.as_bytes())?;
+    let opt = |x: Option<f64>| x.map_or("n/a (fewer than two annotators per unit)".into(), |v| format!("{v:.3}"));
+    let row = |name: &str, t: &af_annotate::assemble::TypeStats| {
+        format!("| {name} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% |\n", t.judgements, 100.0 * t.likely, 100.0 * t.unlikely, 100.0 * t.gibberish, 100.0 * t.best, 100.0 * t.second)
+    };
+    let md = format!(
+        "# Assembly of {} items\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
+         | ending type | judgements | likely | unlikely | gibberish | ranked best | ranked second |\n|---|---:|---:|---:|---:|---:|---:|\n{}{}\n\
+         Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n",
+        key.len(),
+        count("kept"),
+        count("extra_train"),
+        count("reannotate"),
+        count("dropped"),
+        count("unannotated"),
+        result.annotations,
+        result.annotators,
+        skipped.len(),
+        row("found", &result.found),
+        row("generated", &result.generated),
+        opt(result.label_alpha),
+        opt(result.label_pairwise_agreement),
+        opt(result.best_alpha),
+        opt(result.best_pairwise_agreement),
+    );
+    write("stats.md", md.as_bytes())?;
+    for s in &skipped {
+        eprintln!("skipped: {s}");
+    }
+    print!("{md}");
+    println!("assemble: outputs in {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn found(k: &KeyItem) -> usize {
+    k.slots.iter().position(|s| s.source == af_annotate::SlotSource::Found).expect("the key has the found ending")
+}
