@@ -101,7 +101,7 @@ struct Compared {
     af_ci: (f64, f64),
     random_edge: f64,
     af_edge: f64,
-    /// (random edge - AF edge) / random edge, where the random edge is positive.
+    /// (random edge - AF edge) / random edge, where the random assignment's detector is flagged.
     edge_shrink: Option<f64>,
     random_flagged: bool,
     af_flagged: bool,
@@ -147,7 +147,8 @@ fn audit_comparison(
             af_ci: (a.ci_low, a.ci_high),
             random_edge: r.edge,
             af_edge: a.edge,
-            edge_shrink: (r.edge > 0.0).then(|| (r.edge - a.edge) / r.edge),
+            // Only an edge that is there (flagged on the random assignment) can shrink.
+            edge_shrink: (r.flagged && r.edge > 0.0).then(|| (r.edge - a.edge) / r.edge),
             random_flagged: r.flagged,
             af_flagged: a.flagged,
         })
