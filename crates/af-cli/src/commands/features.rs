@@ -50,26 +50,19 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     let fields = InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true };
     let instances = read_instances(&a.winogrande, &fields)?;
     // Each instance: two sentences (tokens, the option's token range), in option order.
+    let file = af_io::questions::read_questions(&a.winogrande, Some(af_io::questions::QuestionFormat::Winogrande), false)?;
+    anyhow::ensure!(file.questions.len() == instances.len(), "{}: {} questions but {} lines", a.winogrande.display(), file.questions.len(), instances.len());
+    let lower = |s: &str| tokenize(s).iter().map(str::to_lowercase).collect::<Vec<String>>();
     let mut sentences = Vec::with_capacity(instances.len() * 2);
-    let mut answers = Vec::with_capacity(instances.len());
-    for (i, inst) in instances.iter().enumerate() {
-        let at = |m: String| anyhow::anyhow!("{}:{}: {m}", a.winogrande.display(), i + 1);
-        let v: serde_json::Value = serde_json::from_str(&inst.line)?;
-        let text = |k: &str| v[k].as_str().map(str::to_string).ok_or_else(|| at(format!("no text field `{k}`")));
-        let sentence = text("sentence")?;
-        let (before, after) = sentence.split_once('_').ok_or_else(|| at("the sentence has no `_`".into()))?;
-        for option in [text("option1")?, text("option2")?] {
-            let lower = |s: &str| tokenize(s).iter().map(str::to_lowercase).collect::<Vec<String>>();
-            let (b, o, z) = (lower(before), lower(&option), lower(after));
+    for q in &file.questions {
+        let blank = q.blank.as_ref().expect("the WinoGrande reader fills the blank");
+        for option in &blank.options {
+            let (b, o, z) = (lower(&blank.before), lower(option), lower(&blank.after));
             let marked = b.len()..b.len() + o.len();
             sentences.push(([b, o, z].concat(), marked));
         }
-        answers.push(match inst.label.as_str() {
-            "1" => 0usize,
-            "2" => 1,
-            other => return Err(at(format!("answer {other:?}: expected \"1\" or \"2\""))),
-        });
     }
+    let answers: Vec<usize> = file.questions.iter().map(|q| q.label).collect();
     let tagger = super::load_tagger(None)?;
     let tagged: Vec<(Vec<String>, Vec<usize>)> = sentences.par_iter().map(|(w, _)| (w.clone(), tagger.tag_ids(w))).collect();
     let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
