@@ -89,49 +89,46 @@ pub fn swag_full(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
     csv_bytes(header, rows)
 }
 
-/// HellaSwag's JSONL: `ind, activity_label, ctx_a, ctx_b, ctx, split, split_type, label, endings,
-/// source_id` (the group stands in for the activity label and the source).
-pub fn hellaswag(questions: &[Question]) -> String {
+/// One JSON object per question and line; `line` gets the question's position, the question, and
+/// its endings in the published order with the right one's index there.
+fn jsonl(questions: &[Question], line: impl Fn(usize, &Question, Vec<String>, usize) -> serde_json::Value) -> String {
     let mut out = String::new();
     for (i, q) in questions.iter().enumerate() {
         let (endings, label) = shuffled(q);
-        let (a, b) = (tidy(&q.context), tidy(&q.prefix));
-        let line = json!({
-            "ind": i, "activity_label": q.group, "ctx_a": a, "ctx_b": b, "ctx": join_text(&a, &b),
-            "split": split_of(q), "split_type": "indomain", "label": label, "endings": endings, "source_id": q.group,
-        });
-        out.push_str(&line.to_string());
+        out.push_str(&line(i, q, endings, label).to_string());
         out.push('\n');
     }
     out
+}
+
+/// HellaSwag's JSONL: `ind, activity_label, ctx_a, ctx_b, ctx, split, split_type, label, endings,
+/// source_id` (the group stands in for the activity label and the source).
+pub fn hellaswag(questions: &[Question]) -> String {
+    jsonl(questions, |i, q, endings, label| {
+        let (a, b) = (tidy(&q.context), tidy(&q.prefix));
+        json!({
+            "ind": i, "activity_label": q.group, "ctx_a": a, "ctx_b": b, "ctx": join_text(&a, &b),
+            "split": split_of(q), "split_type": "indomain", "label": label, "endings": endings, "source_id": q.group,
+        })
+    })
 }
 
 /// One flat object per line with the same keys and types on every line, so
 /// `datasets.load_dataset("json", data_files=...)` loads it without options.
 pub fn hf_jsonl(questions: &[Question]) -> String {
-    let mut out = String::new();
-    for q in questions {
-        let (endings, label) = shuffled(q);
-        let line = json!({
+    jsonl(questions, |_, q, endings, label| {
+        json!({
             "id": q.id, "group": q.group, "split": split_of(q), "context": tidy(&q.context), "prefix": tidy(&q.prefix),
             "endings": endings, "label": label,
-        });
-        out.push_str(&line.to_string());
-        out.push('\n');
-    }
-    out
+        })
+    })
 }
 
 /// The lm-eval documents: `query` (context and second-sentence start), `choices`, `label`.
 pub fn lm_eval_jsonl(questions: &[Question]) -> String {
-    let mut out = String::new();
-    for q in questions {
-        let (choices, label) = shuffled(q);
-        let line = json!({"id": q.id, "split": split_of(q), "query": join_text(&tidy(&q.context), &tidy(&q.prefix)), "choices": choices, "label": label});
-        out.push_str(&line.to_string());
-        out.push('\n');
-    }
-    out
+    jsonl(questions, |_, q, choices, label| {
+        json!({"id": q.id, "split": split_of(q), "query": join_text(&tidy(&q.context), &tidy(&q.prefix)), "choices": choices, "label": label})
+    })
 }
 
 /// The lm-eval task: each split's JSONL by absolute path (lm-eval resolves `data_files` from

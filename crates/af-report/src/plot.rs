@@ -98,15 +98,27 @@ where
             .label(format!("{label} ({level:.3})"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
     }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 14)?;
+    root.present().map_err(draw_err)
+}
+
+/// The legend box of every chart: white, framed, in a corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>,
+    position: SeriesLabelPosition,
+    font_size: u32,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 14))
+        .position(position)
+        .label_font((FONT, font_size))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(draw_err)?;
-    root.present().map_err(draw_err)
+        .map_err(draw_err)
 }
 
 /// Lines with values in [0, 1] against iteration, as SVG text.
@@ -190,13 +202,7 @@ pub fn histogram_svg(series: &[(&str, &[f64])], bins: usize, x_desc: &str, title
                 .label(name.to_string())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.45).filled()));
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(draw_err)?;
+        draw_legend(&mut chart, SeriesLabelPosition::MiddleRight, 13)?;
         root.present().map_err(draw_err)?;
     }
     Ok(out)
@@ -320,14 +326,7 @@ pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &s
             .draw_series(rows.iter().enumerate().map(|(i, r)| PathElement::new(vec![(r.chance, y(i) - 0.45), (r.chance, y(i) + 0.45)], COLORS[3].stroke_width(2))))
             .map_err(draw_err)?;
         if legend.is_some() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .label_font((FONT, 13))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(draw_err)?;
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
         }
         root.present().map_err(draw_err)?;
     }
