@@ -253,7 +253,8 @@ pub struct DetectorBar {
 }
 
 /// Each detector's accuracy as a bar with its 95% interval, chance as a red tick per row; with
-/// comparisons, the first dataset as bars and the second as hollow diamonds with their intervals.
+/// comparisons, the first dataset as bars and the second as diamonds with their intervals, named
+/// in the caption (a legend box would cover the longest bars).
 pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &str)>) -> Result<String, PlotError> {
     register_font();
     if rows.is_empty() {
@@ -269,7 +270,7 @@ pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &s
         root.fill(&WHITE).map_err(draw_err)?;
         let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 18))
+            .caption(legend.map_or(title.to_string(), |(a, b)| format!("{title}: bars {a}, diamonds {b}")), (FONT, 18))
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(230)
@@ -293,30 +294,23 @@ pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &s
             .map_err(draw_err)?;
         // Row 0 at the top.
         let y = |i: usize| n - 1.0 - i as f64;
-        let (first, second) = legend.unwrap_or(("", ""));
-        let bars = chart
+        chart
             .draw_series(rows.iter().enumerate().map(|(i, r)| {
                 let off = if r.compare.is_some() { 0.15 } else { 0.0 };
                 Rectangle::new([(0.0, y(i) - 0.3 + off), (r.accuracy, y(i) + 0.0 + off + 0.3 - 2.0 * off)], COLORS[0].mix(0.7).filled())
             }))
             .map_err(draw_err)?;
-        if legend.is_some() {
-            bars.label(first).legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], COLORS[0].mix(0.7).filled()));
-        }
         chart
             .draw_series(rows.iter().enumerate().map(|(i, r)| {
                 let off = if r.compare.is_some() { 0.15 } else { 0.0 };
                 PathElement::new(vec![(r.ci.0, y(i) + off), (r.ci.1, y(i) + off)], BLACK.stroke_width(2))
             }))
             .map_err(draw_err)?;
-        let compared = chart
+        chart
             .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
                 r.compare.map(|(acc, _)| EmptyElement::at((acc, y(i) - 0.2)) + Polygon::new(vec![(0, -6), (6, 0), (0, 6), (-6, 0)], COLORS[1].filled()))
             }))
             .map_err(draw_err)?;
-        if legend.is_some() {
-            compared.label(second).legend(|(x, y)| Polygon::new(vec![(x + 7, y - 6), (x + 13, y), (x + 7, y + 6), (x + 1, y)], COLORS[1].filled()));
-        }
         chart
             .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
                 r.compare.map(|(_, (lo, hi))| PathElement::new(vec![(lo, y(i) - 0.2), (hi, y(i) - 0.2)], COLORS[1].stroke_width(2)))
@@ -325,9 +319,6 @@ pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &s
         chart
             .draw_series(rows.iter().enumerate().map(|(i, r)| PathElement::new(vec![(r.chance, y(i) - 0.45), (r.chance, y(i) + 0.45)], COLORS[3].stroke_width(2))))
             .map_err(draw_err)?;
-        if legend.is_some() {
-            draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
-        }
         root.present().map_err(draw_err)?;
     }
     Ok(out)
