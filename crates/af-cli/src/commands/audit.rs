@@ -50,6 +50,7 @@ pub struct AuditArgs {
     /// CPU threads, 0: one per core (overrides [run] threads).
     #[arg(long)]
     threads: Option<usize>,
+    /// Seed of the split and of every detector (overrides [run] seed).
     #[arg(long)]
     seed: Option<u64>,
     /// Replace what is in the output directory.
