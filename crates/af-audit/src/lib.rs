@@ -51,10 +51,10 @@ pub trait Learner {
 
 #[derive(Debug, Error)]
 pub enum AuditError<E: std::error::Error + 'static> {
-    #[error("the training split is empty ({0})")]
-    EmptyTrain(String),
-    #[error("the evaluation split is empty ({0})")]
-    EmptyEval(String),
+    #[error("the training split is empty ({method}; {questions} questions in {groups} groups): pass a separate --eval file or a larger dataset")]
+    EmptyTrain { method: String, questions: usize, groups: usize },
+    #[error("the evaluation split is empty ({method}; {questions} questions in {groups} groups): pass a separate --eval file or a larger dataset")]
+    EmptyEval { method: String, questions: usize, groups: usize },
     #[error("detector {detector}")]
     Learner {
         detector: String,
@@ -225,11 +225,12 @@ pub fn audit<L: Learner>(
     }
 
     let (train, eval, method) = split(&all, separate.then_some(n_train_file), config.eval_share, seed);
+    let groups = all.iter().map(|q| q.group.as_str()).collect::<HashSet<_>>().len();
     if train.is_empty() {
-        return Err(AuditError::EmptyTrain(method));
+        return Err(AuditError::EmptyTrain { method, questions: all.len(), groups });
     }
     if eval.is_empty() {
-        return Err(AuditError::EmptyEval(method));
+        return Err(AuditError::EmptyEval { method, questions: all.len(), groups });
     }
     let eval_pos: std::collections::HashMap<usize, usize> = eval.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let eval_pairs: Vec<(usize, usize)> = twins
