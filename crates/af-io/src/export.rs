@@ -52,7 +52,7 @@ pub fn swag_regular(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
         .map(|(i, q)| {
             let (endings, label) = shuffled(q);
             let (sent1, sent2) = (tidy(&q.context), tidy(&q.prefix));
-            let mut row = vec![i.to_string(), q.group.clone(), (q.line - 1).to_string(), join_text(&sent1, &sent2), sent1, sent2, "gold".into()];
+            let mut row = vec![i.to_string(), q.group.clone(), q.line.saturating_sub(1).to_string(), join_text(&sent1, &sent2), sent1, sent2, "gold".into()];
             row.extend(endings);
             row.resize(7 + width, String::new());
             row.push(label.to_string());
@@ -75,7 +75,7 @@ pub fn swag_full(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
         .iter()
         .map(|q| {
             let (sent1, sent2) = (tidy(&q.context), tidy(&q.prefix));
-            let mut row = vec![q.group.clone(), (q.line - 1).to_string(), join_text(&sent1, &sent2), tidy(&q.endings[q.label])];
+            let mut row = vec![q.group.clone(), q.line.saturating_sub(1).to_string(), join_text(&sent1, &sent2), tidy(&q.endings[q.label])];
             let distractors: Vec<String> = q.endings.iter().enumerate().filter(|(e, _)| *e != q.label).map(|(_, d)| tidy(d)).collect();
             let n = distractors.len();
             row.extend(distractors);
