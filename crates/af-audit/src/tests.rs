@@ -44,7 +44,7 @@ impl Learner for MeanLogOdds {
 fn run(planted: Planted, seed: u64) -> AuditReport {
     let config = AuditConfig { models: vec![Member::Ngram], ..Default::default() };
     let mut calls = Vec::new();
-    let report = audit(questions(800, 4, planted, seed), None, &config, seed, &mut MeanLogOdds, &mut |done, total, name| {
+    let report = audit(questions(800, 4, planted, seed), None, &config, &[], seed, &mut MeanLogOdds, &mut |done, total, name| {
         calls.push((done, total, name.to_string()))
     })
     .unwrap();
@@ -114,7 +114,7 @@ fn twins_are_kept_together_and_the_transforms_run_on_blank_questions() {
         }
     }
     let config = AuditConfig { models: vec![Member::Ngram], ..Default::default() };
-    let r = audit(qs, None, &config, 5, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    let r = audit(qs, None, &config, &[], 5, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
     let twins = r.twins.as_ref().unwrap();
     assert_eq!((twins.source, twins.pairs, twins.eval_pairs * 2), (TwinSource::Groups, 200, r.split.eval), "every held-out question has its twin held out");
     let random = r.detectors.iter().find(|d| d.name == "random").unwrap().twins.clone().unwrap();
@@ -147,8 +147,8 @@ fn a_split_field_or_a_separate_file_decides_the_split() {
         q.split = Some(if i < 70 { "train" } else { "val" }.into());
     }
     let config = AuditConfig { models: vec![], ..Default::default() };
-    let r = audit(qs.clone(), None, &config, 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    let r = audit(qs.clone(), None, &config, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
     assert_eq!((r.split.train, r.split.eval, r.split.method.as_str()), (70, 30, "split field (train against val)"));
-    let r = audit(qs[..60].to_vec(), Some(qs[60..].to_vec()), &config, 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    let r = audit(qs[..60].to_vec(), Some(qs[60..].to_vec()), &config, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
     assert_eq!((r.split.train, r.split.eval), (60, 40));
 }

@@ -175,7 +175,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     let tagger = super::load_tagger(config.tagger.model.as_deref())?;
 
     let start = std::time::Instant::now();
-    let report = audit_questions(&file, eval_file.as_ref(), &config, seed, &tagger, device)?;
+    let report = audit_questions(&file, eval_file.as_ref(), &config, &[], seed, &tagger, device)?;
     let seconds = start.elapsed().as_secs_f64();
 
     let skipped_rows = std::iter::once(&file)
@@ -204,6 +204,7 @@ pub fn audit_questions(
     file: &QuestionFile,
     eval: Option<&QuestionFile>,
     config: &Config,
+    exclude: &[(Member, af_core::View)],
     seed: u64,
     tagger: &Tagger,
     device: Device,
@@ -215,7 +216,7 @@ pub fn audit_questions(
         bar.set_position(done as u64);
         bar.set_message(name.to_string());
     };
-    let report = af_audit::audit(file.questions.clone(), eval.map(|f| f.questions.clone()), &config.audit, seed, &mut learner, &mut progress)
+    let report = af_audit::audit(file.questions.clone(), eval.map(|f| f.questions.clone()), &config.audit, exclude, seed, &mut learner, &mut progress)
         .with_context(|| format!("auditing {}", file.path.display()))?;
     bar.finish_and_clear();
     Ok(report)

@@ -107,8 +107,9 @@ struct Compared {
     af_flagged: bool,
 }
 
-/// The audit's detectors that were not in the committee, on the random assignment and on AF's,
-/// with the same seed (so the same group split): what AF removed that it was not trained against.
+/// The audit's detectors that were not in the committee (a committee architecture counts as in
+/// it only on the view the committee reads), on the random assignment and on AF's, with the same
+/// seed (so the same group split): what AF removed that it was not trained against.
 fn audit_comparison(
     ctx: &StageContext,
     pool: &Pool,
@@ -118,8 +119,9 @@ fn audit_comparison(
     device: tch::Device,
 ) -> anyhow::Result<serde_json::Value> {
     let config = ctx.config;
-    let mut audit_config = config.clone();
-    audit_config.audit.models.retain(|m| !committee.contains(m));
+    // The committee's members read the second sentence (noun phrase + ending): the same
+    // architecture on another view is a detector AF never trained against.
+    let exclude: Vec<(Member, af_core::View)> = committee.iter().map(|&m| (m, af_core::View::SecondSentence)).collect();
     let tagger = super::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
     for (name, assignment) in [("random", random), ("af", af)] {
@@ -129,7 +131,7 @@ fn audit_comparison(
             questions: pool_questions(pool, assignment, None),
             skipped: Vec::new(),
         };
-        let report = super::audit::audit_questions(&file, None, &audit_config, config.run.seed, &tagger, device)?;
+        let report = super::audit::audit_questions(&file, None, config, &exclude, config.run.seed, &tagger, device)?;
         af_core::atomic::write(ctx.dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
         reports.push(report);
     }
@@ -182,8 +184,14 @@ fn audit_comparison(
     }
     af_core::atomic::write(ctx.dir.join("audit-comparison.csv"), &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
     Ok(json!({
-        "models": audit_config.audit.models.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "left_out_as_committee_members": config.audit.models.iter().filter(|m| committee.contains(m)).map(|m| m.name()).collect::<Vec<_>>(),
+        "models": config.audit.models.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "left_out_as_committee_members": config
+            .audit
+            .models
+            .iter()
+            .filter(|m| committee.contains(m))
+            .map(|m| format!("{}/{}", m.name(), af_core::View::SecondSentence.name()))
+            .collect::<Vec<_>>(),
         "split": af_report.split,
         "alpha": af_report.alpha,
         "detector_alpha": af_report.detector_alpha,
