@@ -307,21 +307,24 @@ pub fn audit<L: Learner>(
     let excluded = views.iter().flat_map(|&v| config.models.iter().map(move |&m| (m, v))).filter(|p| exclude.contains(p)).count();
     let total = config.models.len() * (views.len() + transformed.len()) - excluded;
     let mut done = 0;
-    let mut run = |name: String, model: Member, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>, detector_seed: u64| {
+    // Each detector's seed comes from its name, so adding or removing another detector changes
+    // no other's numbers.
+    let mut run = |name: String, model: Member, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>| {
         progress(done, total, &name);
         done += 1;
+        let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
         learner.train_and_score(model, &train_q, &eval_q, detector_seed).map_err(|source| AuditError::Learner { detector: name, source })
     };
-    for (v, &view) in views.iter().enumerate() {
+    for &view in &views {
         let train_q: Vec<LearnerQuestion> = train.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
         let eval_q: Vec<LearnerQuestion> = eval.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
-        for (m, &model) in config.models.iter().enumerate() {
+        for &model in &config.models {
             let name = format!("{}/{}", model.name(), view.name());
             if exclude.contains(&(model, view)) {
                 skipped.push(Skipped { what: name, reason: "excluded by the caller (a committee member on the view it was trained against)".into() });
                 continue;
             }
-            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone(), seed ^ ((v * 16 + m) as u64 + 1))?;
+            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
             detectors.push(scorer.result(&name, "learned", Some(model.name()), Some(view.name()), &scores));
         }
     }
@@ -332,9 +335,9 @@ pub fn audit<L: Learner>(
         // detector's accuracy is over the transformed questions only.
         let kept: Vec<usize> = ev.iter().map(|(i, _)| eval_pos[i]).collect();
         let sub = scorer.subset(&kept, tr.len());
-        for (m, &model) in config.models.iter().enumerate() {
+        for &model in &config.models {
             let name = format!("{}/{}", model.name(), t.name());
-            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone(), seed ^ ((100 + *t as usize * 16 + m) as u64))?;
+            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
             detectors.push(sub.result(&name, "learned", Some(model.name()), Some(t.name()), &scores));
         }
     }
