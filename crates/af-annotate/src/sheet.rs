@@ -68,13 +68,6 @@ impl Label {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rank {
-    Best,
-    Second,
-}
-
 /// One annotator's judgement of one item.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Annotation {

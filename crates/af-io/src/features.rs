@@ -200,7 +200,7 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
         let label = text_of(&fields.label)?;
         let group = match &fields.group {
             Some(g) => text_of(g)?,
-            None if fields.twins_from_id => id.strip_suffix("-1").or_else(|| id.strip_suffix("-2")).unwrap_or(&id).to_string(),
+            None if fields.twins_from_id => crate::questions::twin_group(&id).to_string(),
             None => id.clone(),
         };
         out.push(Instance { id, label, group, line: line.to_string() });

@@ -317,7 +317,7 @@ fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
     let blank = Blank { before: before.trim().to_string(), after: after.trim().to_string(), options };
     Ok(Question {
         // Twins (`...-1`, `...-2`) share a group, so no split separates them.
-        group: id.strip_suffix("-1").or_else(|| id.strip_suffix("-2")).unwrap_or(&id).to_string(),
+        group: twin_group(&id).to_string(),
         id,
         context: blank.before.clone(),
         prefix: String::new(),
@@ -327,6 +327,11 @@ fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
         blank: Some(blank),
         line,
     })
+}
+
+/// WinoGrande's twin group: the qID without its final `-1` / `-2`.
+pub fn twin_group(id: &str) -> &str {
+    id.strip_suffix("-1").or_else(|| id.strip_suffix("-2")).unwrap_or(id)
 }
 
 fn generic(v: &Value, line: usize) -> Result<Question, String> {

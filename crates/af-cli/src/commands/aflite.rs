@@ -53,22 +53,13 @@ pub struct AfliteArgs {
     n: usize,
     #[arg(long, default_value_t = 1000)]
     max_iterations: usize,
-    #[arg(long, default_value_t = 13)]
-    seed: u64,
     /// Full-batch optimisation steps per classifier.
     #[arg(long, default_value_t = 100)]
     steps: usize,
     #[arg(long, default_value_t = 0.05)]
     learning_rate: f64,
-    /// auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// CPU threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Replace what is in --out.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    compute: super::ComputeArgs,
 }
 
 struct Probes<'a>(&'a BatchedProbes);
@@ -81,7 +72,7 @@ impl LinearProbes for Probes<'_> {
 }
 
 pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
-    af_nn::runtime::set_threads(a.threads);
+    af_nn::runtime::set_threads(a.compute.threads);
     let fields = if a.winogrande {
         InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true }
     } else {
@@ -97,7 +88,7 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
         a.instances.display(),
         instances.len()
     );
-    super::empty_out_dir(&a.out, a.force)?;
+    super::empty_out_dir(&a.out, a.compute.force)?;
     let classes: BTreeMap<&str, u32> = {
         let mut names: Vec<&str> = instances.iter().map(|i| i.label.as_str()).collect();
         names.sort_unstable();
@@ -107,10 +98,10 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(classes.len() >= 2, "{}: every instance has the same label", a.instances.display());
     let labels: Vec<u32> = instances.iter().map(|i| classes[i.label.as_str()]).collect();
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
-    let device = super::device_named(&a.device)?;
+    let device = super::device_named(&a.compute.device)?;
     let settings = ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() };
     let batched = BatchedProbes::new(&features.data, features.rows, features.dim, &labels, classes.len(), settings, device);
-    let options = AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.seed };
+    let options = AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.compute.seed };
     let start = std::time::Instant::now();
     let result = aflite(&mut Probes(&batched), &labels, &groups, &options)?;
     let seconds = start.elapsed().as_secs_f64();

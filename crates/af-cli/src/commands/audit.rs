@@ -11,11 +11,10 @@ use std::process::ExitCode;
 use af_audit::{AuditReport, Learner, LearnerQuestion};
 use af_core::{AuditConfig, CommitteeConfig, Config, Member};
 use af_io::questions::{read_questions, QuestionFile, QuestionFormat};
-use af_nn::committee::{self as nnc, CandidateInput, CandidateTable, CommitteeModel};
+use af_nn::committee::{self as nnc, CommitteeModel};
 use af_text::Tagger;
 use anyhow::Context;
 use clap::Args;
-use rayon::prelude::*;
 use serde::Serialize;
 use tch::{nn, Device};
 
@@ -74,19 +73,10 @@ impl Learner for TorchLearner<'_> {
     type Error = af_nn::NnError;
 
     fn train_and_score(&mut self, model: Member, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
-        let options: Vec<&af_audit::OptionTokens> = train.iter().chain(eval).flat_map(|q| &q.options).collect();
+        let options: Vec<(&[String], std::ops::Range<usize>)> =
+            train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
-        let tagged: Vec<(Vec<String>, Vec<usize>)> = options.par_iter().map(|o| (o.tokens.clone(), self.tagger.tag_ids(&o.tokens))).collect();
-        let view = super::committee::text_view(&tagged, counted, self.config, self.tagger.tags().len());
-        let inputs: Vec<CandidateInput> = view
-            .words
-            .into_iter()
-            .zip(view.pos)
-            .zip(&options)
-            .map(|((words, pos), o)| CandidateInput { words, pos, marked: o.marked.clone(), features: [0.0; 8] })
-            .collect();
-        let min_len = self.config.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
-        let table = CandidateTable::new(&inputs, view.vocab as i64, view.pos_vocab as i64, min_len, self.device);
+        let table = super::committee::sentence_table(&options, counted, self.config, self.tagger, self.device);
         let mut questions = Vec::with_capacity(train.len());
         let mut at = 0i64;
         for q in train {

@@ -161,6 +161,23 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
     (table, summary)
 }
 
+/// The table of sentences without LM features (an audit's options, WinoGrande's filled-in
+/// sentences): each sentence's lowercased tokens and its marked range; vocabularies from the
+/// first `counted` sentences.
+pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> CandidateTable {
+    let tagged: Vec<(Vec<String>, Vec<usize>)> = sentences.par_iter().map(|(w, _)| (w.to_vec(), tagger.tag_ids(w))).collect();
+    let view = text_view(&tagged, counted, c, tagger.tags().len());
+    let inputs: Vec<CandidateInput> = view
+        .words
+        .into_iter()
+        .zip(view.pos)
+        .zip(sentences)
+        .map(|((words, pos), (_, marked))| CandidateInput { words, pos, marked: marked.clone(), features: [0.0; 8] })
+        .collect();
+    let min_len = c.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
+    CandidateTable::new(&inputs, view.vocab as i64, view.pos_vocab as i64, min_len, device)
+}
+
 /// Token ids of tagged sentences in the committee's two views.
 pub struct TextView {
     /// Word ids by frequency (2..; 0 pad, 1 unknown), at most `max-vocab` in all.

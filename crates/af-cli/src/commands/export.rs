@@ -40,9 +40,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let splits = af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69);
     write_jsonl(&ctx.dir.join("dataset.jsonl"), &pool, &state.assignment, Some(&state.last_scores), &splits)?;
     write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None, &splits)?;
-    let questions = pool_questions(&pool, &state.assignment, Some(&splits));
+    let questions = pool_questions(&pool, &state.assignment, &splits);
+    let random_questions = pool_questions(&pool, &random, &splits);
     af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
-    af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&pool_questions(&pool, &random, Some(&splits)))?)?;
+    af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&random_questions)?)?;
     write_layouts(&ctx.dir, &questions, &e.task)?;
     if e.annotation {
         write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
@@ -64,13 +65,13 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         "random": baseline,
     });
     let mut evaluation = evaluation;
-    evaluation["audit"] = audit_comparison(ctx, &pool, &state.assignment, &random, &members, device)?;
+    evaluation["audit"] = audit_comparison(ctx, &questions, &random_questions, &members, device)?;
     af_core::atomic::write(ctx.dir.join("evaluation.json"), serde_json::to_string_pretty(&evaluation)?.as_bytes())?;
     Ok(())
 }
 
-/// The pool's questions under an assignment, gold first, with their published split if given.
-fn pool_questions(pool: &Pool, assignment: &Assignment, splits: Option<&[&str]>) -> Vec<af_core::Question> {
+/// The pool's questions under an assignment, gold first, with their published split.
+fn pool_questions(pool: &Pool, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
     pool.items
         .iter()
         .enumerate()
@@ -83,7 +84,7 @@ fn pool_questions(pool: &Pool, assignment: &Assignment, splits: Option<&[&str]>)
                 .chain(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()))
                 .collect(),
             label: 0,
-            split: splits.map(|s| s[i].to_string()),
+            split: Some(splits[i].to_string()),
             blank: None,
             line: i + 1,
         })
@@ -112,9 +113,8 @@ struct Compared {
 /// seed (so the same group split): what AF removed that it was not trained against.
 fn audit_comparison(
     ctx: &StageContext,
-    pool: &Pool,
-    af: &Assignment,
-    random: &Assignment,
+    af: &[af_core::Question],
+    random: &[af_core::Question],
     committee: &[Member],
     device: tch::Device,
 ) -> anyhow::Result<serde_json::Value> {
@@ -124,11 +124,12 @@ fn audit_comparison(
     let exclude: Vec<(Member, af_core::View)> = committee.iter().map(|&m| (m, af_core::View::SecondSentence)).collect();
     let tagger = super::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
-    for (name, assignment) in [("random", random), ("af", af)] {
+    for (name, questions) in [("random", random), ("af", af)] {
         let file = af_io::questions::QuestionFile {
             path: ctx.dir.join(format!("{name}.jsonl")),
             format: af_io::questions::QuestionFormat::Af,
-            questions: pool_questions(pool, assignment, None),
+            // Without the published split, so the audit splits by group with `[audit] eval-share`.
+            questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
             skipped: Vec::new(),
         };
         let report = super::audit::audit_questions(&file, None, config, &exclude, config.run.seed, &tagger, device)?;

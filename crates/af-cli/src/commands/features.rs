@@ -14,10 +14,9 @@ use std::process::ExitCode;
 
 use af_core::{CommitteeConfig, Member};
 use af_io::features::{read_instances, write_npy, FeatureMatrix, InstanceFields};
-use af_nn::committee::{self as nnc, CandidateInput, CandidateTable, CommitteeModel};
+use af_nn::committee::{self as nnc, CommitteeModel};
 use af_text::tokenize;
 use clap::Args;
-use rayon::prelude::*;
 use serde_json::json;
 use tch::{nn, Tensor};
 
@@ -33,19 +32,12 @@ pub struct FeaturesArgs {
     slice: f64,
     #[arg(long, default_value_t = 5)]
     epochs: usize,
-    #[arg(long, default_value_t = 13)]
-    seed: u64,
-    #[arg(long, default_value = "auto")]
-    device: String,
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Replace what is in --out.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    compute: super::ComputeArgs,
 }
 
 pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
-    af_nn::runtime::set_threads(a.threads);
+    af_nn::runtime::set_threads(a.compute.threads);
     anyhow::ensure!(a.slice > 0.0 && a.slice < 1.0, "--slice must be strictly between 0 and 1");
     let fields = InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true };
     let instances = read_instances(&a.winogrande, &fields)?;
@@ -64,24 +56,15 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     }
     let answers: Vec<usize> = file.questions.iter().map(|q| q.label).collect();
     let tagger = super::load_tagger(None)?;
-    let tagged: Vec<(Vec<String>, Vec<usize>)> = sentences.par_iter().map(|(w, _)| (w.clone(), tagger.tag_ids(w))).collect();
     let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
-    let view = super::committee::text_view(&tagged, tagged.len(), &config, tagger.tags().len());
-    let inputs: Vec<CandidateInput> = view
-        .words
-        .into_iter()
-        .zip(view.pos)
-        .zip(&sentences)
-        .map(|((words, pos), (_, marked))| CandidateInput { words, pos, marked: marked.clone(), features: [0.0; 8] })
-        .collect();
-    let device = super::device_named(&a.device)?;
-    let min_len = config.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
-    let table = CandidateTable::new(&inputs, view.vocab as i64, view.pos_vocab as i64, min_len, device);
+    let device = super::device_named(&a.compute.device)?;
+    let refs: Vec<(&[String], std::ops::Range<usize>)> = sentences.iter().map(|(w, m)| (w.as_slice(), m.clone())).collect();
+    let table = super::committee::sentence_table(&refs, refs.len(), &config, &tagger, device);
 
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
     let mut rng = {
         use rand::SeedableRng;
-        rand_chacha::ChaCha8Rng::seed_from_u64(a.seed)
+        rand_chacha::ChaCha8Rng::seed_from_u64(a.compute.seed)
     };
     let (slice, rest) = af_filter::split_by_group(&groups, a.slice, &mut rng);
     anyhow::ensure!(slice.len() >= 10 && !rest.is_empty(), "the slice ({} instances) or the rest ({}) is too small", slice.len(), rest.len());
@@ -91,11 +74,11 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
         vec![right as i64, wrong as i64]
     };
     let questions: Vec<Vec<i64>> = slice.iter().map(|&i| question(i)).collect();
-    tch::manual_seed(a.seed as i64);
+    tch::manual_seed(a.compute.seed as i64);
     let vs = nn::VarStore::new(device);
     let members = [Member::Bow, Member::Cnn, Member::PosLstm];
     let model = CommitteeModel::new(&vs.root(), &config, &members, true, &table);
-    let training = nnc::train(&vs, &model, &table, &questions, &config, a.seed)?;
+    let training = nnc::train(&vs, &model, &table, &questions, &config, a.compute.seed)?;
     let rest_rows: Vec<i64> = rest.iter().flat_map(|&i| question(i)).collect();
     let scores = nnc::score(&model, &table, &rest_rows, config.score_batch);
     let accuracy: Vec<(String, f64)> = scores
@@ -115,7 +98,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     })?;
-    super::empty_out_dir(&a.out, a.force)?;
+    super::empty_out_dir(&a.out, a.compute.force)?;
     write_npy(&a.out.join("features.npy"), &FeatureMatrix { rows: rest.len(), dim, data })?;
     let lines: String = rest.iter().map(|&i| format!("{}\n", instances[i].line)).collect();
     af_core::atomic::write(a.out.join("instances.jsonl"), lines.as_bytes())?;
@@ -123,7 +106,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
         "input": a.winogrande, "instances": instances.len(), "slice": slice.len(), "kept": rest.len(), "dim": dim,
         "members": members.iter().map(|m| m.name()).collect::<Vec<_>>(), "training": training,
         "two_way_accuracy_on_kept": accuracy.iter().map(|(h, v)| (h.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "device": format!("{device:?}"), "seed": a.seed,
+        "device": format!("{device:?}"), "seed": a.compute.seed,
     });
     af_core::atomic::write(a.out.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     println!(

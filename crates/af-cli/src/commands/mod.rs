@@ -18,6 +18,23 @@ use std::path::{Path, PathBuf};
 use af_core::Config;
 use anyhow::Context;
 
+/// Where and how a standalone command (not a stage) computes: the options `af aflite` and
+/// `af features` share.
+#[derive(clap::Args)]
+pub struct ComputeArgs {
+    #[arg(long, default_value_t = 13)]
+    pub seed: u64,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// CPU threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Replace what is in --out.
+    #[arg(long)]
+    pub force: bool,
+}
+
 /// Loads the named config, or `configs/default.toml` when none is named.
 pub fn load_config(file: Option<&Path>) -> anyhow::Result<Config> {
     let path = match file {
