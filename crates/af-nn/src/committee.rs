@@ -5,6 +5,12 @@
 //!
 //! Candidates live in a [`CandidateTable`] on the device, built once per run; training and scoring
 //! address rows of it by index, so an AF iteration moves no text and almost no data.
+//!
+//! A candidate's score does not depend on how much padding it is read with: the CNN pools only
+//! windows that start inside the sentence, and the BiLSTM's backward direction reads each sentence
+//! reversed within its own length (pads after it, never before). So every batch is cut to its
+//! longest row, and scoring sorts rows by length first, which is most of a BiLSTM's time saved
+//! on pools of short endings.
 
 use std::collections::HashMap;
 
@@ -50,12 +56,67 @@ pub struct CandidateTable {
     /// [C, 8] standardised LM features.
     pub features: Tensor,
     pub rows: i64,
+    /// Tokens of each row (on the host: scoring sorts by it).
+    pub lengths: Vec<u16>,
     pub vocab: i64,
     pub pos_vocab: i64,
+    /// The least width a batch is cut to: the widest convolution.
+    pub min_len: i64,
     pub device: Device,
 }
 
+/// The narrowest integer kind that holds ids below `n`.
+fn id_kind(n: i64) -> Kind {
+    if n <= i64::from(i16::MAX) { Kind::Int16 } else { Kind::Int }
+}
+
 impl CandidateTable {
+    /// A table from tensors already built (on any device); row lengths are read from `indicator`.
+    pub fn from_tensors(words: Tensor, pos: Tensor, indicator: Tensor, features: Tensor, vocab: i64, pos_vocab: i64, min_len: usize) -> Self {
+        let lengths = indicator.ne(i64::from(INDICATOR_PAD)).sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu);
+        let lengths: Vec<i64> = Vec::try_from(&lengths).expect("i64 lengths");
+        let device = words.device();
+        Self {
+            rows: words.size()[0],
+            lengths: lengths.into_iter().map(|l| l as u16).collect(),
+            words,
+            pos,
+            indicator,
+            features,
+            vocab,
+            pos_vocab,
+            min_len: min_len.max(1) as i64,
+            device,
+        }
+    }
+
+    /// The same table on another device.
+    pub fn to_device(&self, device: Device) -> Self {
+        Self {
+            words: self.words.to(device),
+            pos: self.pos.to(device),
+            indicator: self.indicator.to(device),
+            features: self.features.to(device),
+            rows: self.rows,
+            lengths: self.lengths.clone(),
+            vocab: self.vocab,
+            pos_vocab: self.pos_vocab,
+            min_len: self.min_len,
+            device,
+        }
+    }
+
+    /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
+    fn width_of(&self, rows: &[i64]) -> i64 {
+        let longest = rows.iter().map(|&r| i64::from(self.lengths[r as usize])).max().unwrap_or(0);
+        longest.max(self.min_len).min(self.words.size()[1])
+    }
+
+    /// Bytes the table's tensors take on its device.
+    pub fn bytes(&self) -> u64 {
+        [&self.words, &self.pos, &self.indicator, &self.features].iter().map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
+    }
+
     /// `min_len` pads every row to at least the widest convolution.
     pub fn new(inputs: &[CandidateInput], vocab: i64, pos_vocab: i64, min_len: usize, device: Device) -> Self {
         let t = inputs.iter().map(|c| c.words.len()).max().unwrap_or(0).max(min_len).max(1);
@@ -68,22 +129,132 @@ impl CandidateTable {
             let row = r * t;
             words[row..row + input.words.len()].copy_from_slice(&input.words);
             pos[row..row + input.pos.len()].copy_from_slice(&input.pos);
-            for (j, ind) in indicator[row..row + input.words.len()].iter_mut().enumerate() {
-                *ind = if input.marked.contains(&j) { INDICATOR_NOUN_PHRASE } else { INDICATOR_ENDING };
-            }
+            fill_indicator(&mut indicator[row..row + input.words.len()], &input.marked);
             features.extend_from_slice(&input.features);
         }
         let shape = [c as i64, t as i64];
-        Self {
-            words: Tensor::from_slice(&words).view(shape).to(device),
-            pos: Tensor::from_slice(&pos).view(shape).to(device),
-            indicator: Tensor::from_slice(&indicator).view(shape).to(device),
-            features: Tensor::from_slice(&features).view([c as i64, 8]).to(device),
-            rows: c as i64,
+        Self::from_tensors(
+            Tensor::from_slice(&words).view(shape).to_kind(id_kind(vocab)).to(device),
+            Tensor::from_slice(&pos).view(shape).to_kind(id_kind(pos_vocab)).to(device),
+            Tensor::from_slice(&indicator).view(shape).to_kind(Kind::Int8).to(device),
+            Tensor::from_slice(&features).view([c as i64, 8]).to(device),
             vocab,
             pos_vocab,
-            device,
+            min_len,
+        )
+    }
+}
+
+fn fill_indicator(row: &mut [i32], marked: &std::ops::Range<usize>) {
+    for (j, ind) in row.iter_mut().enumerate() {
+        *ind = if marked.contains(&j) { INDICATOR_NOUN_PHRASE } else { INDICATOR_ENDING };
+    }
+}
+
+/// A candidate before the vocabularies are known: ids into a run-wide list of distinct words
+/// (in order of first sight), and tag ids.
+pub struct RawCandidate<'a> {
+    pub interned: &'a [u32],
+    pub tags: &'a [u8],
+    pub marked: std::ops::Range<usize>,
+    /// Raw LM features (standardised when the table is finished).
+    pub features: [f32; 8],
+}
+
+/// Builds a [`CandidateTable`] in chunks, so that the host never holds more than one chunk of
+/// candidates: each chunk goes to the device as interned ids and tags, and only when every
+/// word has been counted are the ids mapped to the committee's vocabularies, on the device.
+pub struct TableAssembler {
+    device: Device,
+    /// [n, t] i32 interned ids, [n, t] u8 tags, [n, t] i8 indicator, [n, 8] f32 features.
+    chunks: Vec<(Tensor, Tensor, Tensor, Tensor)>,
+    lengths: Vec<u16>,
+}
+
+/// How interned words become the committee's ids (see `af-cli`'s table builder).
+pub struct Vocabularies {
+    /// Per interned word: its word id (1 when unknown).
+    pub word_of: Vec<i32>,
+    /// Per interned word: its POS-view id if it is kept as a word, else -1 (the tag is used).
+    pub pos_word_of: Vec<i32>,
+    /// POS-view id of tag 0; tag t is `tag_base + t`.
+    pub tag_base: i32,
+    pub vocab: i64,
+    pub pos_vocab: i64,
+}
+
+impl TableAssembler {
+    pub fn new(device: Device) -> Self {
+        Self { device, chunks: Vec::new(), lengths: Vec::new() }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub fn push(&mut self, rows: &[RawCandidate]) {
+        if rows.is_empty() {
+            return;
         }
+        let t = rows.iter().map(|r| r.interned.len()).max().unwrap_or(0).max(1);
+        let n = rows.len();
+        let mut interned = vec![0i32; n * t];
+        let mut tags = vec![0u8; n * t];
+        let mut indicator = vec![INDICATOR_PAD; n * t];
+        let mut features = Vec::with_capacity(n * 8);
+        for (r, c) in rows.iter().enumerate() {
+            let at = r * t;
+            let len = c.interned.len();
+            for (dst, &src) in interned[at..at + len].iter_mut().zip(c.interned) {
+                *dst = src as i32;
+            }
+            tags[at..at + len].copy_from_slice(c.tags);
+            fill_indicator(&mut indicator[at..at + len], &c.marked);
+            features.extend_from_slice(&c.features);
+            self.lengths.push(len as u16);
+        }
+        let shape = [n as i64, t as i64];
+        self.chunks.push((
+            Tensor::from_slice(&interned).view(shape).to(self.device),
+            Tensor::from_slice(&tags).view(shape).to(self.device),
+            Tensor::from_slice(&indicator).view(shape).to_kind(Kind::Int8).to(self.device),
+            Tensor::from_slice(&features).view([n as i64, 8]).to(self.device),
+        ));
+    }
+
+    /// The table: ids mapped, features standardised with `mean` and `std`, rows padded to the
+    /// longest (at least `min_len`). Chunks are freed as they are copied in.
+    pub fn finish(self, v: &Vocabularies, mean: [f32; 8], std: [f32; 8], min_len: usize) -> CandidateTable {
+        let _guard = tch::no_grad_guard();
+        let dev = self.device;
+        let rows = self.lengths.len() as i64;
+        let t = self.chunks.iter().map(|c| c.0.size()[1]).max().unwrap_or(1).max(min_len as i64);
+        let (word_kind, pos_kind) = (id_kind(v.vocab), id_kind(v.pos_vocab));
+        let words = Tensor::zeros([rows, t], (word_kind, dev));
+        let pos = Tensor::zeros([rows, t], (pos_kind, dev));
+        let indicator = Tensor::zeros([rows, t], (Kind::Int8, dev));
+        let features = Tensor::zeros([rows, 8], (Kind::Float, dev));
+        // Interned id 0 stands in for padding in the lookups; padding is zeroed after.
+        let word_of = Tensor::from_slice(&v.word_of).to(dev);
+        let pos_word_of = Tensor::from_slice(&v.pos_word_of).to(dev);
+        let (mean, std) = (Tensor::from_slice(&mean).to(dev), Tensor::from_slice(&std).to(dev));
+        let mut at = 0;
+        for (interned, tags, ind, feats) in self.chunks {
+            let (n, w) = (interned.size()[0], interned.size()[1]);
+            let present = ind.ne(i64::from(INDICATOR_PAD));
+            let ids = interned.to_kind(Kind::Int64);
+            let word = word_of.index_select(0, &ids.flatten(0, -1)).view([n, w]);
+            let kept = pos_word_of.index_select(0, &ids.flatten(0, -1)).view([n, w]);
+            let tag = tags.to_kind(Kind::Int) + i64::from(v.tag_base);
+            let p = kept.where_self(&kept.ge(0), &tag);
+            let zero = Tensor::zeros([], (Kind::Int, dev));
+            words.narrow(0, at, n).narrow(1, 0, w).copy_(&word.where_self(&present, &zero).to_kind(word_kind));
+            pos.narrow(0, at, n).narrow(1, 0, w).copy_(&p.where_self(&present, &zero).to_kind(pos_kind));
+            indicator.narrow(0, at, n).narrow(1, 0, w).copy_(&ind);
+            features.narrow(0, at, n).copy_(&((feats - &mean) / &std));
+            at += n;
+        }
+        CandidateTable { words, pos, indicator, features, rows, lengths: self.lengths, vocab: v.vocab, pos_vocab: v.pos_vocab, min_len: min_len.max(1) as i64, device: dev }
     }
 }
 
@@ -95,16 +266,21 @@ struct Batch {
     features: Tensor,
     /// [N, T] true where there is a token.
     mask: Tensor,
+    /// [N] tokens per row.
+    lengths: Tensor,
 }
 
 impl Batch {
-    fn gather(table: &CandidateTable, rows: &Tensor) -> Self {
-        let pick = |t: &Tensor| t.index_select(0, rows).to_kind(Kind::Int64);
+    /// The rows at `rows`, cut to `width` columns.
+    fn gather(table: &CandidateTable, rows: &Tensor, width: i64) -> Self {
+        let pick = |t: &Tensor| t.narrow(1, 0, width).index_select(0, rows).to_kind(Kind::Int64);
         let indicator = pick(&table.indicator);
+        let mask = indicator.ne(i64::from(INDICATOR_PAD));
         Self {
             words: pick(&table.words),
             pos: pick(&table.pos),
-            mask: indicator.ne(i64::from(INDICATOR_PAD)),
+            lengths: mask.sum_dim_intlist(1, false, Kind::Int64),
+            mask,
             indicator,
             features: table.features.index_select(0, rows),
         }
@@ -116,10 +292,18 @@ enum Net {
     Mlp { first: nn::Linear, second: nn::Linear, dropout: f64 },
     Bow { embedding: nn::Embedding },
     Cnn { words: nn::Embedding, indicator: nn::Embedding, convs: Vec<nn::Conv1D> },
-    PosLstm { pos: nn::Embedding, indicator: nn::Embedding, lstm: nn::LSTM },
+    PosLstm { pos: nn::Embedding, indicator: nn::Embedding, lstm: BiLstm },
     /// Word ids 0..vocab, bigram buckets after them.
     Ngram { embedding: nn::Embedding, vocab: i64, buckets: i64 },
-    Lstm { words: nn::Embedding, indicator: nn::Embedding, lstm: nn::LSTM },
+    Lstm { words: nn::Embedding, indicator: nn::Embedding, lstm: BiLstm },
+}
+
+/// A bidirectional LSTM as two one-way LSTMs, so that the backward one can read each row reversed
+/// within its own length (libtorch's bidirectional LSTM would read the padding first).
+#[derive(Debug)]
+struct BiLstm {
+    forward: nn::LSTM,
+    backward: nn::LSTM,
 }
 
 /// Spreads word bigrams over the n-gram member's buckets (a large prime keeps pairs apart).
@@ -129,8 +313,12 @@ impl Net {
     fn new(p: &nn::Path, member: Member, config: &CommitteeConfig, vocab: i64, pos_vocab: i64) -> (Self, i64) {
         let emb = |p: nn::Path, n: i64, d: i64| nn::embedding(p, n, d, nn::EmbeddingConfig { padding_idx: 0, ..Default::default() });
         let bilstm = |p: nn::Path| {
-            let rnn = nn::RNNConfig { bidirectional: true, batch_first: true, ..Default::default() };
-            nn::lstm(p, config.embedding + config.indicator_embedding, config.lstm_hidden, rnn)
+            let rnn = nn::RNNConfig { batch_first: true, ..Default::default() };
+            let input = config.embedding + config.indicator_embedding;
+            BiLstm {
+                forward: nn::lstm(&p / "forward", input, config.lstm_hidden, rnn),
+                backward: nn::lstm(&p / "backward", input, config.lstm_hidden, rnn),
+            }
         };
         match member {
             Member::Mlp => (
@@ -213,7 +401,19 @@ impl Net {
             Net::Cnn { words, indicator, convs } => {
                 // [N, T, E] -> [N, E, T] for conv1d.
                 let x = Tensor::cat(&[words.forward(&b.words), indicator.forward(&b.indicator)], 2).transpose(1, 2);
-                let pooled: Vec<Tensor> = convs.iter().map(|c| c.forward(&x).relu().amax([2].as_slice(), false)).collect();
+                let pooled: Vec<Tensor> = convs
+                    .iter()
+                    .map(|c| {
+                        let out = c.forward(&x).relu();
+                        // Only windows that start inside the sentence, and always the first: the
+                        // score must not depend on how much padding follows. After ReLU, zeroing
+                        // the others cannot change the max.
+                        let width = c.ws.size()[2];
+                        let starts = Tensor::arange(out.size()[2], (Kind::Int64, out.device())).unsqueeze(0);
+                        let last_start = (&b.lengths - width).clamp_min(0).unsqueeze(1);
+                        out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0).amax([2].as_slice(), false)
+                    })
+                    .collect();
                 Tensor::cat(&pooled, 1).dropout(dropout, train)
             }
             Net::PosLstm { pos, indicator, lstm } => max_pooled_bilstm(lstm, &pos.forward(&b.pos), indicator, b).dropout(dropout, train),
@@ -235,12 +435,26 @@ impl Net {
 /// A BiLSTM over token + indicator embeddings, max-pooled over the real tokens.
 /// # Shapes
 /// tokens: [N, T, E] -> [N, 2H]
-fn max_pooled_bilstm(lstm: &nn::LSTM, tokens: &Tensor, indicator: &nn::Embedding, b: &Batch) -> Tensor {
+fn max_pooled_bilstm(lstm: &BiLstm, tokens: &Tensor, indicator: &nn::Embedding, b: &Batch) -> Tensor {
     let x = Tensor::cat(&[tokens, &indicator.forward(&b.indicator)], 2);
-    let (out, _) = lstm.seq(&x);
-    // Padding must never win the max: push it far below any output (LSTM outputs lie in (-1, 1)).
-    let out = out.masked_fill(&b.mask.logical_not().unsqueeze(-1), -1e4);
-    out.amax([1].as_slice(), false)
+    let (forward, _) = lstm.forward.seq(&x);
+    // Max-pooling does not care about order, so the backward outputs stay reversed.
+    let (backward, _) = lstm.backward.seq(&reverse_within_length(&x, &b.lengths));
+    // Padding (after the tokens in both directions) must never win the max: push it far below
+    // any output (LSTM outputs lie in (-1, 1)).
+    let pad = b.mask.logical_not().unsqueeze(-1);
+    Tensor::cat(&[forward.masked_fill(&pad, -1e4), backward.masked_fill(&pad, -1e4)], 2).amax([1].as_slice(), false)
+}
+
+/// Each row's first `lengths[n]` positions in reverse order, its padding left where it is.
+/// # Shapes
+/// x: [N, T, E], lengths: [N] -> [N, T, E]
+fn reverse_within_length(x: &Tensor, lengths: &Tensor) -> Tensor {
+    let (n, t, e) = x.size3().expect("[N, T, E]");
+    let positions = Tensor::arange(t, (Kind::Int64, x.device())).unsqueeze(0).expand([n, t], false);
+    let lengths = lengths.unsqueeze(1);
+    let reversed = (&lengths - 1 - &positions).where_self(&positions.lt_tensor(&lengths), &positions);
+    x.gather(1, &reversed.unsqueeze(2).expand([n, t, e], false), false)
 }
 
 /// One head's scores for a batch of candidates.
@@ -288,15 +502,15 @@ impl CommitteeModel {
     /// The members' representations of the candidates at `rows`, concatenated (eval mode).
     /// # Shapes
     /// -> [N, sum of member widths]
-    pub fn represent(&self, table: &CandidateTable, rows: &Tensor) -> Tensor {
-        let batch = Batch::gather(table, rows);
+    pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
+        let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
         let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, self.dropout, false)).collect();
         Tensor::cat(&reps, 1)
     }
 
-    /// Every head's score for the candidates at `rows` (i64 [N] on the table's device).
-    pub fn forward(&self, table: &CandidateTable, rows: &Tensor, train: bool) -> Vec<HeadOutput> {
-        let batch = Batch::gather(table, rows);
+    /// Every head's score for the candidates at `rows` (table rows).
+    pub fn forward(&self, table: &CandidateTable, rows: &[i64], train: bool) -> Vec<HeadOutput> {
+        let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
         let mut reps = Vec::with_capacity(self.members.len());
         let mut out = Vec::with_capacity(self.members.len() + 1);
         for (m, net, score) in &self.members {
@@ -348,7 +562,7 @@ pub fn train(
         let (mut loss_sum, mut steps) = (0.0, 0usize);
         for chunk in batches_by_width(&fit, questions, config.batch_items.max(1), &mut rng) {
             let chunk = chunk.as_slice();
-            let (rows, width) = question_rows(questions, chunk, table.device);
+            let (rows, width) = question_rows(questions, chunk);
             let heads = model.forward(table, &rows, true);
             let target = Tensor::zeros([chunk.len() as i64], (Kind::Int64, table.device));
             let loss = heads
@@ -408,14 +622,14 @@ fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &
     batches
 }
 
-/// Rows of the questions at `which`, as one [B*(k+1)] tensor; all questions have the same width.
-fn question_rows(questions: &[Vec<i64>], which: &[usize], device: Device) -> (Tensor, i64) {
+/// Rows of the questions at `which`, flat (B*(k+1)); all questions have the same width.
+fn question_rows(questions: &[Vec<i64>], which: &[usize]) -> (Vec<i64>, i64) {
     let width = questions[which[0]].len();
     let flat: Vec<i64> = which.iter().flat_map(|&q| {
         debug_assert_eq!(questions[q].len(), width);
         questions[q].iter().copied()
     }).collect();
-    (Tensor::from_slice(&flat).to(device), width as i64)
+    (flat, width as i64)
 }
 
 fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions: &[Vec<i64>], valid: &[usize], batch: usize) -> f64 {
@@ -435,16 +649,31 @@ fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions
     total / scores.len() as f64
 }
 
-/// Every head's scores for `rows`, in order, on the host: (head, is_member, scores).
+/// Every head's scores for `rows`, in order, on the host: (head, scores).
+///
+/// Rows are scored shortest first, in batches of `batch` cut to their longest row, and the
+/// scores put back in the order asked for; the scores are the same as in any other order.
 pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch: usize) -> Vec<(String, Vec<f32>)> {
     let heads = model.heads();
-    let mut out: Vec<Vec<f32>> = vec![Vec::with_capacity(rows.len()); heads.len()];
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| table.lengths[rows[i] as usize]);
+    let mut out: Vec<Vec<f32>> = vec![vec![0.0; rows.len()]; heads.len()];
     tch::no_grad(|| {
-        for chunk in rows.chunks(batch.max(1)) {
-            let r = Tensor::from_slice(chunk).to(table.device);
-            for (h, o) in model.forward(table, &r, false).into_iter().zip(out.iter_mut()) {
-                let s = h.scores.to_kind(Kind::Float).to(Device::Cpu);
-                o.extend(Vec::<f32>::try_from(&s).expect("f32 scores"));
+        // Every batch's scores stay on the device until the end: one host copy per head.
+        let mut on_device: Vec<Vec<Tensor>> = heads.iter().map(|_| Vec::new()).collect();
+        for chunk in order.chunks(batch.max(1)) {
+            let r: Vec<i64> = chunk.iter().map(|&i| rows[i]).collect();
+            for (h, o) in model.forward(table, &r, false).into_iter().zip(on_device.iter_mut()) {
+                o.push(h.scores.to_kind(Kind::Float));
+            }
+        }
+        for (scores, o) in on_device.iter().zip(out.iter_mut()) {
+            if scores.is_empty() {
+                continue;
+            }
+            let sorted = Vec::<f32>::try_from(Tensor::cat(scores, 0).to(Device::Cpu)).expect("f32 scores");
+            for (&i, s) in order.iter().zip(sorted) {
+                o[i] = s;
             }
         }
     });
@@ -515,6 +744,47 @@ mod tests {
                 assert!(acc > 0.8, "{head} should find the planted word: {acc}");
             }
         }
+    }
+
+    #[test]
+    fn scores_do_not_depend_on_padding_or_batch_mates() {
+        let _torch_rng = crate::torch_rng_lock();
+        tch::manual_seed(5);
+        // Rows of lengths 1..=12, in a table padded to 12 and in one padded to 30.
+        let inputs: Vec<CandidateInput> = (1..=12usize)
+            .map(|len| CandidateInput {
+                words: (0..len).map(|j| 2 + ((len * 7 + j * 3) % 37) as i32).collect(),
+                pos: (0..len).map(|j| 2 + ((len + j) % 20) as i32).collect(),
+                marked: 0..len.min(2),
+                features: std::array::from_fn(|f| (f as f32 - 3.5) / 4.0),
+            })
+            .collect();
+        let narrow = CandidateTable::new(&inputs, 40, 24, 5, Device::Cpu);
+        let wide = CandidateTable::new(&inputs, 40, 24, 30, Device::Cpu);
+        assert_eq!(narrow.words.size()[1], 12);
+        assert_eq!(wide.words.size()[1], 30);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Member::ALL, true, &narrow);
+        let rows: Vec<i64> = (0..12).rev().collect();
+        let all = score(&model, &narrow, &rows, 64);
+        let one_by_one = score(&model, &narrow, &rows, 1);
+        let padded = score(&model, &wide, &rows, 5);
+        for ((a, b), c) in all.iter().zip(&one_by_one).zip(&padded) {
+            for ((x, y), z) in a.1.iter().zip(&b.1).zip(&c.1) {
+                assert!((x - y).abs() < 1e-5 && (x - z).abs() < 1e-5, "{}: {x} {y} {z}", a.0);
+            }
+        }
+        // And the rows are really read: different rows score differently on every text head.
+        for (head, s) in &all {
+            assert!(head == "mlp" || s.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-4), "{head}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn reversal_within_length_leaves_padding_in_place() {
+        let x = Tensor::from_slice(&[1i64, 2, 3, 0, 0, 4, 5, 6, 7, 8]).view([2, 5, 1]);
+        let r = reverse_within_length(&x, &Tensor::from_slice(&[3i64, 5]));
+        assert_eq!(Vec::<i64>::try_from(r.flatten(0, -1)).unwrap(), [3, 2, 1, 0, 0, 8, 7, 6, 5, 4]);
     }
 
     #[test]

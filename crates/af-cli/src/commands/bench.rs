@@ -231,16 +231,7 @@ fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn:
     let words = Tensor::randint_low(2, vocab, [rows, t], opts) * present.to_kind(Kind::Int);
     let pos = (words.remainder(pos_vocab - 2) + 2) * present.to_kind(Kind::Int);
     let indicator = (positions.ge(3).to_kind(Kind::Int) + 1) * present.to_kind(Kind::Int);
-    af_nn::committee::CandidateTable {
-        words,
-        pos,
-        indicator,
-        features: Tensor::randn([rows, 8], (Kind::Float, device)),
-        rows,
-        vocab,
-        pos_vocab,
-        device,
-    }
+    af_nn::committee::CandidateTable::from_tensors(words, pos, indicator, Tensor::randn([rows, 8], (Kind::Float, device)), vocab, pos_vocab, 5)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -310,14 +301,7 @@ fn bench_committee(
     if check_cpu && device != tch::Device::Cpu {
         let rows: Vec<i64> = heldout.iter().copied().take(8 * width).collect();
         let mut cpu_vs = tch::nn::VarStore::new(tch::Device::Cpu);
-        let cpu_table = af_nn::committee::CandidateTable {
-            words: table.words.to(tch::Device::Cpu),
-            pos: table.pos.to(tch::Device::Cpu),
-            indicator: table.indicator.to(tch::Device::Cpu),
-            features: table.features.to(tch::Device::Cpu),
-            device: tch::Device::Cpu,
-            ..table
-        };
+        let cpu_table = table.to_device(tch::Device::Cpu);
         let cpu_model = CommitteeModel::new(&cpu_vs.root(), &config, &members, true, &cpu_table);
         cpu_vs.copy(&vs)?;
         let on_cpu = score(&cpu_model, &cpu_table, &rows, score_batch);

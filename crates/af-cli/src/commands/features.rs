@@ -18,7 +18,7 @@ use af_nn::committee::{self as nnc, CommitteeModel};
 use af_text::tokenize;
 use clap::Args;
 use serde_json::json;
-use tch::{nn, Tensor};
+use tch::nn;
 
 #[derive(Args)]
 pub struct FeaturesArgs {
@@ -92,7 +92,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     let mut dim = 0;
     tch::no_grad(|| -> anyhow::Result<()> {
         for chunk in rows.chunks(8192) {
-            let r = model.represent(&table, &Tensor::from_slice(chunk).to(device)).to_kind(tch::Kind::Float).to(tch::Device::Cpu);
+            let r = model.represent(&table, chunk).to_kind(tch::Kind::Float).to(tch::Device::Cpu);
             dim = 2 * r.size()[1] as usize;
             data.extend(Vec::<f32>::try_from(&r.view([-1]))?);
         }
