@@ -4,6 +4,7 @@
 
 mod commands;
 mod progress;
+mod resources;
 mod stage;
 
 use std::path::PathBuf;

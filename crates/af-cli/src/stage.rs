@@ -65,6 +65,8 @@ struct StageRecord {
     fingerprint: serde_json::Value,
     seconds: f64,
     af_version: String,
+    #[serde(flatten)]
+    resources: crate::resources::Resources,
 }
 
 /// What a stage's body may want from the runner.
@@ -119,6 +121,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         }
     }
     prepare_dir(&dir, &stamp, force, shard.is_some())?;
+    crate::resources::reset_host_peak();
     let start = Instant::now();
     let ctx = StageContext { config, dir: dir.clone(), shard };
     let complete = match stage {
@@ -133,14 +136,22 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         return Ok(());
     }
     af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
-    let record = StageRecord {
-        stage,
-        fingerprint: stamp,
-        seconds: start.elapsed().as_secs_f64(),
-        af_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
+    let seconds = start.elapsed().as_secs_f64();
+    // Only stages that put tensors on the device ask it (asking creates a CUDA context).
+    let tensors = matches!(stage, StageName::Lm | StageName::Generate | StageName::Filter | StageName::Export);
+    let device = if tensors { Some(crate::commands::device(config)?) } else { None };
+    let resources = crate::resources::measure(device);
+    let record = StageRecord { stage, fingerprint: stamp, seconds, af_version: env!("CARGO_PKG_VERSION").to_string(), resources };
     af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
-    tracing::info!("{}: done in {:.1} s, outputs in {}", stage.dir_name(), record.seconds, dir.display());
+    let gb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));
+    tracing::info!(
+        "{}: done in {:.1} s (peak host memory {}, device memory {}), outputs in {}",
+        stage.dir_name(),
+        record.seconds,
+        gb(record.resources.peak_host_bytes),
+        gb(record.resources.device_bytes),
+        dir.display()
+    );
     Ok(())
 }
 

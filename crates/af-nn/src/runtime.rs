@@ -145,6 +145,32 @@ pub fn select_device(request: DeviceRequest) -> Result<Device, NnError> {
     }
 }
 
+/// Bytes in use on a CUDA device (total minus free, as `nvidia-smi` counts them), through the
+/// CUDA runtime that libtorch loaded; `None` on the CPU or when it cannot be asked. libtorch's
+/// caching allocator keeps what it once took, so after a stage this is close to the stage's peak
+/// (plus the CUDA context, a few hundred MB).
+pub fn device_bytes_in_use(device: Device) -> Option<u64> {
+    let Device::Cuda(index) = device else { return None };
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let path = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("/libcudart.so"))?.to_string();
+    use libloading::os::unix::{Library, Symbol, RTLD_NOW};
+    // SAFETY: the library is already mapped (libtorch loaded it); opening it again only takes a
+    // reference. The two functions have these C signatures in every CUDA release.
+    unsafe {
+        let lib = Library::open(Some(&path), RTLD_NOW).ok()?;
+        let set: Symbol<unsafe extern "C" fn(i32) -> i32> = lib.get(b"cudaSetDevice\0").ok()?;
+        let info: Symbol<unsafe extern "C" fn(*mut usize, *mut usize) -> i32> = lib.get(b"cudaMemGetInfo\0").ok()?;
+        if set(index as i32) != 0 {
+            return None;
+        }
+        let (mut free, mut total) = (0usize, 0usize);
+        if info(&mut free, &mut total) != 0 {
+            return None;
+        }
+        Some((total - free) as u64)
+    }
+}
+
 /// Sets libtorch's intra-op thread count (0 keeps libtorch's default of one per core).
 pub fn set_threads(threads: usize) {
     if threads > 0 {
@@ -171,6 +197,11 @@ mod tests {
         let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
         assert_eq!(t.sum(tch::Kind::Float).double_value(&[]), 6.0);
         assert_eq!(select_device(DeviceRequest::Cpu).unwrap(), Device::Cpu);
+    }
+
+    #[test]
+    fn device_memory_is_only_asked_of_cuda() {
+        assert_eq!(device_bytes_in_use(Device::Cpu), None);
     }
 
     #[test]

@@ -36,12 +36,13 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         pool.items.len()
     );
     let random = pool.random_assignment(config.filter.k, config.run.seed)?;
+    let chosen = Chosen::read(&pool, &[&state.assignment, &random])?;
     let e = &config.export;
     let splits = af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69);
-    write_jsonl(&ctx.dir.join("dataset.jsonl"), &pool, &state.assignment, Some(&state.last_scores), &splits)?;
-    write_jsonl(&ctx.dir.join("random.jsonl"), &pool, &random, None, &splits)?;
-    let questions = pool_questions(&pool, &state.assignment, &splits);
-    let random_questions = pool_questions(&pool, &random, &splits);
+    write_jsonl(&ctx.dir.join("dataset.jsonl"), &chosen, &state.assignment, Some(&state.last_scores), &splits)?;
+    write_jsonl(&ctx.dir.join("random.jsonl"), &chosen, &random, None, &splits)?;
+    let questions = pool_questions(&chosen, &state.assignment, &splits);
+    let random_questions = pool_questions(&chosen, &random, &splits);
     af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
     af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&random_questions)?)?;
     write_layouts(&ctx.dir, &questions, &e.task)?;
@@ -51,8 +52,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
 
     let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
     let members = evaluation_members(config);
-    let af = evaluate("af", &committee, &state.assignment, &members, config)?;
-    let baseline = evaluate("random", &committee, &random, &members, config)?;
+    let af = evaluate("af", &committee, &chosen, &state.assignment, &members, config)?;
+    let baseline = evaluate("random", &committee, &chosen, &random, &members, config)?;
     println!("export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", af_filter::chance(config.filter.k));
     for (a, b) in af.detectors.iter().zip(&baseline.detectors) {
         println!("  {:<16} random {:.3}  af {:.3}", a.name, b.accuracy, a.accuracy);
@@ -70,9 +71,31 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The candidates the export writes (every gold and every assigned distractor), read from the
+/// pool's parts in one streaming pass.
+struct Chosen<'a> {
+    pool: &'a Pool,
+    rows: std::collections::HashMap<i64, Candidate>,
+}
+
+impl<'a> Chosen<'a> {
+    fn read(pool: &'a Pool, assignments: &[&Assignment]) -> anyhow::Result<Self> {
+        let wanted = (0..pool.items.len())
+            .flat_map(|i| std::iter::once(0).chain(assignments.iter().flat_map(move |a| a.distractors[i].iter().copied())).map(move |c| pool.row(i, c)));
+        Ok(Self { pool, rows: pool.fetch(wanted)? })
+    }
+
+    /// Candidate `c` of item `i` (0 is its gold ending).
+    fn get(&self, i: usize, c: u32) -> &Candidate {
+        &self.rows[&self.pool.row(i, c)]
+    }
+}
+
 /// The pool's questions under an assignment, gold first, with their published split.
-fn pool_questions(pool: &Pool, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
-    pool.items
+fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
+    chosen
+        .pool
+        .items
         .iter()
         .enumerate()
         .map(|(i, item)| af_core::Question {
@@ -81,7 +104,7 @@ fn pool_questions(pool: &Pool, assignment: &Assignment, splits: &[&str]) -> Vec<
             context: item.context.clone(),
             prefix: item.noun_phrase.clone(),
             endings: std::iter::once(item.ending.clone())
-                .chain(assignment.distractors[i].iter().map(|&c| pool.candidates[pool.row(i, c) as usize].ending.clone()))
+                .chain(assignment.distractors[i].iter().map(|&c| chosen.get(i, c).ending.clone()))
                 .collect(),
             label: 0,
             split: Some(splits[i].to_string()),
@@ -209,16 +232,16 @@ fn features_json(c: &Candidate) -> serde_json::Value {
     LM_FEATURES.iter().zip(c.features).map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
 }
 
-fn write_jsonl(path: &Path, pool: &Pool, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
+fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
     let mut out = String::new();
-    for (i, item) in pool.items.iter().enumerate() {
+    for (i, item) in chosen.pool.items.iter().enumerate() {
         let s = scores.and_then(|s| s[i].as_ref());
-        let gold = &pool.candidates[pool.offsets[i]];
+        let gold = chosen.get(i, 0);
         let distractors: Vec<serde_json::Value> = assignment.distractors[i]
             .iter()
             .enumerate()
             .map(|(slot, &c)| {
-                let cand = &pool.candidates[pool.row(i, c) as usize];
+                let cand = chosen.get(i, c);
                 json!({
                     "candidate": c,
                     "ending": cand.ending,
@@ -338,6 +361,7 @@ struct DatasetEvaluation {
 fn evaluate(
     name: &str,
     committee: &TorchCommittee,
+    chosen: &Chosen,
     assignment: &Assignment,
     members: &[Member],
     config: &Config,
@@ -360,7 +384,7 @@ fn evaluate(
     let (mut longest, mut shortest) = (0.0, 0.0);
     let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..pool.items.len() {
-        let lens: Vec<u32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| pool.candidates[pool.row(i, c) as usize].tokens).collect();
+        let lens: Vec<u32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| chosen.get(i, c).tokens).collect();
         let (max, min) = (*lens.iter().max().expect("k >= 1"), *lens.iter().min().expect("k >= 1"));
         // Ties are broken at random: the expected credit is 1 / (options tied).
         if lens[0] == max {
@@ -369,11 +393,11 @@ fn evaluate(
         if lens[0] == min {
             shortest += 1.0 / lens.iter().filter(|&&l| l == min).count() as f64;
         }
-        let gold = &pool.candidates[pool.offsets[i]];
+        let gold = chosen.get(i, 0);
         gold_ppl.push(f64::from(gold.features[0]));
         gold_len.push(f64::from(gold.tokens));
         for &c in &assignment.distractors[i] {
-            let d = &pool.candidates[pool.row(i, c) as usize];
+            let d = chosen.get(i, c);
             dis_ppl.push(f64::from(d.features[0]));
             dis_len.push(f64::from(d.tokens));
         }

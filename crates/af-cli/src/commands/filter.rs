@@ -21,13 +21,16 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let (pool, table, summary, device) = load(config)?;
     let k = config.filter.k;
     tracing::info!(
-        "filter: {} items, {} candidates ({} words, {} POS-view ids, up to {} tokens) on {device:?}",
+        "filter: {} items, {} candidates ({} words, {} POS-view ids, {:.1} tokens on average, up to {}; {:.2} GB on {device:?})",
         pool.items.len(),
         summary.rows,
         summary.vocabulary,
         summary.pos_vocabulary,
-        summary.max_tokens
+        summary.mean_tokens,
+        summary.max_tokens,
+        summary.device_bytes as f64 / 1e9
     );
+    af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
         let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;

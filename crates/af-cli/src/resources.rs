@@ -1,0 +1,55 @@
+//! What a stage cost: wall time, the host memory high-water mark and the device memory it held.
+//! Recorded in each stage's `stage.json` and shown in the report.
+//!
+//! The host figure is the process's peak resident set (`VmHWM`), reset at each stage's start
+//! (`/proc/self/clear_refs`), so under `af run` each stage gets its own peak.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// Peak resident host memory during the stage, in bytes.
+    #[serde(default)]
+    pub peak_host_bytes: Option<u64>,
+    /// Bytes in use on the CUDA device at the stage's end (the caching allocator's high-water
+    /// mark plus the CUDA context); absent on the CPU.
+    #[serde(default)]
+    pub device_bytes: Option<u64>,
+}
+
+/// Starts a stage's host peak afresh (Linux 4.0 and later; elsewhere the peak is the process's).
+pub fn reset_host_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The resident-set high-water mark since the last reset, in bytes.
+pub fn host_peak_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_kib(&status, "VmHWM:")
+}
+
+fn parse_kib(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kib: u64 = line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+pub fn measure(device: Option<tch::Device>) -> Resources {
+    Resources { peak_host_bytes: host_peak_bytes(), device_bytes: device.and_then(af_nn::runtime::device_bytes_in_use) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_peak_and_it_follows_an_allocation() {
+        assert_eq!(parse_kib("Name:\taf\nVmHWM:\t   2048 kB\nVmRSS:\t 1 kB\n", "VmHWM:"), Some(2 * 1024 * 1024));
+        reset_host_peak();
+        let before = host_peak_bytes().expect("Linux reports VmHWM");
+        let big = vec![1u8; 256 << 20];
+        std::hint::black_box(&big);
+        let after = host_peak_bytes().unwrap();
+        assert!(after >= before + (200 << 20), "{before} -> {after}");
+    }
+}
