@@ -196,6 +196,11 @@ fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
     serde_json::from_str::<StageRecord>(&text).is_ok_and(|r| &r.fingerprint == fingerprint)
 }
 
+/// Bumped when the committee computes other numbers from the same config, so that filter and
+/// export outputs of an older af are redone rather than taken as up to date. 2: scores that do
+/// not depend on padding (2026-11-30).
+const COMMITTEE_VERSION: u32 = 2;
+
 /// What a stage's outputs depend on.
 fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
     let upstream = stage.upstream().map(|s| fingerprint(config, s)).transpose()?;
@@ -222,6 +227,7 @@ fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::
         }
         StageName::Generate => json!({"seed": config.run.seed, "generate": config.generate, "upstream": upstream}),
         StageName::Filter => json!({
+            "committee_version": COMMITTEE_VERSION,
             "seed": config.run.seed,
             "committee": config.committee,
             "filter": config.filter,

@@ -116,8 +116,20 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
     let total_blocks = items.len().div_ceil(2);
     eprintln!("killed after {done_before} of {total_blocks} blocks");
     assert!(done_before >= 3 && done_before < total_blocks, "killed after {done_before} of {total_blocks} blocks");
-    // Blocks of 2 items instead of 8 change nothing either: randomness is per item.
-    assert_eq!(resumed, reference, "killed after {done_before} blocks and resumed");
+    // Blocks of 2 items instead of 8 draw the same endings (randomness is per item); the
+    // features are computed in other batches, which moves only their float rounding.
+    assert_same_but_rounding(&resumed, &reference);
+}
+
+fn assert_same_but_rounding(a: &[Candidate], b: &[Candidate]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        let strip = |c: &Candidate| Candidate { features: [0.0; 8], ..c.clone() };
+        assert_eq!(strip(x), strip(y));
+        for (f, g) in x.features.iter().zip(&y.features) {
+            assert!((f - g).abs() <= 1e-4 * g.abs().max(1.0), "{x:?} vs {y:?}");
+        }
+    }
 }
 
 /// Recomputes the gold ending's features of one item per fold with every fold's LM: only the LM

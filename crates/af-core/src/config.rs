@@ -159,11 +159,50 @@ pub struct GenerateConfig {
     pub batch_sequences: usize,
     /// Generate for the first this-many items only (0: all), for trials on a CPU.
     pub limit_items: usize,
+    /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
+    /// what was used and, for `mixed`, how far it moved the numbers.
+    #[serde(skip_serializing_if = "Precision::is_auto")]
+    pub precision: Precision,
 }
 
 impl Default for GenerateConfig {
     fn default() -> Self {
-        Self { endings: 1023, max_tokens: 25, temperature: 1.0, max_rounds: 6, block_items: 64, batch_sequences: 16384, limit_items: 0 }
+        Self {
+            endings: 1023,
+            max_tokens: 25,
+            temperature: 1.0,
+            max_rounds: 6,
+            block_items: 64,
+            batch_sequences: 16384,
+            limit_items: 0,
+            precision: Precision::Auto,
+        }
+    }
+}
+
+/// The arithmetic of inference on the device.
+///
+/// `mixed` runs libtorch's CUDA autocast: matrix products and LSTMs in fp16 on tensor cores,
+/// softmaxes and sums in fp32. `auto` is `mixed` on a GPU and `fp32` on the CPU (where autocast
+/// does nothing). Not written into configs when `auto`, so that run directories made before the
+/// key existed stay up to date.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    #[default]
+    Auto,
+    Fp32,
+    Mixed,
+}
+
+impl Precision {
+    pub fn is_auto(&self) -> bool {
+        *self == Precision::Auto
+    }
+
+    /// Whether to run in mixed precision on a device that is (or is not) a GPU.
+    pub fn mixed_on(self, gpu: bool) -> bool {
+        gpu && self != Precision::Fp32
     }
 }
 
@@ -332,6 +371,9 @@ pub struct CommitteeConfig {
     pub clip_norm: f64,
     /// Candidates per forward pass when scoring the pool.
     pub score_batch: usize,
+    /// Arithmetic of scoring (training is always fp32): see [`Precision`].
+    #[serde(skip_serializing_if = "Precision::is_auto")]
+    pub precision: Precision,
 }
 
 impl Default for CommitteeConfig {
@@ -356,6 +398,7 @@ impl Default for CommitteeConfig {
             learning_rate: 1e-3,
             clip_norm: 1.0,
             score_batch: 8192,
+            precision: Precision::Auto,
         }
     }
 }

@@ -471,6 +471,8 @@ pub struct CommitteeModel {
     members: Vec<(Member, Net, nn::Linear)>,
     joint: Option<(nn::Linear, nn::Linear)>,
     dropout: f64,
+    /// Score under CUDA autocast ([`af_core::config::Precision`]).
+    mixed: bool,
 }
 
 impl CommitteeModel {
@@ -489,7 +491,7 @@ impl CommitteeModel {
             let p = root / JOINT;
             (nn::linear(&p / "hidden", total, config.joint_hidden, Default::default()), nn::linear(&p / "score", config.joint_hidden, 1, Default::default()))
         });
-        Self { members, joint, dropout: config.dropout }
+        Self { members, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) }
     }
 
     /// Head names in output order: the joint head (if any), then the members.
@@ -663,7 +665,8 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
         let mut on_device: Vec<Vec<Tensor>> = heads.iter().map(|_| Vec::new()).collect();
         for chunk in order.chunks(batch.max(1)) {
             let r: Vec<i64> = chunk.iter().map(|&i| rows[i]).collect();
-            for (h, o) in model.forward(table, &r, false).into_iter().zip(on_device.iter_mut()) {
+            let heads = crate::runtime::in_precision(model.mixed, table.device, || model.forward(table, &r, false));
+            for (h, o) in heads.into_iter().zip(on_device.iter_mut()) {
                 o.push(h.scores.to_kind(Kind::Float));
             }
         }

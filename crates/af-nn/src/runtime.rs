@@ -171,6 +171,16 @@ pub fn device_bytes_in_use(device: Device) -> Option<u64> {
     }
 }
 
+/// Runs `f` under libtorch's CUDA autocast (fp16 matrix products and LSTMs, fp32 reductions)
+/// when `mixed` and `device` is a GPU; otherwise as it is.
+pub fn in_precision<T>(mixed: bool, device: Device, f: impl FnOnce() -> T) -> T {
+    if mixed && device.is_cuda() {
+        tch::autocast(true, f)
+    } else {
+        f()
+    }
+}
+
 /// Sets libtorch's intra-op thread count (0 keeps libtorch's default of one per core).
 pub fn set_threads(threads: usize) {
     if threads > 0 {

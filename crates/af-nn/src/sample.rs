@@ -168,27 +168,53 @@ pub fn features(lm: &BiLm, inputs: &[FeatureInput], batch: usize, device: Device
     out
 }
 
-/// The same features as [`features`] for many endings of one context, faster: the forward pass
-/// over `<bos> s n` is run once and its state shared by every ending, so the forward model reads
-/// only the endings' tokens.
-pub fn item_features(lm: &BiLm, s: &[i64], n: &[i64], endings: &[&[i64]], batch: usize, device: Device) -> Vec<[f32; 8]> {
+/// One item's endings to score with [`items_features`]: context `s`, noun phrase `n`.
+pub struct ItemEndings<'a> {
+    pub s: &'a [i64],
+    pub n: &'a [i64],
+    pub endings: Vec<&'a [i64]>,
+}
+
+/// The same features as [`features`] for many endings of several contexts, faster:
+/// - the forward pass over `<bos> s n` runs once per item, and its state is shared by the item's
+///   endings, so the forward model reads only the endings' tokens;
+/// - the endings of all items are scored together, shortest backward sequence first, in batches of
+///   `batch` (the GPU sees large batches of similar lengths, not one item's at a time).
+///
+/// Returns per item its endings' features, in order.
+pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: Device) -> Vec<Vec<[f32; 8]>> {
     let _guard = tch::no_grad_guard();
-    let prefix = [&[BOS][..], s, n].concat();
-    let prefix_t = pad_batch(&[&prefix], device);
-    let prefix_lp = Vec::<f32>::try_from(lm.token_logprobs(&lm.forward, &prefix_t, false).get(0).to_device(Device::Cpu))
-        .expect("f32 log-probabilities");
-    let fwd_s = mean_nll(&prefix_lp[..s.len()]);
-    let (state, top) = lm.encode_prefixes(&lm.forward, &prefix_t, &Tensor::from_slice(&[prefix.len() as i64]));
-    let mut out = Vec::with_capacity(endings.len());
-    for chunk in endings.chunks(batch.max(1)) {
+    let mut out: Vec<Vec<[f32; 8]>> = items.iter().map(|it| vec![[0f32; 8]; it.endings.len()]).collect();
+    if items.iter().all(|it| it.endings.is_empty()) {
+        return out;
+    }
+    // The prefixes `<bos> s n`: their log-probabilities (for the log-perplexity of s) and their
+    // final states, one padded batch.
+    let prefixes: Vec<Vec<i64>> = items.iter().map(|it| [&[BOS][..], it.s, it.n].concat()).collect();
+    let refs: Vec<&[i64]> = prefixes.iter().map(Vec::as_slice).collect();
+    let padded = pad_batch(&refs, device);
+    let (prefix_lp, pw) = {
+        let lp = lm.token_logprobs(&lm.forward, &padded, false).to_device(Device::Cpu);
+        let width = lp.size()[1] as usize;
+        (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
+    };
+    let fwd_s: Vec<f32> = items.iter().enumerate().map(|(i, it)| mean_nll(&prefix_lp[i * pw..i * pw + it.s.len()])).collect();
+    let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
+    let (state, top) = lm.encode_prefixes(&lm.forward, &padded, &lengths);
+    let tch::nn::LSTMState((h, c)) = &state;
+
+    let mut order: Vec<(usize, usize)> = items.iter().enumerate().flat_map(|(i, it)| (0..it.endings.len()).map(move |e| (i, e))).collect();
+    order.sort_by_key(|&(i, e)| (items[i].s.len() + items[i].n.len() + items[i].endings[e].len(), i, e));
+    for chunk in order.chunks(batch.max(1)) {
         let b = chunk.len() as i64;
-        let v = pad_batch(chunk, device);
+        let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>()).to_device(device);
+        let endings: Vec<&[i64]> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
+        let v = pad_batch(&endings, device);
         let lv = v.size()[1];
         // Outputs that predict v[0], v[1], ...: the prefix's last output, then one per ending token.
-        let tch::nn::LSTMState((h, c)) = &state;
-        let expanded = tch::nn::LSTMState((h.expand([-1, b, -1], false).contiguous(), c.expand([-1, b, -1], false).contiguous()));
-        let first = top.expand([b, -1], false).unsqueeze(1);
+        let first = top.index_select(0, &rows).unsqueeze(1);
         let outputs = if lv > 1 {
+            let expanded = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
             let (rest, _) = tch::nn::RNN::seq_init(&lm.forward.lstm, &lm.embed(&v.narrow(1, 0, lv - 1), false), &expanded);
             Tensor::cat(&[first, rest], 1)
         } else {
@@ -196,25 +222,41 @@ pub fn item_features(lm: &BiLm, s: &[i64], n: &[i64], endings: &[&[i64]], batch:
         };
         let lp = lm.logits(&lm.forward, &outputs).log_softmax(-1, Kind::Float).gather(2, &v.unsqueeze(2), false).squeeze_dim(2);
         let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1)).expect("f32 log-probabilities");
-        let bwd: Vec<Vec<i64>> = chunk.iter().map(|v| backward_sequence(s, n, v)).collect();
+        let bwd: Vec<Vec<i64>> = chunk.iter().map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e])).collect();
         let (blp, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
-        for (i, v) in chunk.iter().enumerate() {
-            let (ls, ln, nv) = (s.len(), n.len(), v.len());
-            let frow = &lp[i * lv as usize..i * lv as usize + nv];
-            let brow = &blp[i * bw..(i + 1) * bw];
-            out.push([
+        debug_assert_eq!(b as usize, chunk.len());
+        for (r, &(i, e)) in chunk.iter().enumerate() {
+            let (ls, ln, nv) = (items[i].s.len(), items[i].n.len(), items[i].endings[e].len());
+            let frow = &lp[r * lv as usize..r * lv as usize + nv];
+            let brow = &blp[r * bw..(r + 1) * bw];
+            out[i][e] = [
                 mean_nll(frow),
                 mean_nll(&brow[..nv]),
                 mean_nll(&brow[nv..nv + ln + ls]),
-                fwd_s,
+                fwd_s[i],
                 frow.last().copied().unwrap_or(0.0),
                 nv as f32,
                 ln as f32,
                 ls as f32,
-            ]);
+            ];
         }
     }
     out
+}
+
+/// Each prefix's distribution of the first sampled token (banned tokens removed, as in
+/// [`sample`]), on the host: for checking reduced precision against fp32.
+pub fn first_token_distribution(lm: &BiLm, prefixes: &[&[i64]], s: &SampleSettings) -> Vec<Vec<f32>> {
+    let _guard = tch::no_grad_guard();
+    let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
+    let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
+    let vocab = lm.shape.vocab;
+    let mut logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float) / s.temperature;
+    let banned: Vec<i64> = [PAD, UNK, BOS, EOS].into_iter().chain(s.stop.iter().copied()).filter(|&t| t < vocab).collect();
+    let _ = logits.index_fill_(1, &Tensor::from_slice(&banned).to_device(s.device), f64::NEG_INFINITY);
+    let p = logits.softmax(-1, Kind::Float).to_device(Device::Cpu);
+    let flat = Vec::<f32>::try_from(p.flatten(0, -1)).expect("f32 probabilities");
+    flat.chunks(vocab as usize).map(<[f32]>::to_vec).collect()
 }
 
 #[cfg(test)]
@@ -291,12 +333,20 @@ mod tests {
     fn check_item_features(lm: &BiLm) {
         let (s, n): (&[i64], &[i64]) = (&[5, 6, 7, 8], &[9, 10]);
         let endings: Vec<&[i64]> = vec![&[11, 12, 4], &[13], &[14, 15, 16, 17, 18, 4]];
-        let fast = item_features(lm, s, n, &endings, 2, Device::Cpu);
-        let inputs: Vec<FeatureInput> = endings.iter().map(|v| FeatureInput { s, n, v }).collect();
-        let general = features(lm, &inputs, 8, Device::Cpu);
-        for (a, b) in fast.iter().zip(&general) {
-            for (x, y) in a.iter().zip(b) {
-                assert!((x - y).abs() < 1e-4, "{a:?} vs {b:?}");
+        // A second item with a longer context and other endings: scored together, in batches
+        // of 2 that mix the items.
+        let (s2, n2): (&[i64], &[i64]) = (&[7, 6, 5, 9, 9, 10, 11], &[12]);
+        let endings2: Vec<&[i64]> = vec![&[13, 14], &[4], &[15, 16, 17, 4]];
+        let items = [ItemEndings { s, n, endings: endings.clone() }, ItemEndings { s: s2, n: n2, endings: endings2.clone() }];
+        let fast = items_features(lm, &items, 2, Device::Cpu);
+        assert_eq!(fast.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3]);
+        for (item, got) in items.iter().zip(&fast) {
+            let inputs: Vec<FeatureInput> = item.endings.iter().map(|v| FeatureInput { s: item.s, n: item.n, v }).collect();
+            let general = features(lm, &inputs, 8, Device::Cpu);
+            for (a, b) in got.iter().zip(&general) {
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() < 1e-4, "{a:?} vs {b:?}");
+                }
             }
         }
     }

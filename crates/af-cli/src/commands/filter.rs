@@ -19,6 +19,7 @@ use crate::stage::StageContext;
 pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let config = ctx.config;
     let (pool, table, summary, device) = load(config)?;
+    let host_after_table = crate::resources::host_peak_bytes();
     let k = config.filter.k;
     tracing::info!(
         "filter: {} items, {} candidates ({} words, {} POS-view ids, {:.1} tokens on average, up to {}; {:.2} GB on {device:?})",
@@ -30,7 +31,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         summary.max_tokens,
         summary.device_bytes as f64 / 1e9
     );
-    af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    let mut table_json = serde_json::to_value(&summary)?;
+    // The pool is read one part at a time: this is what reading it and building the table took.
+    table_json["peak_host_bytes_after_table"] = serde_json::json!(host_after_table);
+    af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
         let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;

@@ -7,13 +7,19 @@
 //! takes the blocks with `block % N == I`, and every block is computed the same way whatever
 //! the sharding, with random numbers drawn from per-item seeds, so the merged pool equals an
 //! unsharded run's.
+//!
+//! The device samples and scores block b+1 while a writer thread writes block b's part and adds
+//! it to the pool statistics, so host memory holds at most two blocks' candidates, and the
+//! report needs no second pass over the pool (blocks done by an earlier run or another shard are
+//! read back for it).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use af_core::{Candidate, Item};
 use af_nn::lm::BiLm;
-use af_nn::sample::{item_features, sample, SampleJob, SampleSettings};
+use af_nn::runtime::in_precision;
+use af_nn::sample::{first_token_distribution, items_features, sample, ItemEndings, SampleJob, SampleSettings};
 use af_text::{detokenize, Vocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -49,6 +55,7 @@ fn run_block(
     batch: usize,
     seed: u64,
     device: Device,
+    mixed: bool,
 ) -> Vec<Candidate> {
     let enc: Vec<Encoded> = block
         .iter()
@@ -106,7 +113,7 @@ fn run_block(
                     .iter()
                     .map(|&i| SampleJob { prefix: &enc[i].prefix, count: wanted[i], uniforms: &uniforms[i] })
                     .collect();
-                let drawn = sample(lm, &jobs, settings);
+                let drawn = in_precision(mixed, device, || sample(lm, &jobs, settings));
                 for (&i, endings_drawn) in members[start..end].iter().zip(drawn) {
                     for e in endings_drawn {
                         if found[i].len() == endings {
@@ -122,14 +129,30 @@ fn run_block(
         }
     }
 
-    // Features of the gold and every candidate, batched per fold.
+    // Features of the gold and every candidate, the block's items of one fold together.
+    let mut feats: Vec<Vec<[f32; 8]>> = vec![Vec::new(); block.len()];
+    let mut folds: Vec<u32> = block.iter().map(|(_, item)| item.fold).collect();
+    folds.sort_unstable();
+    folds.dedup();
+    for fold in folds {
+        let members: Vec<usize> = (0..block.len()).filter(|&i| block[i].1.fold == fold).collect();
+        let jobs: Vec<ItemEndings> = members
+            .iter()
+            .map(|&i| ItemEndings {
+                s: &enc[i].s,
+                n: &enc[i].n,
+                endings: std::iter::once(enc[i].v.as_slice()).chain(found[i].iter().map(Vec::as_slice)).collect(),
+            })
+            .collect();
+        let (_, lm) = &models[&fold];
+        for (&i, f) in members.iter().zip(in_precision(mixed, device, || items_features(lm, &jobs, batch, device))) {
+            feats[i] = f;
+        }
+    }
     let mut rows = Vec::new();
     for (i, (index, item)) in block.iter().enumerate() {
-        let (_, lm) = &models[&item.fold];
         let e = &enc[i];
-        let endings: Vec<&[i64]> = std::iter::once(e.v.as_slice()).chain(found[i].iter().map(Vec::as_slice)).collect();
-        let feats = item_features(lm, &e.s, &e.n, &endings, batch, device);
-        for (c, f) in feats.into_iter().enumerate() {
+        for (c, f) in std::mem::take(&mut feats[i]).into_iter().enumerate() {
             let (ending, tokens, truncated) = if c == 0 {
                 (item.ending.clone(), e.v.len() as u32, false)
             } else {
@@ -152,6 +175,49 @@ fn run_block(
     rows
 }
 
+/// How far mixed precision moves what the stage computes, on one block's items with the real
+/// LMs: the first sampled token's distribution (total variation distance to fp32's) and the
+/// LM features of the gold endings (largest absolute difference per feature).
+#[derive(Serialize)]
+struct PrecisionCheck {
+    items: usize,
+    first_token_tv_mean: f64,
+    first_token_tv_max: f64,
+    feature_max_abs_difference: [f32; 8],
+}
+
+fn precision_check(block: &[(usize, &Item)], models: &HashMap<u32, (nn::VarStore, BiLm)>, vocab: &Vocab, settings: &SampleSettings, device: Device) -> PrecisionCheck {
+    let (mut tv_sum, mut tv_max, mut n) = (0.0f64, 0.0f64, 0usize);
+    let mut diff = [0f32; 8];
+    for (fold, (_, lm)) in models {
+        let items: Vec<&Item> = block.iter().map(|(_, item)| *item).filter(|item| item.fold == *fold).collect();
+        if items.is_empty() {
+            continue;
+        }
+        let enc: Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> =
+            items.iter().map(|item| (encode(vocab, &item.context), encode(vocab, &item.noun_phrase), encode(vocab, &item.ending))).collect();
+        let prefixes: Vec<Vec<i64>> = enc.iter().map(|(s, n, _)| [&[af_nn::lm::BOS][..], s, n].concat()).collect();
+        let refs: Vec<&[i64]> = prefixes.iter().map(Vec::as_slice).collect();
+        let full = first_token_distribution(lm, &refs, settings);
+        let mixed = in_precision(true, device, || first_token_distribution(lm, &refs, settings));
+        for (p, q) in full.iter().zip(&mixed) {
+            let tv = 0.5 * p.iter().zip(q).map(|(a, b)| f64::from((a - b).abs())).sum::<f64>();
+            tv_sum += tv;
+            tv_max = tv_max.max(tv);
+            n += 1;
+        }
+        let jobs: Vec<ItemEndings> = enc.iter().map(|(s, n, v)| ItemEndings { s, n, endings: vec![v.as_slice()] }).collect();
+        let full = items_features(lm, &jobs, settings.max_tokens.max(256), device);
+        let mixed = in_precision(true, device, || items_features(lm, &jobs, settings.max_tokens.max(256), device));
+        for (a, b) in full.iter().flatten().zip(mixed.iter().flatten()) {
+            for f in 0..8 {
+                diff[f] = diff[f].max((a[f] - b[f]).abs());
+            }
+        }
+    }
+    PrecisionCheck { items: n, first_token_tv_mean: tv_sum / n.max(1) as f64, first_token_tv_max: tv_max, feature_max_abs_difference: diff }
+}
+
 #[derive(Serialize)]
 struct GenerateReport {
     items: usize,
@@ -165,6 +231,87 @@ struct GenerateReport {
     distinct_2: f64,
     mean_gold_fwd_logppl_v_given_sn: f64,
     mean_generated_fwd_logppl_v_given_sn: f64,
+    /// `fp32` or `mixed` (CUDA autocast), as this run sampled and scored.
+    precision: &'static str,
+    /// For `mixed`: how far it moved the numbers (`precision-check.json`, from this or an
+    /// earlier run of the stage).
+    precision_check: Option<serde_json::Value>,
+}
+
+/// One part's share of the pool statistics; parts are summed in block order, so the report is
+/// the same whether a block was counted as it was written or read back by a later run.
+#[derive(Default)]
+struct PartStats {
+    items: HashSet<u32>,
+    per_item: HashMap<u32, usize>,
+    generated: usize,
+    truncated: usize,
+    unigrams: HashSet<String>,
+    bigrams: HashSet<(String, String)>,
+    n_unigrams: usize,
+    n_bigrams: usize,
+    gold_ppl: f64,
+    generated_ppl: f64,
+}
+
+impl PartStats {
+    fn of(rows: &[Candidate]) -> Self {
+        let mut s = Self::default();
+        for row in rows {
+            s.items.insert(row.item_index);
+            if row.is_gold() {
+                s.gold_ppl += f64::from(row.features[0]);
+                continue;
+            }
+            s.generated += 1;
+            s.truncated += usize::from(row.truncated);
+            s.generated_ppl += f64::from(row.features[0]);
+            *s.per_item.entry(row.item_index).or_default() += 1;
+            let toks = af_text::tokenize::tokenize_owned(&row.ending);
+            s.n_unigrams += toks.len();
+            s.n_bigrams += toks.len().saturating_sub(1);
+            for w in toks.windows(2) {
+                s.bigrams.insert((w[0].clone(), w[1].clone()));
+            }
+            s.unigrams.extend(toks);
+        }
+        s
+    }
+}
+
+fn report(parts: BTreeMap<usize, PartStats>, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>) -> anyhow::Result<GenerateReport> {
+    let mut all = PartStats::default();
+    for (_, p) in parts {
+        all.items.extend(p.items);
+        for (item, c) in p.per_item {
+            *all.per_item.entry(item).or_default() += c;
+        }
+        all.generated += p.generated;
+        all.truncated += p.truncated;
+        all.unigrams.extend(p.unigrams);
+        all.bigrams.extend(p.bigrams);
+        all.n_unigrams += p.n_unigrams;
+        all.n_bigrams += p.n_bigrams;
+        all.gold_ppl += p.gold_ppl;
+        all.generated_ppl += p.generated_ppl;
+    }
+    anyhow::ensure!(all.items.len() == n_items, "the pool covers {} items, the items file has {n_items}", all.items.len());
+    let full = all.per_item.values().filter(|&&c| c == endings).count();
+    Ok(GenerateReport {
+        items: n_items,
+        endings_wanted: endings,
+        endings_generated: all.generated,
+        items_with_all_endings: full,
+        items_short: n_items - full,
+        share_with_all_endings: full as f64 / n_items.max(1) as f64,
+        truncated_share: all.truncated as f64 / all.generated.max(1) as f64,
+        distinct_1: all.unigrams.len() as f64 / all.n_unigrams.max(1) as f64,
+        distinct_2: all.bigrams.len() as f64 / all.n_bigrams.max(1) as f64,
+        mean_gold_fwd_logppl_v_given_sn: all.gold_ppl / n_items.max(1) as f64,
+        mean_generated_fwd_logppl_v_given_sn: all.generated_ppl / all.generated.max(1) as f64,
+        precision,
+        precision_check: check,
+    })
 }
 
 /// Returns whether the pool is complete (every block done), so that the runner can record it.
@@ -179,6 +326,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     let lm_dir = ctx.stage_dir(StageName::Lm);
     let vocab = load_vocab(&lm_dir)?;
     let device = super::device(config)?;
+    let mixed = g.precision.mixed_on(device.is_cuda());
+    let precision = if mixed { "mixed" } else { "fp32" };
     let pool = ctx.dir.join("pool");
     std::fs::create_dir_all(&pool)?;
 
@@ -198,19 +347,47 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
             models.insert(fold, load_fold(config, &vocab, &lm_dir, fold, device)?);
         }
     }
+    let check_path = ctx.dir.join("precision-check.json");
+    if mixed && !todo.is_empty() {
+        let check = precision_check(blocks[todo[0]], &models, &vocab, &settings, device);
+        tracing::info!(
+            "generate: mixed precision moves the first token's distribution by {:.2e} (mean TV distance) and the LM features by at most {:.3}",
+            check.first_token_tv_mean,
+            check.feature_max_abs_difference.iter().copied().fold(0f32, f32::max)
+        );
+        af_core::atomic::write(&check_path, serde_json::to_string_pretty(&check)?.as_bytes())?;
+    }
     let todo_items: usize = todo.iter().map(|&b| blocks[b].len()).sum();
     let bar = crate::progress::bar(todo_items as u64, "items");
     let start = Instant::now();
-    let mut generated = 0usize;
-    for &b in &todo {
-        let rows = run_block(blocks[b], &models, &vocab, &settings, g.endings, g.max_rounds, g.batch_sequences, config.run.seed, device);
-        generated += rows.iter().filter(|r| !r.is_gold()).count();
-        af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
-        bar.inc(blocks[b].len() as u64);
-        bar.set_message(format!("{:.0} endings/s", generated as f64 / start.elapsed().as_secs_f64()));
-    }
+    // The writer: writes each block's part and counts it, while the device goes on.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
+    let written = std::thread::scope(|scope| -> anyhow::Result<BTreeMap<usize, PartStats>> {
+        let writer = scope.spawn(|| -> anyhow::Result<BTreeMap<usize, PartStats>> {
+            let mut stats = BTreeMap::new();
+            let mut generated = 0usize;
+            for (b, rows) in receiver {
+                af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
+                let part = PartStats::of(&rows);
+                generated += part.generated;
+                stats.insert(b, part);
+                bar.inc(blocks[b].len() as u64);
+                bar.set_message(format!("{:.0} endings/s", generated as f64 / start.elapsed().as_secs_f64()));
+            }
+            Ok(stats)
+        });
+        for &b in &todo {
+            let rows = run_block(blocks[b], &models, &vocab, &settings, g.endings, g.max_rounds, g.batch_sequences, config.run.seed, device, mixed);
+            if sender.send((b, rows)).is_err() {
+                break; // the writer failed: its error is reported below
+            }
+        }
+        drop(sender);
+        writer.join().map_err(|_| anyhow::anyhow!("the pool writer panicked"))?
+    })?;
     bar.finish_and_clear();
     if !todo.is_empty() {
+        let generated: usize = written.values().map(|p| p.generated).sum();
         tracing::info!(
             "generate: {generated} endings for {todo_items} items in {:.1} s ({:.0} endings/s)",
             start.elapsed().as_secs_f64(),
@@ -222,7 +399,15 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
         println!("generate: shard {shard}/{shards} done; {missing} blocks of other shards are missing. Run `af generate` without --shard once all shards finished, to check the pool and write its report.");
         return Ok(false);
     }
-    let report = summarize(&pool, items.len(), g.endings)?;
+    // Blocks written by an earlier run or another shard are read back to be counted.
+    let mut stats = written;
+    for b in 0..blocks.len() {
+        if let std::collections::btree_map::Entry::Vacant(slot) = stats.entry(b) {
+            slot.insert(PartStats::of(&af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?));
+        }
+    }
+    let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
+    let report = report(stats, items.len(), g.endings, precision, check)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
     println!(
@@ -258,47 +443,41 @@ fn samples(pool: &std::path::Path, items: &[Item], n_items: usize, per_item: usi
     Ok(out)
 }
 
-/// Pool statistics, read back from the part files one at a time.
-fn summarize(pool: &std::path::Path, n_items: usize, endings: usize) -> anyhow::Result<GenerateReport> {
-    let mut per_item: HashMap<u32, usize> = HashMap::new();
-    let (mut generated, mut truncated) = (0usize, 0usize);
-    let (mut uni, mut bi): (HashSet<String>, HashSet<(String, String)>) = (HashSet::new(), HashSet::new());
-    let (mut n_uni, mut n_bi) = (0usize, 0usize);
-    let (mut gold_ppl, mut gen_ppl) = (0.0f64, 0.0f64);
-    let mut seen_items = HashSet::new();
-    for part in af_io::pool::parts(pool)? {
-        for row in af_io::pool::read_part(&part)? {
-            seen_items.insert(row.item_index);
-            if row.is_gold() {
-                gold_ppl += f64::from(row.features[0]);
-                continue;
-            }
-            generated += 1;
-            truncated += usize::from(row.truncated);
-            gen_ppl += f64::from(row.features[0]);
-            *per_item.entry(row.item_index).or_default() += 1;
-            let toks = af_text::tokenize::tokenize_owned(&row.ending);
-            n_uni += toks.len();
-            n_bi += toks.len().saturating_sub(1);
-            for w in toks.windows(2) {
-                bi.insert((w[0].clone(), w[1].clone()));
-            }
-            uni.extend(toks);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the CPU autocast does nothing, so the check must find no difference at all; this runs
+    /// the code path the GPU takes before its first block.
+    #[test]
+    fn the_precision_check_measures_nothing_where_nothing_changes() {
+        let words: HashMap<String, u64> = ["a", "man", "walks", "dog", ".", "the", "runs"].iter().map(|w| (w.to_string(), 5)).collect();
+        let vocab = Vocab::from_counts(&words, 1);
+        let mut models = HashMap::new();
+        for fold in 0..2u32 {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let lm = BiLm::new(&vs.root(), af_nn::lm::LmShape { vocab: vocab.len() as i64, embedding: 8, hidden: 8, layers: 1, dropout: 0.0 });
+            models.insert(fold, (vs, lm));
         }
+        let items: Vec<Item> = (0..3)
+            .map(|i| Item {
+                id: format!("i{i}"),
+                group: format!("g{i}"),
+                fold: i % 2,
+                context: "a man walks .".into(),
+                noun_phrase: "the dog".into(),
+                ending: "runs .".into(),
+                context_tokens: 4,
+                noun_phrase_tokens: 2,
+                ending_tokens: 2,
+            })
+            .collect();
+        let block: Vec<(usize, &Item)> = items.iter().enumerate().collect();
+        let settings = SampleSettings { max_tokens: 5, temperature: 1.0, stop: vec![i64::from(vocab.id("."))], device: Device::Cpu };
+        let check = precision_check(&block, &models, &vocab, &settings, Device::Cpu);
+        assert_eq!(check.items, 3);
+        assert_eq!((check.first_token_tv_mean, check.first_token_tv_max), (0.0, 0.0));
+        assert_eq!(check.feature_max_abs_difference, [0.0; 8]);
     }
-    anyhow::ensure!(seen_items.len() == n_items, "the pool covers {} items, the items file has {n_items}", seen_items.len());
-    let full = per_item.values().filter(|&&c| c == endings).count();
-    Ok(GenerateReport {
-        items: n_items,
-        endings_wanted: endings,
-        endings_generated: generated,
-        items_with_all_endings: full,
-        items_short: n_items - full,
-        share_with_all_endings: full as f64 / n_items.max(1) as f64,
-        truncated_share: truncated as f64 / generated.max(1) as f64,
-        distinct_1: uni.len() as f64 / n_uni.max(1) as f64,
-        distinct_2: bi.len() as f64 / n_bi.max(1) as f64,
-        mean_gold_fwd_logppl_v_given_sn: gold_ppl / n_items.max(1) as f64,
-        mean_generated_fwd_logppl_v_given_sn: gen_ppl / generated.max(1) as f64,
-    })
 }
