@@ -97,6 +97,25 @@ pub enum BenchCommand {
         #[arg(long, default_value = "auto")]
         device: String,
     },
+    /// The filter's pool loading on a synthetic pool of any size (no LM needed): index the
+    /// Parquet parts, then build the committee's table one part at a time. Reports seconds, the
+    /// table's bytes on the device and the peak host memory of the build, which the part size
+    /// bounds rather than the pool size.
+    Pool {
+        #[arg(long, default_value_t = 2_000)]
+        items: usize,
+        /// Generated endings per item (the gold makes one more).
+        #[arg(long, default_value_t = 1023)]
+        per_item: usize,
+        /// Items per Parquet part (as `[generate] block-items`).
+        #[arg(long, default_value_t = 64)]
+        block_items: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// Where to write the synthetic pool (default: a temporary directory, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -218,6 +237,44 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
                 "instances": instances, "dim": dim, "m": m, "t": t, "steps": steps,
                 "predictions": predicted.len() * instances,
                 "seconds_per_iteration": seconds,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Pool { items, per_item, block_items, device, dir } => {
+            use super::committee::{candidate_table, write_synthetic_pool, Pool};
+            let device = super::device_named(&device)?;
+            let temp = tempfile::tempdir()?;
+            let dir = dir.unwrap_or_else(|| temp.path().to_path_buf());
+            let start = Instant::now();
+            write_synthetic_pool(&dir, items, per_item, block_items)?;
+            let write_seconds = start.elapsed().as_secs_f64();
+            let tagger = super::load_tagger(None)?;
+            crate::resources::reset_host_peak();
+            let base = crate::resources::host_peak_bytes();
+            let start = Instant::now();
+            let pool = Pool::load(&dir)?;
+            let index_seconds = start.elapsed().as_secs_f64();
+            let start = Instant::now();
+            let (table, summary) = candidate_table(&pool, &af_core::CommitteeConfig::default(), &tagger, device)?;
+            let table_seconds = start.elapsed().as_secs_f64();
+            let out = json!({
+                "benchmark": "pool",
+                "machine": machine(),
+                "device": format!("{device:?}"),
+                "items": items,
+                "rows": pool.rows,
+                "block_items": block_items,
+                "mean_tokens": summary.mean_tokens,
+                "max_tokens": summary.max_tokens,
+                "write_seconds": write_seconds,
+                "index_seconds": index_seconds,
+                "table_seconds": table_seconds,
+                "rows_per_second": pool.rows as f64 / table_seconds,
+                "table_device_bytes": table.bytes(),
+                "host_bytes_before": base,
+                "peak_host_bytes": crate::resources::host_peak_bytes(),
+                "device_bytes_in_use": af_nn::runtime::device_bytes_in_use(device),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)

@@ -428,56 +428,65 @@ pub fn load(config: &Config) -> anyhow::Result<(Pool, CandidateTable, TableSumma
     Ok((pool, table, summary, device))
 }
 
+/// Writes a synthetic run directory (`pairs/items.jsonl` and `generate/pool`): `items` items of
+/// `per_item` generated endings (3 to 20 tokens), `part_items` items per part. For tests and
+/// `af bench pool`, which need a pool of any size without an LM.
+pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_items: usize) -> anyhow::Result<()> {
+    const WORDS: [&str; 24] = [
+        "the", "man", "walks", "a", "dog", "slowly", "runs", "away", "to", "park", "quickly", "sits",
+        "woman", "then", "ball", "water", "jumps", "over", "fence", "and", "smiles", "at", "camera", "again",
+    ];
+    let all: Vec<Item> = (0..items)
+        .map(|i| Item {
+            id: format!("item-{i}"),
+            group: format!("g{}", i / 2),
+            fold: (i % 2) as u32,
+            context: "someone is outside .".into(),
+            noun_phrase: if i % 3 == 0 { "the man".into() } else { "a dog".into() },
+            ending: format!("{} {} .", WORDS[i % 24], WORDS[(i * 5) % 24]),
+            context_tokens: 4,
+            noun_phrase_tokens: 2,
+            ending_tokens: 3,
+        })
+        .collect();
+    std::fs::create_dir_all(dir.join("pairs"))?;
+    af_io::items::write_items(&dir.join("pairs/items.jsonl"), &all)?;
+    let pool = dir.join("generate/pool");
+    std::fs::create_dir_all(&pool)?;
+    for (block, chunk) in all.chunks(part_items.max(1)).enumerate() {
+        let first = block * part_items.max(1);
+        let mut rows = Vec::with_capacity(chunk.len() * (per_item + 1));
+        for (i, item) in chunk.iter().enumerate().map(|(j, item)| (first + j, item)) {
+            for c in 0..=per_item {
+                let ending = if c == 0 {
+                    item.ending.clone()
+                } else {
+                    (0..2 + (i * 7 + c * 3) % 18).map(|j| WORDS[(i * 3 + c * 7 + j * 5) % 24]).collect::<Vec<_>>().join(" ") + " ."
+                };
+                rows.push(Candidate {
+                    item_index: i as u32,
+                    item_id: item.id.clone(),
+                    fold: item.fold,
+                    candidate: c as u32,
+                    tokens: ending.split(' ').count() as u32,
+                    ending,
+                    truncated: false,
+                    features: std::array::from_fn(|f| (i * 31 + c * 7 + f) as f32 % 11.0),
+                });
+            }
+        }
+        af_io::pool::write_part(&af_io::pool::part_path(&pool, block), &rows)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A run directory with `items` items of `per_item` generated endings each, its pool cut into
-    /// parts of `part_items` items.
     fn run_dir(items: usize, per_item: usize, part_items: usize) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let words = ["the", "man", "walks", "a", "dog", "slowly", "runs", "away", "to", "park", "quickly", "sits"];
-        let all: Vec<Item> = (0..items)
-            .map(|i| Item {
-                id: format!("item-{i}"),
-                group: format!("g{}", i / 2),
-                fold: (i % 2) as u32,
-                context: "someone is outside .".into(),
-                noun_phrase: if i % 3 == 0 { "the man".into() } else { "a dog".into() },
-                ending: format!("{} {} .", words[i % 12], words[(i * 5) % 12]),
-                context_tokens: 4,
-                noun_phrase_tokens: 2,
-                ending_tokens: 3,
-            })
-            .collect();
-        std::fs::create_dir_all(dir.path().join("pairs")).unwrap();
-        af_io::items::write_items(&dir.path().join("pairs/items.jsonl"), &all).unwrap();
-        let pool = dir.path().join("generate/pool");
-        std::fs::create_dir_all(&pool).unwrap();
-        for (block, chunk) in all.chunks(part_items).enumerate() {
-            let mut rows = Vec::new();
-            for item in chunk {
-                let i: usize = item.id[5..].parse().unwrap();
-                for c in 0..=per_item {
-                    let ending = if c == 0 {
-                        item.ending.clone()
-                    } else {
-                        (0..1 + (i + c) % 7).map(|j| words[(i * 3 + c * 7 + j) % 12]).collect::<Vec<_>>().join(" ") + " ."
-                    };
-                    rows.push(Candidate {
-                        item_index: i as u32,
-                        item_id: item.id.clone(),
-                        fold: item.fold,
-                        candidate: c as u32,
-                        tokens: ending.split(' ').count() as u32,
-                        ending,
-                        truncated: false,
-                        features: std::array::from_fn(|f| (i * 31 + c * 7 + f) as f32 % 11.0),
-                    });
-                }
-            }
-            af_io::pool::write_part(&af_io::pool::part_path(&pool, block), &rows).unwrap();
-        }
+        write_synthetic_pool(dir.path(), items, per_item, part_items).unwrap();
         dir
     }
 
