@@ -151,6 +151,93 @@ fn fill_indicator(row: &mut [i32], marked: &std::ops::Range<usize>) {
     }
 }
 
+/// What a saved table's directory says about it (`table.json`).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct SavedTable {
+    rows: i64,
+    width: i64,
+    vocab: i64,
+    pos_vocab: i64,
+    min_len: i64,
+    /// Rows per file; file i holds rows i*rows_per_file.. (the last fewer).
+    rows_per_file: i64,
+    files: usize,
+}
+
+impl CandidateTable {
+    /// Writes the table to `dir` as `table.json` and `part-NNN.safetensors` files of at most
+    /// `rows_per_file` rows each, so that the host holds one file's rows at a time.
+    pub fn save(&self, dir: &std::path::Path, rows_per_file: i64) -> Result<(), NnError> {
+        let bad = |path: &std::path::Path, e: &dyn std::fmt::Display| NnError::Checkpoint { path: path.to_path_buf(), message: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(|e| bad(dir, &e))?;
+        let per = rows_per_file.max(1);
+        let files = (self.rows + per - 1) / per;
+        let lengths = Tensor::from_slice(&self.lengths.iter().map(|&l| l as i16).collect::<Vec<_>>());
+        for f in 0..files {
+            let (start, n) = (f * per, per.min(self.rows - f * per));
+            let cpu = |t: &Tensor| t.narrow(0, start, n).to_device(Device::Cpu).contiguous();
+            let named = [
+                ("words", cpu(&self.words)),
+                ("pos", cpu(&self.pos)),
+                ("indicator", cpu(&self.indicator)),
+                ("features", cpu(&self.features)),
+                ("lengths", lengths.narrow(0, start, n).contiguous()),
+            ];
+            let path = dir.join(format!("part-{f:03}.safetensors"));
+            Tensor::write_safetensors(&named, &path).map_err(|e| bad(&path, &e))?;
+        }
+        let meta = SavedTable {
+            rows: self.rows,
+            width: self.words.size()[1],
+            vocab: self.vocab,
+            pos_vocab: self.pos_vocab,
+            min_len: self.min_len,
+            rows_per_file: per,
+            files: files as usize,
+        };
+        let path = dir.join("table.json");
+        // Written last: a directory without it is an interrupted save.
+        std::fs::write(&path, serde_json::to_string_pretty(&meta).expect("plain struct")).map_err(|e| bad(&path, &e))
+    }
+
+    /// Reads a table written by [`CandidateTable::save`] onto `device`, one file at a time.
+    pub fn load(dir: &std::path::Path, device: Device) -> Result<Self, NnError> {
+        let bad = |path: &std::path::Path, message: String| NnError::Checkpoint { path: path.to_path_buf(), message };
+        let meta_path = dir.join("table.json");
+        let text = std::fs::read_to_string(&meta_path).map_err(|e| bad(&meta_path, e.to_string()))?;
+        let meta: SavedTable = serde_json::from_str(&text).map_err(|e| bad(&meta_path, format!("not a saved table: {e}")))?;
+        let (rows, width) = (meta.rows, meta.width);
+        let words = Tensor::zeros([rows, width], (id_kind(meta.vocab), device));
+        let pos = Tensor::zeros([rows, width], (id_kind(meta.pos_vocab), device));
+        let indicator = Tensor::zeros([rows, width], (Kind::Int8, device));
+        let features = Tensor::zeros([rows, 8], (Kind::Float, device));
+        let mut lengths = Vec::with_capacity(rows as usize);
+        let mut at = 0;
+        for f in 0..meta.files {
+            let path = dir.join(format!("part-{f:03}.safetensors"));
+            let named: HashMap<String, Tensor> = Tensor::read_safetensors(&path).map_err(|e| bad(&path, e.to_string()))?.into_iter().collect();
+            let get = |name: &str| named.get(name).ok_or_else(|| bad(&path, format!("no tensor `{name}`")));
+            let n = get("lengths")?.size()[0];
+            if at + n > rows {
+                return Err(bad(&path, format!("more rows than the {rows} of table.json")));
+            }
+            for (dst, name) in [(&words, "words"), (&pos, "pos"), (&indicator, "indicator"), (&features, "features")] {
+                let src = get(name)?;
+                if src.size()[0] != n || src.size()[1] != dst.size()[1] || src.kind() != dst.kind() {
+                    return Err(bad(&path, format!("`{name}` is {:?} {:?}, expected [{n}, {}] {:?}", src.size(), src.kind(), dst.size()[1], dst.kind())));
+                }
+                dst.narrow(0, at, n).copy_(src);
+            }
+            lengths.extend(Vec::<i16>::try_from(get("lengths")?).map_err(|e| bad(&path, e.to_string()))?.into_iter().map(|l| l as u16));
+            at += n;
+        }
+        if at != rows {
+            return Err(bad(dir, format!("{at} rows in the files, {rows} in table.json")));
+        }
+        Ok(Self { words, pos, indicator, features, rows, lengths, vocab: meta.vocab, pos_vocab: meta.pos_vocab, min_len: meta.min_len, device })
+    }
+}
+
 /// A candidate before the vocabularies are known: ids into a run-wide list of distinct words
 /// (in order of first sight), and tag ids.
 pub struct RawCandidate<'a> {
@@ -781,6 +868,23 @@ mod tests {
         for (head, s) in &all {
             assert!(head == "mlp" || s.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-4), "{head}: {s:?}");
         }
+    }
+
+    #[test]
+    fn a_saved_table_loads_back_equal() {
+        let (table, _) = planted(7, 4, 3);
+        let dir = tempfile::tempdir().unwrap();
+        table.save(dir.path(), 5).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1 + 6, "28 rows in files of 5, and table.json");
+        let back = CandidateTable::load(dir.path(), Device::Cpu).unwrap();
+        for (a, b) in [(&table.words, &back.words), (&table.pos, &back.pos), (&table.indicator, &back.indicator), (&table.features, &back.features)] {
+            assert_eq!(a.kind(), b.kind());
+            assert!(a.equal(b));
+        }
+        assert_eq!((back.rows, back.vocab, back.pos_vocab, back.min_len, &back.lengths), (table.rows, table.vocab, table.pos_vocab, table.min_len, &table.lengths));
+        std::fs::remove_file(dir.path().join("part-003.safetensors")).unwrap();
+        let e = CandidateTable::load(dir.path(), Device::Cpu).err().unwrap().to_string();
+        assert!(e.contains("part-003.safetensors"), "{e}");
     }
 
     #[test]

@@ -82,17 +82,30 @@ impl Pool {
         (self.offsets[i] + c as usize) as i64
     }
 
-    /// Calls `f` with each part's candidates in row order, with the row of the first; one part
-    /// in memory at a time.
+    /// Calls `f` with each part's candidates in row order, with the row of the first. A reader
+    /// thread decodes the next part while `f` works on this one, so at most three parts are in
+    /// memory (the one in `f`, the one decoded, the one being decoded).
     pub fn for_each_part(&self, mut f: impl FnMut(usize, &[Candidate]) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        let mut row = 0;
-        for part in &self.parts {
-            let rows = af_io::pool::read_part(part)?;
-            f(row, &rows)?;
-            row += rows.len();
-        }
-        anyhow::ensure!(row == self.rows, "the pool changed while it was read ({} rows, then {row})", self.rows);
-        Ok(())
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for part in &self.parts {
+                    let rows = af_io::pool::read_part(part);
+                    let failed = rows.is_err();
+                    if sender.send(rows).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            let mut row = 0;
+            for rows in receiver {
+                let rows = rows?;
+                f(row, &rows)?;
+                row += rows.len();
+            }
+            anyhow::ensure!(row == self.rows, "the pool changed while it was read ({} rows, then {row})", self.rows);
+            Ok(())
+        })
     }
 
     /// The candidates at `rows` (any order, repeats allowed), read by streaming the parts.
@@ -417,6 +430,28 @@ pub fn filter_options(config: &Config) -> af_filter::FilterOptions {
             .map(|s| Stage { name: s.name.clone(), members: s.members.iter().map(|m| m.name().to_string()).collect(), iterations: s.iterations })
             .collect(),
     }
+}
+
+/// Where the filter stage leaves its table for the export stage.
+pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
+    config.run.dir.join("filter/table")
+}
+
+/// The pool and the table the filter stage saved (the export's way: building the table again
+/// would tag the whole pool again); built afresh if it is missing or does not fit the pool.
+pub fn load_saved(config: &Config) -> anyhow::Result<(Pool, CandidateTable, Device)> {
+    let dir = saved_table_dir(config);
+    if dir.join("table.json").exists() {
+        let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
+        let device = super::device(config)?;
+        match CandidateTable::load(&dir, device) {
+            Ok(table) if table.rows as usize == pool.rows => return Ok((pool, table, device)),
+            Ok(table) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), table.rows, pool.rows),
+            Err(e) => tracing::warn!("{e}: building the table again"),
+        }
+    }
+    let (pool, table, _, device) = load(config)?;
+    Ok((pool, table, device))
 }
 
 /// Loads the pool, the tagger and the table for a config's run.

@@ -19,7 +19,7 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
 
-use super::committee::{load, Pool, TorchCommittee};
+use super::committee::{load_saved, Pool, TorchCommittee};
 use crate::stage::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
@@ -27,7 +27,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let state_path = config.run.dir.join("filter/state.json");
     let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
     let state: FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted", state_path.display()))?;
-    let (pool, table, _, device) = load(config)?;
+    let (pool, table, device) = load_saved(config)?;
     anyhow::ensure!(
         state.assignment.distractors.len() == pool.items.len(),
         "{} has {} items, the pool {}: rerun `af run --force filter`",

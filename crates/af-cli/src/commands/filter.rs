@@ -35,6 +35,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     // The pool is read one part at a time: this is what reading it and building the table took.
     table_json["peak_host_bytes_after_table"] = serde_json::json!(host_after_table);
     af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
+    // For the export stage, which would otherwise tag the whole pool again.
+    table.save(&super::committee::saved_table_dir(config), 1 << 20)?;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
         let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
