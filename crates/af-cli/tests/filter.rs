@@ -120,9 +120,19 @@ fn filter_export_and_report_agree() {
 
     // The report: self-contained, the plot in both formats.
     let html = std::fs::read_to_string(run.join("report/report.html")).unwrap();
-    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg"] {
+    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg", "Compute", "Generation arithmetic: fp32"] {
         assert!(html.contains(needle), "report lacks {needle}");
     }
+    // Every stage records its time and peak host memory (no device memory on the CPU).
+    for stage in ["pairs", "lm", "generate", "filter", "export"] {
+        let record = json(&run.join(format!("{stage}/stage.json")));
+        assert!(record["peak_host_bytes"].as_u64().is_some_and(|b| b > 10 << 20), "{stage}: {record}");
+        assert!(record["device_bytes"].is_null(), "{stage}: {record}");
+    }
+    // The filter leaves its table for the export, which loads it rather than tagging again.
+    assert!(run.join("filter/table/table.json").exists() && run.join("filter/table/part-000.safetensors").exists());
+    let table = json(&run.join("filter/table.json"));
+    assert!(table["rows"].as_u64().unwrap() > 0 && table["peak_host_bytes_after_table"].as_u64().is_some());
     assert!(!html.contains(" src=") && !html.contains("<link") && !html.contains("<script"), "nothing is fetched");
     assert_eq!(&std::fs::read(run.join("report/accuracy.png")).unwrap()[1..4], b"PNG");
     assert!(std::fs::read_to_string(run.join("report/accuracy.svg")).unwrap().contains("chance"));

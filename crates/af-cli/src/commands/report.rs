@@ -172,6 +172,8 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         ),
     });
 
+    sections.push(compute_section(run_dir));
+
     let questions = dataset.iter().take(8).map(question).collect::<anyhow::Result<Vec<_>>>()?;
     let page = Page {
         title: format!("af report: {}", run_dir.file_name().and_then(|n| n.to_str()).unwrap_or("run")),
@@ -181,6 +183,31 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     };
     af_core::atomic::write(out.join("report.html"), page.render().as_bytes())?;
     Ok(())
+}
+
+/// Time and memory of each stage, from the stages' `stage.json` (a stage without one is left out:
+/// `af report` may be run on a directory whose earlier stages were copied without it).
+fn compute_section(run_dir: &Path) -> Section {
+    let gb = |v: &Value| v.as_f64().map_or("-".to_string(), |b| format!("{:.2} GB", b / 1e9));
+    let mut rows = Vec::new();
+    for stage in ["pairs", "lm", "generate", "filter", "export"] {
+        let Ok(record) = read_json(&run_dir.join(stage).join("stage.json")) else { continue };
+        rows.push(vec![
+            stage.to_string(),
+            record["seconds"].as_f64().map_or("-".to_string(), |s| format!("{s:.1}")),
+            gb(&record["peak_host_bytes"]),
+            gb(&record["device_bytes"]),
+        ]);
+    }
+    let precision = read_json(&run_dir.join("generate/report.json")).ok().and_then(|r| r["precision"].as_str().map(str::to_string));
+    Section {
+        title: "Compute".into(),
+        html: format!(
+            "<p>Seconds, peak host memory (resident set, per stage) and device memory in use at the stage's end (the caching allocator's high-water mark; - on the CPU). Generation arithmetic: {}. Numbers: <code>STAGE/stage.json</code>.</p>{}",
+            escape(precision.as_deref().unwrap_or("not recorded")),
+            table(&["stage", "seconds", "peak host memory", "device memory"], &rows)
+        ),
+    }
 }
 
 /// One exported line as a reader sees it: options in an order seeded by the item's id.
