@@ -593,7 +593,8 @@ impl CommitteeModel {
     /// -> [N, sum of member widths]
     pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
         let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
-        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, self.dropout, false)).collect();
+        // fp32 whatever autocast made of each member (the bag of words has no matrix product).
+        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, self.dropout, false).to_kind(Kind::Float)).collect();
         Tensor::cat(&reps, 1)
     }
 
@@ -605,7 +606,8 @@ impl CommitteeModel {
         for (m, net, score) in &self.members {
             let r = net.represent(&batch, self.dropout, train);
             out.push(HeadOutput { head: m.name().to_string(), is_member: true, scores: score.forward(&r).squeeze_dim(1) });
-            reps.push(r);
+            // Under autocast members come out in fp16 or fp32: the joint head reads them as fp32.
+            reps.push(r.to_kind(Kind::Float));
         }
         if let Some((hidden, score)) = &self.joint {
             let h = hidden.forward(&Tensor::cat(&reps, 1)).relu().dropout(self.dropout, train);

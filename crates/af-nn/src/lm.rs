@@ -116,7 +116,8 @@ impl BiLm {
             let live = lengths.gt(step).view([1, b, 1]);
             let nn::LSTMState((h, c)) = &state;
             let nn::LSTMState((nh, nc)) = &next;
-            state = nn::LSTMState((nh.where_self(&live, h), nc.where_self(&live, c)));
+            // Under autocast the step's state may come back in fp16.
+            state = nn::LSTMState((nh.where_self(&live, &h.to_kind(nh.kind())), nc.where_self(&live, &c.to_kind(nc.kind()))));
         }
         let top = state.h().select(0, self.shape.layers - 1);
         (state, top)

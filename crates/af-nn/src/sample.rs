@@ -230,7 +230,8 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
         let outputs = if lv > 1 {
             let expanded = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
             let (rest, _) = tch::nn::RNN::seq_init(&lm.forward.lstm, &lm.embed(&v.narrow(1, 0, lv - 1), false), &expanded);
-            Tensor::cat(&[first, rest], 1)
+            // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
+            Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
         } else {
             first
         };
