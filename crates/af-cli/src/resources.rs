@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
+    /// Resident host memory when the stage started: under `af run` the process keeps what earlier
+    /// stages took (glibc, as af sets it up, does not give large freed blocks back), and the
+    /// peak cannot be lower than this.
+    #[serde(default)]
+    pub host_bytes_at_start: Option<u64>,
     /// Peak resident host memory during the stage, in bytes.
     #[serde(default)]
     pub peak_host_bytes: Option<u64>,
@@ -28,14 +33,21 @@ pub fn host_peak_bytes() -> Option<u64> {
     parse_kib(&status, "VmHWM:")
 }
 
+/// The resident set now, in bytes.
+pub fn host_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_kib(&status, "VmRSS:")
+}
+
 fn parse_kib(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
 }
 
-pub fn measure(device: Option<tch::Device>) -> Resources {
-    Resources { peak_host_bytes: host_peak_bytes(), device_bytes: device.and_then(af_nn::runtime::device_bytes_in_use) }
+/// The stage's figures, given the resident set at its start.
+pub fn measure(host_bytes_at_start: Option<u64>, device: Option<tch::Device>) -> Resources {
+    Resources { host_bytes_at_start, peak_host_bytes: host_peak_bytes(), device_bytes: device.and_then(af_nn::runtime::device_bytes_in_use) }
 }
 
 #[cfg(test)]

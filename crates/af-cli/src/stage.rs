@@ -122,6 +122,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     }
     prepare_dir(&dir, &stamp, force, shard.is_some())?;
     crate::resources::reset_host_peak();
+    let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();
     let ctx = StageContext { config, dir: dir.clone(), shard };
     let complete = match stage {
@@ -140,7 +141,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     // Only stages that put tensors on the device ask it (asking creates a CUDA context).
     let tensors = matches!(stage, StageName::Lm | StageName::Generate | StageName::Filter | StageName::Export);
     let device = if tensors { Some(crate::commands::device(config)?) } else { None };
-    let resources = crate::resources::measure(device);
+    let resources = crate::resources::measure(host_at_start, device);
     let record = StageRecord { stage, fingerprint: stamp, seconds, af_version: env!("CARGO_PKG_VERSION").to_string(), resources };
     af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
     let gb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));

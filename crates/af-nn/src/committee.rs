@@ -30,20 +30,6 @@ pub const INDICATOR_PAD: i32 = 0;
 pub const INDICATOR_NOUN_PHRASE: i32 = 1;
 pub const INDICATOR_ENDING: i32 = 2;
 
-/// One candidate as the committee sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CandidateInput {
-    /// Word ids of the noun phrase then the ending (0 is padding, never used here).
-    pub words: Vec<i32>,
-    /// The same tokens in the POS view: frequent words kept, the rest as their tag.
-    pub pos: Vec<i32>,
-    /// Tokens of `words` marked by the indicator: the noun phrase of a SWAG candidate (its first
-    /// tokens), the filled-in option of a WinoGrande sentence.
-    pub marked: std::ops::Range<usize>,
-    /// The LM features, standardised.
-    pub features: [f32; 8],
-}
-
 /// Every candidate of a run, as tensors on the device. Token ids are stored as i32 (half the
 /// memory of i64 for pools of millions) and widened per batch.
 pub struct CandidateTable {
@@ -115,33 +101,6 @@ impl CandidateTable {
     /// Bytes the table's tensors take on its device.
     pub fn bytes(&self) -> u64 {
         [&self.words, &self.pos, &self.indicator, &self.features].iter().map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
-    }
-
-    /// `min_len` pads every row to at least the widest convolution.
-    pub fn new(inputs: &[CandidateInput], vocab: i64, pos_vocab: i64, min_len: usize, device: Device) -> Self {
-        let t = inputs.iter().map(|c| c.words.len()).max().unwrap_or(0).max(min_len).max(1);
-        let c = inputs.len();
-        let mut words = vec![0i32; c * t];
-        let mut pos = vec![0i32; c * t];
-        let mut indicator = vec![INDICATOR_PAD; c * t];
-        let mut features = Vec::with_capacity(c * 8);
-        for (r, input) in inputs.iter().enumerate() {
-            let row = r * t;
-            words[row..row + input.words.len()].copy_from_slice(&input.words);
-            pos[row..row + input.pos.len()].copy_from_slice(&input.pos);
-            fill_indicator(&mut indicator[row..row + input.words.len()], &input.marked);
-            features.extend_from_slice(&input.features);
-        }
-        let shape = [c as i64, t as i64];
-        Self::from_tensors(
-            Tensor::from_slice(&words).view(shape).to_kind(id_kind(vocab)).to(device),
-            Tensor::from_slice(&pos).view(shape).to_kind(id_kind(pos_vocab)).to(device),
-            Tensor::from_slice(&indicator).view(shape).to_kind(Kind::Int8).to(device),
-            Tensor::from_slice(&features).view([c as i64, 8]).to(device),
-            vocab,
-            pos_vocab,
-            min_len,
-        )
     }
 }
 
@@ -776,6 +735,36 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
 mod tests {
     use super::*;
 
+    /// One candidate given by its ids: word ids, POS-view ids (below 256), marked range, features.
+    struct CandidateInput {
+        words: Vec<i32>,
+        pos: Vec<i32>,
+        marked: std::ops::Range<usize>,
+        features: [f32; 8],
+    }
+
+    /// A table of candidates given by their ids, through the assembler (ids map to themselves).
+    fn table_of(inputs: &[CandidateInput], vocab: i64, pos_vocab: i64, min_len: usize) -> CandidateTable {
+        let interned: Vec<Vec<u32>> = inputs.iter().map(|c| c.words.iter().map(|&w| w as u32).collect()).collect();
+        let tags: Vec<Vec<u8>> = inputs.iter().map(|c| c.pos.iter().map(|&p| u8::try_from(p).unwrap()).collect()).collect();
+        let mut assembler = TableAssembler::new(Device::Cpu);
+        let raw: Vec<RawCandidate> = inputs
+            .iter()
+            .zip(&interned)
+            .zip(&tags)
+            .map(|((c, interned), tags)| RawCandidate { interned, tags, marked: c.marked.clone(), features: c.features })
+            .collect();
+        assembler.push(&raw);
+        let vocabularies = Vocabularies {
+            word_of: (0..vocab as i32).collect(),
+            pos_word_of: vec![-1; vocab as usize],
+            tag_base: 0,
+            vocab,
+            pos_vocab,
+        };
+        assembler.finish(&vocabularies, [0.0; 8], [1.0; 8], min_len)
+    }
+
     /// A table where right answers contain word 5 and wrong ones never do: every text member must
     /// learn it; the MLP sees only noise and must stay near chance.
     fn planted(questions: usize, width: usize, seed: u64) -> (CandidateTable, Vec<Vec<i64>>) {
@@ -798,7 +787,7 @@ mod tests {
             }
             qs.push(q);
         }
-        (CandidateTable::new(&inputs, 40, 24, 5, Device::Cpu), qs)
+        (table_of(&inputs, 40, 24, 5), qs)
     }
 
     fn small(epochs: usize, validation_share: f64, batch_items: usize, learning_rate: f64) -> CommitteeConfig {
@@ -851,8 +840,8 @@ mod tests {
                 features: std::array::from_fn(|f| (f as f32 - 3.5) / 4.0),
             })
             .collect();
-        let narrow = CandidateTable::new(&inputs, 40, 24, 5, Device::Cpu);
-        let wide = CandidateTable::new(&inputs, 40, 24, 30, Device::Cpu);
+        let narrow = table_of(&inputs, 40, 24, 5);
+        let wide = table_of(&inputs, 40, 24, 30);
         assert_eq!(narrow.words.size()[1], 12);
         assert_eq!(wide.words.size()[1], 30);
         let vs = nn::VarStore::new(Device::Cpu);

@@ -1,5 +1,6 @@
 //! af-nn owns everything that touches libtorch: loading it (and its CUDA backend), choosing the
-//! device, thread counts, and, as the pipeline grows, the language models and the committee.
+//! device, thread counts and arithmetic (mixed precision), the language models (training,
+//! sampling, features), the committee and its candidate table, and AFLite's batched probes.
 //! Other crates stay free of tensors so they build and test in seconds.
 
 pub mod aflite;

@@ -195,6 +195,7 @@ fn compute_section(run_dir: &Path) -> Section {
         rows.push(vec![
             stage.to_string(),
             record["seconds"].as_f64().map_or("-".to_string(), |s| format!("{s:.1}")),
+            gb(&record["host_bytes_at_start"]),
             gb(&record["peak_host_bytes"]),
             gb(&record["device_bytes"]),
         ]);
@@ -203,9 +204,9 @@ fn compute_section(run_dir: &Path) -> Section {
     Section {
         title: "Compute".into(),
         html: format!(
-            "<p>Seconds, peak host memory (resident set, per stage) and device memory in use at the stage's end (the caching allocator's high-water mark; - on the CPU). Generation arithmetic: {}. Numbers: <code>STAGE/stage.json</code>.</p>{}",
+            "<p>Seconds; host memory (resident set) at the stage's start and at its peak (under <code>af run</code> a stage starts with what earlier stages left the process); device memory in use at the stage's end (the caching allocator's high-water mark; - on the CPU). Generation arithmetic: {}. Numbers: <code>STAGE/stage.json</code>.</p>{}",
             escape(precision.as_deref().unwrap_or("not recorded")),
-            table(&["stage", "seconds", "peak host memory", "device memory"], &rows)
+            table(&["stage", "seconds", "host memory at start", "peak host memory", "device memory"], &rows)
         ),
     }
 }
