@@ -191,6 +191,10 @@ fn a_killed_filter_resumes_and_ends_exactly_where_an_uninterrupted_one_does() {
         v
     };
     assert_eq!(strip(&sa), strip(&sb), "same metrics");
+    // history.csv is appended to per iteration and rewritten from the state on resume.
+    let history = |dir: &Path| std::fs::read_to_string(dir.join("run/filter/history.csv")).unwrap();
+    assert_eq!(history(a.path()), history(b.path()), "same history.csv");
+    assert_eq!(history(a.path()).lines().count(), sa["swaps"].as_array().unwrap().len() + 1);
 
     // --resume under a changed config refuses instead of silently starting over.
     let text = std::fs::read_to_string(&cfg_b).unwrap().replace("k = 3", "k = 3\nepsilon = 0.01");

@@ -62,9 +62,16 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
     let bar = crate::progress::bar(max_iterations as u64, "filter");
     bar.set_position(state.iterations.len() as u64);
+    // history.csv is derived from the state: written whole now (a crash may have left it with a
+    // partial or extra iteration), then appended to, so that an iteration's cost does not grow
+    // with the swaps of all the iterations before it.
+    let history_path = ctx.dir.join("history.csv");
+    af_core::atomic::write(&history_path, &history_csv(&state.swaps, &pool, true)?)?;
     while !state.finished {
+        let before = state.swaps.len();
         let more = state.step(&mut committee, &groups, &options)?;
-        save(ctx, &state, &pool)?;
+        save(ctx, &state)?;
+        append(&history_path, &history_csv(&state.swaps[before..], &pool, false)?)?;
         if let Some(it) = state.iterations.last() {
             let driving = it.heads.iter().find(|h| h.head == it.driving_head).expect("the driving head has metrics");
             tracing::debug!(
@@ -89,15 +96,28 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn save(ctx: &StageContext, state: &FilterState, pool: &super::committee::Pool) -> anyhow::Result<()> {
+fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
     af_core::atomic::write(ctx.dir.join("state.json"), serde_json::to_string(state)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("metrics.csv"), &metrics_csv(state)?)?;
-    let mut history = csv::Writer::from_writer(Vec::new());
-    history.write_record(["iteration", "item_id", "removed", "added"])?;
-    for s in &state.swaps {
+    Ok(())
+}
+
+/// Swaps as `history.csv` rows, with the header or without.
+fn history_csv(swaps: &[af_filter::Swap], pool: &super::committee::Pool, header: bool) -> anyhow::Result<Vec<u8>> {
+    let mut history = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+    if header {
+        history.write_record(["iteration", "item_id", "removed", "added"])?;
+    }
+    for s in swaps {
         history.write_record([s.iteration.to_string(), pool.items[s.item].id.clone(), s.removed.to_string(), s.added.to_string()])?;
     }
-    af_core::atomic::write(ctx.dir.join("history.csv"), &csv_bytes(history)?)?;
+    csv_bytes(history)
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("cannot append to {}", path.display()))?;
+    file.write_all(bytes).with_context(|| format!("cannot append to {}", path.display()))?;
     Ok(())
 }
 
