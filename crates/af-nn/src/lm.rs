@@ -128,6 +128,30 @@ impl BiLm {
     }
 }
 
+/// Logit elements one batch may hold ([rows, length, vocabulary], the largest tensor of an LM
+/// pass): enough to keep a GPU busy, small enough for a CPU's caches and memory (a batch of 4,096
+/// full sequences would need 5 GB of logits).
+pub fn logit_budget(device: Device) -> usize {
+    if device.is_cuda() { 1 << 30 } else { 1 << 25 }
+}
+
+/// Cuts `items`, sorted by `len` ascending, into batches of at most `max_rows` whose
+/// rows x longest length x `vocab` stays within [`logit_budget`] (a single row always fits).
+pub fn budgeted_batches<T>(items: &[T], len: impl Fn(&T) -> usize, max_rows: usize, vocab: i64, device: Device) -> Vec<&[T]> {
+    let budget = logit_budget(device);
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let mut end = start + 1;
+        while end < items.len() && end - start < max_rows.max(1) && (end + 1 - start) * len(&items[end]) * vocab as usize <= budget {
+            end += 1;
+        }
+        batches.push(&items[start..end]);
+        start = end;
+    }
+    batches
+}
+
 /// Pads sequences of ids into a [B, T] tensor on `device` (T = the longest).
 pub fn pad_batch(seqs: &[&[i64]], device: Device) -> Tensor {
     let t = seqs.iter().map(|s| s.len()).max().unwrap_or(1).max(1);
@@ -141,6 +165,24 @@ pub fn pad_batch(seqs: &[&[i64]], device: Device) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budgeted_batches_respect_rows_and_the_logit_budget() {
+        let budget = logit_budget(Device::Cpu);
+        let lens: Vec<usize> = (1..=2000).map(|i| 1 + i / 40).collect();
+        let vocab = 20_000;
+        let batches = budgeted_batches(&lens, |&l| l, 64, vocab, Device::Cpu);
+        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), lens.len(), "every item once, in order");
+        for b in &batches {
+            let longest = *b.iter().max().unwrap();
+            assert!(b.len() <= 64 && (b.len() == 1 || b.len() * longest * vocab as usize <= budget), "{} rows of up to {longest}", b.len());
+        }
+        // Short rows fill whole batches; long rows get fewer per batch.
+        assert_eq!(batches[0].len(), 64);
+        assert!(batches.last().unwrap().len() < 64);
+        // One row longer than the budget still gets a batch of its own.
+        assert_eq!(budgeted_batches(&[budget], |&l| l, 8, 2, Device::Cpu).len(), 1);
+    }
 
     fn tiny() -> (nn::VarStore, BiLm) {
         tch::manual_seed(1);

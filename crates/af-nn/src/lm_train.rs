@@ -57,12 +57,15 @@ pub fn reversed(seq: &[i64]) -> Vec<i64> {
     out
 }
 
-/// Perplexity of one direction over sequences (forward order given; reversed here for backward).
+/// Perplexity of one direction over sequences (forward order given; reversed here for backward),
+/// shortest first in batches of at most `batch` within the logit budget.
 pub fn perplexity(lm: &BiLm, dir: &Direction, backward: bool, seqs: &[Vec<i64>], batch: usize, device: Device) -> f64 {
     let _guard = tch::no_grad_guard();
     let (mut nll, mut tokens) = (0.0, 0usize);
-    for chunk in seqs.chunks(batch.max(1)) {
-        let owned: Vec<Vec<i64>> = if backward { chunk.iter().map(|s| reversed(s)).collect() } else { chunk.to_vec() };
+    let mut sorted: Vec<&Vec<i64>> = seqs.iter().collect();
+    sorted.sort_by_key(|s| s.len());
+    for chunk in crate::lm::budgeted_batches(&sorted, |s| s.len(), batch, lm.shape.vocab, device) {
+        let owned: Vec<Vec<i64>> = if backward { chunk.iter().map(|s| reversed(s)).collect() } else { chunk.iter().map(|s| s.to_vec()).collect() };
         let refs: Vec<&[i64]> = owned.iter().map(Vec::as_slice).collect();
         let t = pad_batch(&refs, device);
         nll -= lm.token_logprobs(dir, &t, false).sum(Kind::Double).double_value(&[]);

@@ -206,19 +206,9 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
     let backward_len = |&(i, e): &(usize, usize)| items[i].s.len() + items[i].n.len() + items[i].endings[e].len() + 1;
     let mut order: Vec<(usize, usize)> = items.iter().enumerate().flat_map(|(i, it)| (0..it.endings.len()).map(move |e| (i, e))).collect();
     order.sort_by_key(|x| (backward_len(x), x.0, x.1));
-    // Batches of similar lengths, at most `batch` sequences and at most a device-sized budget of
-    // logits ([rows, length, vocabulary] of the backward pass, the largest tensor).
-    let budget = logit_budget(device);
-    let mut chunks: Vec<&[(usize, usize)]> = Vec::new();
-    let mut start = 0;
-    while start < order.len() {
-        let mut end = start + 1;
-        while end < order.len() && end - start < batch.max(1) && (end + 1 - start) * backward_len(&order[end]) * lm.shape.vocab as usize <= budget {
-            end += 1;
-        }
-        chunks.push(&order[start..end]);
-        start = end;
-    }
+    // Batches of similar lengths, at most `batch` sequences and a device-sized budget of logits
+    // (the backward pass's are the largest).
+    let chunks = crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, device);
     for chunk in chunks {
         let b = chunk.len() as i64;
         let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>()).to_device(device);
@@ -257,12 +247,6 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
         }
     }
     out
-}
-
-/// Logit elements one feature batch may hold: enough to keep a GPU busy, small enough for a
-/// CPU's caches and memory (a batch of 4,096 full sequences would need 5 GB of logits).
-fn logit_budget(device: Device) -> usize {
-    if device.is_cuda() { 1 << 30 } else { 1 << 25 }
 }
 
 /// Each prefix's distribution of the first sampled token (banned tokens removed, as in
