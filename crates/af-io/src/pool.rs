@@ -122,6 +122,47 @@ pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
     Ok(out)
 }
 
+/// One row of a part as an index needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexRow {
+    pub item_index: u32,
+    pub item_id: String,
+    pub candidate: u32,
+    /// The ending, for gold rows only (candidate 0): what the items file must agree with.
+    pub gold_ending: Option<String>,
+}
+
+/// Reads only what an index needs of one part (four of its sixteen columns, and the ending text
+/// of gold rows only).
+pub fn read_index(path: &Path) -> Result<Vec<IndexRow>, ReadError> {
+    let bad = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
+    let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), ["item_index", "item_id", "candidate", "ending"]);
+    let reader = builder.with_projection(mask).build().map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(e.to_string()))?;
+        let col = |name: &str| batch.column_by_name(name).cloned().ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")));
+        let (ii, id, cand, ending) = (col("item_index")?, col("item_id")?, col("candidate")?, col("ending")?);
+        let typed = |a: &ArrayRef, name: &str| bad(format!("column `{name}` has type {}", a.data_type()));
+        let ii_t = ii.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| typed(&ii, "item_index"))?;
+        let id_t = id.as_any().downcast_ref::<StringArray>().ok_or_else(|| typed(&id, "item_id"))?;
+        let cand_t = cand.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| typed(&cand, "candidate"))?;
+        let ending_t = ending.as_any().downcast_ref::<StringArray>().ok_or_else(|| typed(&ending, "ending"))?;
+        for r in 0..batch.num_rows() {
+            let candidate = cand_t.value(r);
+            out.push(IndexRow {
+                item_index: ii_t.value(r),
+                item_id: id_t.value(r).to_string(),
+                candidate,
+                gold_ending: (candidate == 0).then(|| ending_t.value(r).to_string()),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The part files of a pool directory, in block order.
 pub fn parts(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -155,6 +196,10 @@ mod tests {
         let p = part_path(d.path(), 3);
         write_part(&p, &rows).unwrap();
         assert_eq!(read_part(&p).unwrap(), rows);
+        let index = read_index(&p).unwrap();
+        assert_eq!(index.len(), 5);
+        assert_eq!(index[3], IndexRow { item_index: 7, item_id: "v-1".into(), candidate: 3, gold_ending: None });
+        assert_eq!(index[0].gold_ending.as_deref(), Some("does thing 0."));
         assert_eq!(parts(d.path()).unwrap(), vec![p]);
         let junk = d.path().join("part-000009.parquet");
         std::fs::write(&junk, b"junk").unwrap();

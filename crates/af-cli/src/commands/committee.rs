@@ -42,36 +42,58 @@ impl Pool {
         let mismatch = |part: &Path, what: String| {
             anyhow::anyhow!("the pool part {} does not match {}: {what} (rerun `af run --force generate`)", part.display(), items_path.display())
         };
-        let (mut items, mut offsets, mut sizes) = (Vec::new(), Vec::new(), Vec::<usize>::new());
-        let (mut row, mut last_index) = (0, None);
-        for part in &parts {
-            for c in af_io::pool::read_part(part)? {
-                let item = all_items
-                    .get(c.item_index as usize)
-                    .ok_or_else(|| mismatch(part, format!("row for item {} but there are {} items", c.item_index, all_items.len())))?;
-                if item.id != c.item_id {
-                    return Err(mismatch(part, format!("item {} is `{}` in the items, `{}` in the pool", c.item_index, item.id, c.item_id)));
-                }
-                if c.candidate == 0 {
-                    if c.ending != item.ending {
+        // Parts are read and checked in parallel (a few in memory at once, four columns each),
+        // each kept only as its runs of rows per item; the runs are then joined in order.
+        let runs: Vec<Vec<ItemRun>> = parts
+            .par_iter()
+            .map(|part| {
+                let mut runs: Vec<ItemRun> = Vec::new();
+                for c in af_io::pool::read_index(part)? {
+                    let item = all_items
+                        .get(c.item_index as usize)
+                        .ok_or_else(|| mismatch(part, format!("row for item {} but there are {} items", c.item_index, all_items.len())))?;
+                    if item.id != c.item_id {
+                        return Err(mismatch(part, format!("item {} is `{}` in the items, `{}` in the pool", c.item_index, item.id, c.item_id)));
+                    }
+                    if c.gold_ending.as_ref().is_some_and(|gold| *gold != item.ending) {
                         return Err(mismatch(part, format!("the gold ending of `{}` differs", item.id)));
                     }
-                    if last_index.is_some_and(|l| l >= c.item_index) {
+                    match runs.last_mut() {
+                        Some(run) if run.item_index == c.item_index && c.candidate != 0 => {
+                            if c.candidate != run.first + run.rows as u32 {
+                                return Err(mismatch(part, format!("item `{}`: candidate {} follows candidate {}", c.item_id, c.candidate, run.first + run.rows as u32 - 1)));
+                            }
+                            run.rows += 1;
+                        }
+                        _ => runs.push(ItemRun { item_index: c.item_index, first: c.candidate, rows: 1 }),
+                    }
+                }
+                Ok(runs)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let (mut items, mut offsets, mut sizes) = (Vec::new(), Vec::new(), Vec::<usize>::new());
+        let (mut row, mut last_index) = (0, None);
+        for (part, runs) in parts.iter().zip(runs) {
+            for run in runs {
+                let item = &all_items[run.item_index as usize];
+                if run.first == 0 {
+                    if last_index.is_some_and(|l| l >= run.item_index) {
                         return Err(mismatch(part, format!("item `{}` comes after an item that follows it", item.id)));
                     }
-                    last_index = Some(c.item_index);
+                    last_index = Some(run.item_index);
                     items.push(item.clone());
                     offsets.push(row);
-                    sizes.push(0);
+                    sizes.push(run.rows - 1);
                 } else {
-                    let last = items.len().checked_sub(1).filter(|&l| items[l].id == c.item_id);
-                    let Some(last) = last else { return Err(mismatch(part, format!("item `{}` has no gold row before its candidates", c.item_id))) };
-                    if c.candidate as usize != sizes[last] + 1 {
-                        return Err(mismatch(part, format!("item `{}`: candidate {} follows candidate {}", c.item_id, c.candidate, sizes[last])));
+                    // A run that continues an item from the part before.
+                    let last = items.len().checked_sub(1).filter(|&l| items[l].id == item.id);
+                    let Some(last) = last else { return Err(mismatch(part, format!("item `{}` has no gold row before its candidates", item.id))) };
+                    if run.first as usize != sizes[last] + 1 {
+                        return Err(mismatch(part, format!("item `{}`: candidate {} follows candidate {}", item.id, run.first, sizes[last])));
                     }
-                    sizes[last] += 1;
+                    sizes[last] += run.rows;
                 }
-                row += 1;
+                row += run.rows;
             }
         }
         Ok(Self { items, offsets, sizes, rows: row, parts })
@@ -140,6 +162,13 @@ impl Pool {
             other => other.into(),
         })
     }
+}
+
+/// Consecutive rows of one item in a part: candidates `first..first + rows`.
+struct ItemRun {
+    item_index: u32,
+    first: u32,
+    rows: usize,
 }
 
 /// What the candidate table holds, for the stage report.
@@ -535,12 +564,23 @@ mod tests {
         let config = CommitteeConfig { pos_words: 5, max_vocab: 12, ..Default::default() };
         let one = run_dir(10, 6, 10);
         let many = run_dir(10, 6, 3);
-        let (p1, pn) = (Pool::load(one.path()).unwrap(), Pool::load(many.path()).unwrap());
+        // And parts that cut items in two: the same rows, rewritten 5 to a part.
+        let cut = run_dir(10, 6, 10);
+        let pool_dir = cut.path().join("generate/pool");
+        let rows = af_io::pool::read_part(&af_io::pool::part_path(&pool_dir, 0)).unwrap();
+        std::fs::remove_file(af_io::pool::part_path(&pool_dir, 0)).unwrap();
+        for (b, chunk) in rows.chunks(5).enumerate() {
+            af_io::pool::write_part(&af_io::pool::part_path(&pool_dir, b), chunk).unwrap();
+        }
+        let (p1, pn, pc) = (Pool::load(one.path()).unwrap(), Pool::load(many.path()).unwrap(), Pool::load(cut.path()).unwrap());
         assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pn.offsets.clone(), pn.sizes.clone(), pn.rows));
+        assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pc.offsets.clone(), pc.sizes.clone(), pc.rows));
+        let (tc, _) = candidate_table(&pc, &config, &tagger, Device::Cpu).unwrap();
         assert_eq!(pn.rows, 70);
         let (t1, s1) = candidate_table(&p1, &config, &tagger, Device::Cpu).unwrap();
         let (tn, sn) = candidate_table(&pn, &config, &tagger, Device::Cpu).unwrap();
         assert!(same(&t1.words, &tn.words) && same(&t1.pos, &tn.pos) && same(&t1.indicator, &tn.indicator));
+        assert!(same(&t1.words, &tc.words) && same(&t1.pos, &tc.pos) && same(&t1.indicator, &tc.indicator));
         assert!(t1.features.allclose(&tn.features, 1e-6, 1e-6, false));
         assert_eq!((s1.vocabulary, s1.pos_vocabulary, s1.max_tokens), (sn.vocabulary, sn.pos_vocabulary, sn.max_tokens));
         // max-vocab 12: the 10 most frequent words and pad/unknown; some word is unknown.
