@@ -30,19 +30,24 @@ pub const INDICATOR_PAD: i32 = 0;
 pub const INDICATOR_NOUN_PHRASE: i32 = 1;
 pub const INDICATOR_ENDING: i32 = 2;
 
-/// Every candidate of a run, as tensors on the device. Token ids are stored as i32 (half the
-/// memory of i64 for pools of millions) and widened per batch.
+/// Every candidate of a run, as tensors on the device. Tokens are stored unpadded, one row after
+/// another (a pool's rows vary from a few tokens to the widest, and padding them all to the widest
+/// would take three to four times the memory); ids are i16 where they fit and widened per batch.
 pub struct CandidateTable {
-    /// [C, T] word ids, 0-padded.
+    /// [tokens] word ids, row after row.
     pub words: Tensor,
-    /// [C, T] POS-view ids, 0-padded.
+    /// [tokens] POS-view ids.
     pub pos: Tensor,
-    /// [C, T] 0 pad, 1 noun phrase, 2 ending.
+    /// [tokens] 1 noun phrase (or marked), 2 ending.
     pub indicator: Tensor,
+    /// [C] where each row's tokens start (i64).
+    pub starts: Tensor,
+    /// [C] tokens of each row (i64), on the device.
+    pub lengths_on_device: Tensor,
     /// [C, 8] standardised LM features.
     pub features: Tensor,
     pub rows: i64,
-    /// Tokens of each row (on the host: scoring sorts by it).
+    /// Tokens of each row (on the host: batches are cut and sorted by it).
     pub lengths: Vec<u16>,
     pub vocab: i64,
     pub pos_vocab: i64,
@@ -51,29 +56,58 @@ pub struct CandidateTable {
     pub device: Device,
 }
 
+/// The three token tensors of a table, flat.
+struct FlatTokens {
+    words: Tensor,
+    pos: Tensor,
+    indicator: Tensor,
+}
+
 /// The narrowest integer kind that holds ids below `n`.
 fn id_kind(n: i64) -> Kind {
     if n <= i64::from(i16::MAX) { Kind::Int16 } else { Kind::Int }
 }
 
 impl CandidateTable {
-    /// A table from tensors already built (on any device); row lengths are read from `indicator`.
-    pub fn from_tensors(words: Tensor, pos: Tensor, indicator: Tensor, features: Tensor, vocab: i64, pos_vocab: i64, min_len: usize) -> Self {
-        let lengths = indicator.ne(i64::from(INDICATOR_PAD)).sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu);
-        let lengths: Vec<i64> = Vec::try_from(&lengths).expect("i64 lengths");
+    /// A table from flat token tensors and per-row lengths (on the host).
+    fn from_flat(tokens: FlatTokens, features: Tensor, lengths: Vec<u16>, vocab: i64, pos_vocab: i64, min_len: i64) -> Self {
+        let FlatTokens { words, pos, indicator } = tokens;
         let device = words.device();
+        let lens: Vec<i64> = lengths.iter().map(|&l| i64::from(l)).collect();
+        let mut starts = Vec::with_capacity(lens.len());
+        let mut at = 0i64;
+        for &l in &lens {
+            starts.push(at);
+            at += l;
+        }
         Self {
-            rows: words.size()[0],
-            lengths: lengths.into_iter().map(|l| l as u16).collect(),
+            rows: lens.len() as i64,
+            starts: Tensor::from_slice(&starts).to(device),
+            lengths_on_device: Tensor::from_slice(&lens).to(device),
+            lengths,
             words,
             pos,
             indicator,
             features,
             vocab,
             pos_vocab,
-            min_len: min_len.max(1) as i64,
+            min_len: min_len.max(1),
             device,
         }
+    }
+
+    /// A table from padded [C, T] tensors (on any device); row lengths are read from `indicator`.
+    pub fn from_tensors(words: Tensor, pos: Tensor, indicator: Tensor, features: Tensor, vocab: i64, pos_vocab: i64, min_len: usize) -> Self {
+        let present = indicator.ne(i64::from(INDICATOR_PAD));
+        let lengths = Vec::<i64>::try_from(present.sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu)).expect("i64 lengths");
+        Self::from_flat(
+            FlatTokens { words: words.masked_select(&present), pos: pos.masked_select(&present), indicator: indicator.masked_select(&present) },
+            features,
+            lengths.into_iter().map(|l| l as u16).collect(),
+            vocab,
+            pos_vocab,
+            min_len as i64,
+        )
     }
 
     /// The same table on another device.
@@ -82,6 +116,8 @@ impl CandidateTable {
             words: self.words.to(device),
             pos: self.pos.to(device),
             indicator: self.indicator.to(device),
+            starts: self.starts.to(device),
+            lengths_on_device: self.lengths_on_device.to(device),
             features: self.features.to(device),
             rows: self.rows,
             lengths: self.lengths.clone(),
@@ -95,18 +131,20 @@ impl CandidateTable {
     /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
     fn width_of(&self, rows: &[i64]) -> i64 {
         let longest = rows.iter().map(|&r| i64::from(self.lengths[r as usize])).max().unwrap_or(0);
-        longest.max(self.min_len).min(self.words.size()[1])
+        longest.max(self.min_len)
     }
 
     /// Bytes the table's tensors take on its device.
     pub fn bytes(&self) -> u64 {
-        [&self.words, &self.pos, &self.indicator, &self.features].iter().map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
+        [&self.words, &self.pos, &self.indicator, &self.starts, &self.lengths_on_device, &self.features]
+            .iter()
+            .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
+            .sum()
     }
-}
 
-fn fill_indicator(row: &mut [i32], marked: &std::ops::Range<usize>) {
-    for (j, ind) in row.iter_mut().enumerate() {
-        *ind = if marked.contains(&j) { INDICATOR_NOUN_PHRASE } else { INDICATOR_ENDING };
+    /// Tokens in all rows.
+    pub fn tokens(&self) -> i64 {
+        self.words.size()[0]
     }
 }
 
@@ -114,7 +152,7 @@ fn fill_indicator(row: &mut [i32], marked: &std::ops::Range<usize>) {
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct SavedTable {
     rows: i64,
-    width: i64,
+    tokens: i64,
     vocab: i64,
     pos_vocab: i64,
     min_len: i64,
@@ -132,22 +170,25 @@ impl CandidateTable {
         let per = rows_per_file.max(1);
         let files = (self.rows + per - 1) / per;
         let lengths = Tensor::from_slice(&self.lengths.iter().map(|&l| l as i16).collect::<Vec<_>>());
+        let mut token = 0i64;
         for f in 0..files {
             let (start, n) = (f * per, per.min(self.rows - f * per));
-            let cpu = |t: &Tensor| t.narrow(0, start, n).to_device(Device::Cpu).contiguous();
+            let count: i64 = self.lengths[start as usize..(start + n) as usize].iter().map(|&l| i64::from(l)).sum();
+            let flat = |t: &Tensor| t.narrow(0, token, count).to_device(Device::Cpu).contiguous();
             let named = [
-                ("words", cpu(&self.words)),
-                ("pos", cpu(&self.pos)),
-                ("indicator", cpu(&self.indicator)),
-                ("features", cpu(&self.features)),
+                ("words", flat(&self.words)),
+                ("pos", flat(&self.pos)),
+                ("indicator", flat(&self.indicator)),
+                ("features", self.features.narrow(0, start, n).to_device(Device::Cpu).contiguous()),
                 ("lengths", lengths.narrow(0, start, n).contiguous()),
             ];
             let path = dir.join(format!("part-{f:03}.safetensors"));
             Tensor::write_safetensors(&named, &path).map_err(|e| bad(&path, &e))?;
+            token += count;
         }
         let meta = SavedTable {
             rows: self.rows,
-            width: self.words.size()[1],
+            tokens: self.tokens(),
             vocab: self.vocab,
             pos_vocab: self.pos_vocab,
             min_len: self.min_len,
@@ -165,35 +206,37 @@ impl CandidateTable {
         let meta_path = dir.join("table.json");
         let text = std::fs::read_to_string(&meta_path).map_err(|e| bad(&meta_path, e.to_string()))?;
         let meta: SavedTable = serde_json::from_str(&text).map_err(|e| bad(&meta_path, format!("not a saved table: {e}")))?;
-        let (rows, width) = (meta.rows, meta.width);
-        let words = Tensor::zeros([rows, width], (id_kind(meta.vocab), device));
-        let pos = Tensor::zeros([rows, width], (id_kind(meta.pos_vocab), device));
-        let indicator = Tensor::zeros([rows, width], (Kind::Int8, device));
-        let features = Tensor::zeros([rows, 8], (Kind::Float, device));
-        let mut lengths = Vec::with_capacity(rows as usize);
-        let mut at = 0;
+        let words = Tensor::zeros([meta.tokens], (id_kind(meta.vocab), device));
+        let pos = Tensor::zeros([meta.tokens], (id_kind(meta.pos_vocab), device));
+        let indicator = Tensor::zeros([meta.tokens], (Kind::Int8, device));
+        let features = Tensor::zeros([meta.rows, 8], (Kind::Float, device));
+        let mut lengths: Vec<u16> = Vec::with_capacity(meta.rows as usize);
+        let (mut row, mut token) = (0i64, 0i64);
         for f in 0..meta.files {
             let path = dir.join(format!("part-{f:03}.safetensors"));
             let named: HashMap<String, Tensor> = Tensor::read_safetensors(&path).map_err(|e| bad(&path, e.to_string()))?.into_iter().collect();
             let get = |name: &str| named.get(name).ok_or_else(|| bad(&path, format!("no tensor `{name}`")));
-            let n = get("lengths")?.size()[0];
-            if at + n > rows {
-                return Err(bad(&path, format!("more rows than the {rows} of table.json")));
+            let file_lengths: Vec<i16> = Vec::<i16>::try_from(get("lengths")?).map_err(|e: tch::TchError| bad(&path, e.to_string()))?;
+            let n = file_lengths.len() as i64;
+            let count: i64 = file_lengths.iter().map(|&l| i64::from(l)).sum();
+            if row + n > meta.rows || token + count > meta.tokens {
+                return Err(bad(&path, format!("more rows or tokens than the {} and {} of table.json", meta.rows, meta.tokens)));
             }
-            for (dst, name) in [(&words, "words"), (&pos, "pos"), (&indicator, "indicator"), (&features, "features")] {
+            for (dst, name, at, len) in [(&words, "words", token, count), (&pos, "pos", token, count), (&indicator, "indicator", token, count), (&features, "features", row, n)] {
                 let src = get(name)?;
-                if src.size()[0] != n || src.size()[1] != dst.size()[1] || src.kind() != dst.kind() {
-                    return Err(bad(&path, format!("`{name}` is {:?} {:?}, expected [{n}, {}] {:?}", src.size(), src.kind(), dst.size()[1], dst.kind())));
+                if src.size()[0] != len || src.kind() != dst.kind() || src.size()[1..] != dst.size()[1..] {
+                    return Err(bad(&path, format!("`{name}` is {:?} {:?}, expected {len} rows of {:?}", src.size(), src.kind(), dst.kind())));
                 }
-                dst.narrow(0, at, n).copy_(src);
+                dst.narrow(0, at, len).copy_(src);
             }
-            lengths.extend(Vec::<i16>::try_from(get("lengths")?).map_err(|e| bad(&path, e.to_string()))?.into_iter().map(|l| l as u16));
-            at += n;
+            lengths.extend(file_lengths.into_iter().map(|l| l as u16));
+            row += n;
+            token += count;
         }
-        if at != rows {
-            return Err(bad(dir, format!("{at} rows in the files, {rows} in table.json")));
+        if row != meta.rows || token != meta.tokens {
+            return Err(bad(dir, format!("{row} rows and {token} tokens in the files, {} and {} in table.json", meta.rows, meta.tokens)));
         }
-        Ok(Self { words, pos, indicator, features, rows, lengths, vocab: meta.vocab, pos_vocab: meta.pos_vocab, min_len: meta.min_len, device })
+        Ok(Self::from_flat(FlatTokens { words, pos, indicator }, features, lengths, meta.vocab, meta.pos_vocab, meta.min_len))
     }
 }
 
@@ -212,7 +255,8 @@ pub struct RawCandidate<'a> {
 /// word has been counted are the ids mapped to the committee's vocabularies, on the device.
 pub struct TableAssembler {
     device: Device,
-    /// [n, t] i32 interned ids, [n, t] u8 tags, [n, t] i8 indicator, [n, 8] f32 features.
+    /// Per chunk, flat: [tokens] i32 interned ids, [tokens] u8 tags, [tokens] i8 indicator, and
+    /// [rows, 8] f32 features.
     chunks: Vec<(Tensor, Tensor, Tensor, Tensor)>,
     lengths: Vec<u16>,
 }
@@ -242,65 +286,55 @@ impl TableAssembler {
         if rows.is_empty() {
             return;
         }
-        let t = rows.iter().map(|r| r.interned.len()).max().unwrap_or(0).max(1);
-        let n = rows.len();
-        let mut interned = vec![0i32; n * t];
-        let mut tags = vec![0u8; n * t];
-        let mut indicator = vec![INDICATOR_PAD; n * t];
-        let mut features = Vec::with_capacity(n * 8);
-        for (r, c) in rows.iter().enumerate() {
-            let at = r * t;
-            let len = c.interned.len();
-            for (dst, &src) in interned[at..at + len].iter_mut().zip(c.interned) {
-                *dst = src as i32;
-            }
-            tags[at..at + len].copy_from_slice(c.tags);
-            fill_indicator(&mut indicator[at..at + len], &c.marked);
+        let tokens: usize = rows.iter().map(|r| r.interned.len()).sum();
+        let mut interned = Vec::with_capacity(tokens);
+        let mut tags = Vec::with_capacity(tokens);
+        let mut indicator = Vec::with_capacity(tokens);
+        let mut features = Vec::with_capacity(rows.len() * 8);
+        for c in rows {
+            interned.extend(c.interned.iter().map(|&id| id as i32));
+            tags.extend_from_slice(c.tags);
+            indicator.extend((0..c.interned.len()).map(|j| if c.marked.contains(&j) { INDICATOR_NOUN_PHRASE as i8 } else { INDICATOR_ENDING as i8 }));
             features.extend_from_slice(&c.features);
-            self.lengths.push(len as u16);
+            self.lengths.push(c.interned.len() as u16);
         }
-        let shape = [n as i64, t as i64];
         self.chunks.push((
-            Tensor::from_slice(&interned).view(shape).to(self.device),
-            Tensor::from_slice(&tags).view(shape).to(self.device),
-            Tensor::from_slice(&indicator).view(shape).to_kind(Kind::Int8).to(self.device),
-            Tensor::from_slice(&features).view([n as i64, 8]).to(self.device),
+            Tensor::from_slice(&interned).to(self.device),
+            Tensor::from_slice(&tags).to(self.device),
+            Tensor::from_slice(&indicator).to(self.device),
+            Tensor::from_slice(&features).view([rows.len() as i64, 8]).to(self.device),
         ));
     }
 
-    /// The table: ids mapped, features standardised with `mean` and `std`, rows padded to the
-    /// longest (at least `min_len`). Chunks are freed as they are copied in.
+    /// The table: ids mapped, features standardised with `mean` and `std`; batches are cut to at
+    /// least `min_len` tokens. Chunks are freed as they are copied in.
     pub fn finish(self, v: &Vocabularies, mean: [f32; 8], std: [f32; 8], min_len: usize) -> CandidateTable {
         let _guard = tch::no_grad_guard();
         let dev = self.device;
         let rows = self.lengths.len() as i64;
-        let t = self.chunks.iter().map(|c| c.0.size()[1]).max().unwrap_or(1).max(min_len as i64);
+        let tokens: i64 = self.lengths.iter().map(|&l| i64::from(l)).sum();
         let (word_kind, pos_kind) = (id_kind(v.vocab), id_kind(v.pos_vocab));
-        let words = Tensor::zeros([rows, t], (word_kind, dev));
-        let pos = Tensor::zeros([rows, t], (pos_kind, dev));
-        let indicator = Tensor::zeros([rows, t], (Kind::Int8, dev));
+        let words = Tensor::zeros([tokens], (word_kind, dev));
+        let pos = Tensor::zeros([tokens], (pos_kind, dev));
+        let indicator = Tensor::zeros([tokens], (Kind::Int8, dev));
         let features = Tensor::zeros([rows, 8], (Kind::Float, dev));
-        // Interned id 0 stands in for padding in the lookups; padding is zeroed after.
         let word_of = Tensor::from_slice(&v.word_of).to(dev);
         let pos_word_of = Tensor::from_slice(&v.pos_word_of).to(dev);
         let (mean, std) = (Tensor::from_slice(&mean).to(dev), Tensor::from_slice(&std).to(dev));
-        let mut at = 0;
+        let (mut row, mut token) = (0, 0);
         for (interned, tags, ind, feats) in self.chunks {
-            let (n, w) = (interned.size()[0], interned.size()[1]);
-            let present = ind.ne(i64::from(INDICATOR_PAD));
+            let (n, count) = (feats.size()[0], interned.size()[0]);
             let ids = interned.to_kind(Kind::Int64);
-            let word = word_of.index_select(0, &ids.flatten(0, -1)).view([n, w]);
-            let kept = pos_word_of.index_select(0, &ids.flatten(0, -1)).view([n, w]);
+            let kept = pos_word_of.index_select(0, &ids);
             let tag = tags.to_kind(Kind::Int) + i64::from(v.tag_base);
-            let p = kept.where_self(&kept.ge(0), &tag);
-            let zero = Tensor::zeros([], (Kind::Int, dev));
-            words.narrow(0, at, n).narrow(1, 0, w).copy_(&word.where_self(&present, &zero).to_kind(word_kind));
-            pos.narrow(0, at, n).narrow(1, 0, w).copy_(&p.where_self(&present, &zero).to_kind(pos_kind));
-            indicator.narrow(0, at, n).narrow(1, 0, w).copy_(&ind);
-            features.narrow(0, at, n).copy_(&((feats - &mean) / &std));
-            at += n;
+            words.narrow(0, token, count).copy_(&word_of.index_select(0, &ids).to_kind(word_kind));
+            pos.narrow(0, token, count).copy_(&kept.where_self(&kept.ge(0), &tag).to_kind(pos_kind));
+            indicator.narrow(0, token, count).copy_(&ind);
+            features.narrow(0, row, n).copy_(&((feats - &mean) / &std));
+            row += n;
+            token += count;
         }
-        CandidateTable { words, pos, indicator, features, rows, lengths: self.lengths, vocab: v.vocab, pos_vocab: v.pos_vocab, min_len: min_len.max(1) as i64, device: dev }
+        CandidateTable::from_flat(FlatTokens { words, pos, indicator }, features, self.lengths, v.vocab, v.pos_vocab, min_len as i64)
     }
 }
 
@@ -317,17 +351,23 @@ struct Batch {
 }
 
 impl Batch {
-    /// The rows at `rows`, cut to `width` columns.
+    /// The rows at `rows`, padded (or cut) to `width` columns.
     fn gather(table: &CandidateTable, rows: &Tensor, width: i64) -> Self {
-        let pick = |t: &Tensor| t.narrow(1, 0, width).index_select(0, rows).to_kind(Kind::Int64);
-        let indicator = pick(&table.indicator);
-        let mask = indicator.ne(i64::from(INDICATOR_PAD));
+        let starts = table.starts.index_select(0, rows).unsqueeze(1);
+        let lengths = table.lengths_on_device.index_select(0, rows);
+        let positions = Tensor::arange(width, (Kind::Int64, table.device)).unsqueeze(0);
+        let mask = positions.lt_tensor(&lengths.unsqueeze(1));
+        // Padding reads token 0 of the table and is zeroed after.
+        let index = (starts + &positions).where_self(&mask, &Tensor::zeros([], (Kind::Int64, table.device)));
+        let n = index.size()[0];
+        let flat = index.flatten(0, -1);
+        let pick = |t: &Tensor| t.index_select(0, &flat).view([n, width]).to_kind(Kind::Int64).masked_fill(&mask.logical_not(), 0);
         Self {
             words: pick(&table.words),
             pos: pick(&table.pos),
-            lengths: mask.sum_dim_intlist(1, false, Kind::Int64),
+            indicator: pick(&table.indicator),
+            lengths,
             mask,
-            indicator,
             features: table.features.index_select(0, rows),
         }
     }
@@ -831,7 +871,7 @@ mod tests {
     fn scores_do_not_depend_on_padding_or_batch_mates() {
         let _torch_rng = crate::torch_rng_lock();
         tch::manual_seed(5);
-        // Rows of lengths 1..=12, in a table padded to 12 and in one padded to 30.
+        // Rows of lengths 1..=12, read in batches at least 5 wide and at least 30 wide.
         let inputs: Vec<CandidateInput> = (1..=12usize)
             .map(|len| CandidateInput {
                 words: (0..len).map(|j| 2 + ((len * 7 + j * 3) % 37) as i32).collect(),
@@ -842,8 +882,9 @@ mod tests {
             .collect();
         let narrow = table_of(&inputs, 40, 24, 5);
         let wide = table_of(&inputs, 40, 24, 30);
-        assert_eq!(narrow.words.size()[1], 12);
-        assert_eq!(wide.words.size()[1], 30);
+        assert_eq!((narrow.width_of(&[0]), narrow.width_of(&[0, 11])), (5, 12));
+        assert_eq!((wide.width_of(&[0]), wide.width_of(&[0, 11])), (30, 30));
+        assert_eq!(narrow.tokens(), (1..=12).sum::<i64>(), "stored unpadded");
         let vs = nn::VarStore::new(Device::Cpu);
         let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Member::ALL, true, &narrow);
         let rows: Vec<i64> = (0..12).rev().collect();

@@ -587,7 +587,7 @@ mod tests {
         assert_eq!(s1.vocabulary, 12);
         assert!(t1.words.eq(1).any().int64_value(&[]) == 1);
         // The noun phrase is marked, the ending is not; standardised features have mean 0.
-        let ind = Vec::<i64>::try_from(t1.indicator.get(0).to_kind(tch::Kind::Int64)).unwrap();
+        let ind = Vec::<i64>::try_from(t1.indicator.narrow(0, 0, i64::from(t1.lengths[0])).to_kind(tch::Kind::Int64)).unwrap();
         assert_eq!(&ind[..4], &[1, 1, 2, 2]);
         assert!(t1.features.mean(tch::Kind::Float).double_value(&[]).abs() < 1e-5);
         // The fetched candidates are those of the rows.
