@@ -9,6 +9,7 @@ pub mod lm;
 pub mod lm_train;
 pub mod runtime;
 pub mod sample;
+pub mod table;
 
 pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};
 

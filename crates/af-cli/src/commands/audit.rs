@@ -76,7 +76,7 @@ impl Learner for TorchLearner<'_> {
         let options: Vec<(&[String], std::ops::Range<usize>)> =
             train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
-        let table = super::committee::sentence_table(&options, counted, self.config, self.tagger, self.device);
+        let table = super::table::sentence_table(&options, counted, self.config, self.tagger, self.device);
         let mut questions = Vec::with_capacity(train.len());
         let mut at = 0i64;
         for q in train {

@@ -242,7 +242,8 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Pool { items, per_item, block_items, device, dir } => {
-            use super::committee::{candidate_table, write_synthetic_pool, Pool};
+            use super::pool::{write_synthetic_pool, Pool};
+            use super::table::candidate_table;
             let device = super::device_named(&device)?;
             let temp = tempfile::tempdir()?;
             let dir = dir.unwrap_or_else(|| temp.path().to_path_buf());
@@ -324,7 +325,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
 
 /// A synthetic candidate table built on the device: random words, lengths 8..=T, the first three
 /// tokens a noun phrase, Gaussian features.
-fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn::committee::CandidateTable {
+fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn::table::CandidateTable {
     use tch::{Kind, Tensor};
     let pos_vocab = 120;
     let opts = (Kind::Int, device);
@@ -334,7 +335,7 @@ fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn:
     let words = Tensor::randint_low(2, vocab, [rows, t], opts) * present.to_kind(Kind::Int);
     let pos = (words.remainder(pos_vocab - 2) + 2) * present.to_kind(Kind::Int);
     let indicator = (positions.ge(3).to_kind(Kind::Int) + 1) * present.to_kind(Kind::Int);
-    af_nn::committee::CandidateTable::from_tensors(words, pos, indicator, Tensor::randn([rows, 8], (Kind::Float, device)), vocab, pos_vocab, 5)
+    af_nn::table::CandidateTable::from_tensors(words, pos, indicator, Tensor::randn([rows, 8], (Kind::Float, device)), vocab, pos_vocab, 5)
 }
 
 #[allow(clippy::too_many_arguments)]

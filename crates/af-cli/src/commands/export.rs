@@ -19,7 +19,8 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
 
-use super::committee::{load_saved, Pool, TorchCommittee};
+use super::committee::{load_saved, TorchCommittee};
+use super::pool::Pool;
 use crate::stage::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<()> {

@@ -59,7 +59,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
     let device = super::device_named(&a.compute.device)?;
     let refs: Vec<(&[String], std::ops::Range<usize>)> = sentences.iter().map(|(w, m)| (w.as_slice(), m.clone())).collect();
-    let table = super::committee::sentence_table(&refs, refs.len(), &config, &tagger, device);
+    let table = super::table::sentence_table(&refs, refs.len(), &config, &tagger, device);
 
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
     let mut rng = {

@@ -103,7 +103,7 @@ fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
 }
 
 /// Swaps as `history.csv` rows, with the header or without.
-fn history_csv(swaps: &[af_filter::Swap], pool: &super::committee::Pool, header: bool) -> anyhow::Result<Vec<u8>> {
+fn history_csv(swaps: &[af_filter::Swap], pool: &super::pool::Pool, header: bool) -> anyhow::Result<Vec<u8>> {
     let mut history = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
     if header {
         history.write_record(["iteration", "item_id", "removed", "added"])?;
@@ -165,7 +165,7 @@ struct FilterReport {
     seconds: f64,
 }
 
-fn write_report(ctx: &StageContext, state: &FilterState, pool: &super::committee::Pool, k: usize) -> anyhow::Result<()> {
+fn write_report(ctx: &StageContext, state: &FilterState, pool: &super::pool::Pool, k: usize) -> anyhow::Result<()> {
     let first = state.iterations.first().context("the filter ran no iteration")?;
     let last = state.iterations.last().expect("there is a first");
     let driving = |it: &af_filter::IterationRecord| it.heads.iter().find(|h| h.head == it.driving_head).map_or(f64::NAN, |h| h.accuracy);

@@ -10,7 +10,9 @@ pub mod filter;
 pub mod generate;
 pub mod lm;
 pub mod pairs;
+pub mod pool;
 pub mod report;
+pub mod table;
 pub mod tagger;
 
 use std::path::{Path, PathBuf};

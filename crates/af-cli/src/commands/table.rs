@@ -1,0 +1,261 @@
+//! The committee's candidate table, built from text: tokenizing, tagging and interning on the
+//! host (rayon), in batches, handed to af-nn's assembler on the device. The pool's table and the
+//! audit's tables of sentences both come from here.
+
+use std::collections::HashMap;
+
+use af_core::CommitteeConfig;
+use af_nn::table::{CandidateTable, RawCandidate, TableAssembler, Vocabularies};
+use af_text::{tokenize, Tagger};
+use rayon::prelude::*;
+use tch::Device;
+
+use super::pool::Pool;
+
+/// What the candidate table holds, for the stage report.
+#[derive(Debug, serde::Serialize)]
+pub struct TableSummary {
+    pub rows: usize,
+    pub vocabulary: usize,
+    pub pos_vocabulary: usize,
+    pub max_tokens: usize,
+    pub mean_tokens: f64,
+    pub feature_mean: [f64; 8],
+    pub feature_std: [f64; 8],
+    /// The table's tensors on the device.
+    pub device_bytes: u64,
+}
+
+/// One sentence for the table: lowercased tokens, the marked range, raw LM features.
+pub struct TableSentence {
+    pub words: Vec<String>,
+    pub marked: std::ops::Range<usize>,
+    pub features: [f32; 8],
+    /// Whether its words count toward the vocabularies (the training side only, where the rest
+    /// is held out: a word seen only there is unknown, as it would be to a deployed detector).
+    pub counted: bool,
+}
+
+/// Builds the committee's table one batch of sentences at a time: tags and interns them on the
+/// host, counts words and feature moments, and hands the ids to af-nn's assembler on the device.
+/// Words are ranked by count (ties by the word): the `max-vocab` most frequent get ids 2..
+/// (0 pad, 1 unknown); in the POS view the `pos-words` most frequent stay words and every other
+/// token becomes its tag.
+pub struct TableBuilder<'a> {
+    tagger: &'a Tagger,
+    config: &'a CommitteeConfig,
+    interned: HashMap<String, u32>,
+    words: Vec<String>,
+    counts: Vec<u64>,
+    assembler: TableAssembler,
+    sum: [f64; 8],
+    sq: [f64; 8],
+    tokens: usize,
+}
+
+impl<'a> TableBuilder<'a> {
+    pub fn new(tagger: &'a Tagger, config: &'a CommitteeConfig, device: Device) -> Self {
+        // Interned id 0 is reserved: the assembler's padding looks it up.
+        Self {
+            tagger,
+            config,
+            interned: HashMap::new(),
+            words: vec![String::new()],
+            counts: vec![0],
+            assembler: TableAssembler::new(device),
+            sum: [0.0; 8],
+            sq: [0.0; 8],
+            tokens: 0,
+        }
+    }
+
+    pub fn push(&mut self, sentences: &[TableSentence]) {
+        let tags: Vec<Vec<u8>> = sentences
+            .par_iter()
+            .map(|s| self.tagger.tag_ids(&s.words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
+            .collect();
+        let mut ids: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
+        for s in sentences {
+            let row: Vec<u32> = s
+                .words
+                .iter()
+                .map(|w| match self.interned.get(w) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.words.len() as u32;
+                        self.interned.insert(w.clone(), id);
+                        self.words.push(w.clone());
+                        self.counts.push(0);
+                        id
+                    }
+                })
+                .collect();
+            if s.counted {
+                for &id in &row {
+                    self.counts[id as usize] += 1;
+                }
+            }
+            for f in 0..8 {
+                let x = f64::from(s.features[f]);
+                self.sum[f] += x;
+                self.sq[f] += x * x;
+            }
+            self.tokens += row.len();
+            ids.push(row);
+        }
+        let raw: Vec<RawCandidate> = sentences
+            .iter()
+            .zip(&ids)
+            .zip(&tags)
+            .map(|((s, interned), tags)| RawCandidate { interned, tags, marked: s.marked.clone(), features: s.features })
+            .collect();
+        self.assembler.push(&raw);
+    }
+
+    /// The table; `standardize` scales the features to mean 0 and deviation 1 over all rows.
+    pub fn finish(self, standardize: bool) -> (CandidateTable, TableSummary) {
+        let c = self.config;
+        let mut ranked: Vec<u32> = (1..self.words.len() as u32).filter(|&id| self.counts[id as usize] > 0).collect();
+        ranked.sort_unstable_by(|&a, &b| self.counts[b as usize].cmp(&self.counts[a as usize]).then_with(|| self.words[a as usize].cmp(&self.words[b as usize])));
+        let mut word_of = vec![1i32; self.words.len()];
+        let mut pos_word_of = vec![-1i32; self.words.len()];
+        let kept = ranked.len().min(c.max_vocab - 2);
+        let pos_kept = ranked.len().min(c.pos_words);
+        for (rank, &id) in ranked.iter().enumerate() {
+            if rank < kept {
+                word_of[id as usize] = rank as i32 + 2;
+            }
+            if rank < pos_kept {
+                pos_word_of[id as usize] = rank as i32 + 2;
+            }
+        }
+        let tag_base = pos_kept as i32 + 2;
+        let vocab = Vocabularies {
+            word_of,
+            pos_word_of,
+            tag_base,
+            vocab: kept as i64 + 2,
+            pos_vocab: i64::from(tag_base) + self.tagger.tags().len() as i64,
+        };
+        let n = self.assembler.rows().max(1) as f64;
+        let (mut mean, mut std) = ([0f64; 8], [1f64; 8]);
+        if standardize {
+            for f in 0..8 {
+                mean[f] = self.sum[f] / n;
+                std[f] = (self.sq[f] / n - mean[f] * mean[f]).max(0.0).sqrt().max(1e-6);
+            }
+        }
+        let rows = self.assembler.rows();
+        let min_len = c.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
+        let table = self.assembler.finish(&vocab, mean.map(|m| m as f32), std.map(|s| s as f32), min_len);
+        let summary = TableSummary {
+            rows,
+            vocabulary: vocab.vocab as usize,
+            pos_vocabulary: vocab.pos_vocab as usize,
+            max_tokens: table.lengths.iter().copied().max().unwrap_or(0) as usize,
+            mean_tokens: self.tokens as f64 / n,
+            feature_mean: mean,
+            feature_std: std,
+            device_bytes: table.bytes(),
+        };
+        (table, summary)
+    }
+}
+
+/// The committee's table of a pool, built one part at a time: each candidate is its item's
+/// noun phrase then its ending, tagged as a whole, with the noun phrase marked.
+pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+    let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| lowercase_tokens(&i.noun_phrase)).collect();
+    let mut item_at = 0;
+    let mut builder = TableBuilder::new(tagger, c, device);
+    pool.for_each_part(|first, part| {
+        // The item of each row: items are in row order, so walk forward.
+        let mut items = Vec::with_capacity(part.len());
+        for r in first..first + part.len() {
+            while item_at + 1 < pool.offsets.len() && pool.offsets[item_at + 1] <= r {
+                item_at += 1;
+            }
+            items.push(item_at);
+        }
+        let sentences: Vec<TableSentence> = part
+            .par_iter()
+            .zip(&items)
+            .map(|(cand, &i)| {
+                let mut words = np_tokens[i].clone();
+                words.extend(lowercase_tokens(&cand.ending));
+                TableSentence { words, marked: 0..np_tokens[i].len(), features: cand.features, counted: true }
+            })
+            .collect();
+        builder.push(&sentences);
+        Ok(())
+    })?;
+    Ok(builder.finish(true))
+}
+
+fn lowercase_tokens(text: &str) -> Vec<String> {
+    tokenize(text).iter().map(|w| w.to_lowercase()).collect()
+}
+
+/// The table of sentences without LM features (an audit's options, WinoGrande's filled-in
+/// sentences): each sentence's lowercased tokens and its marked range; vocabularies from the
+/// first `counted` sentences.
+pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> CandidateTable {
+    let mut builder = TableBuilder::new(tagger, c, device);
+    let rows: Vec<TableSentence> = sentences
+        .iter()
+        .enumerate()
+        .map(|(i, (w, marked))| TableSentence { words: w.to_vec(), marked: marked.clone(), features: [0.0; 8], counted: i < counted })
+        .collect();
+    builder.push(&rows);
+    builder.finish(false).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::pool::tests::run_dir;
+
+    fn same(a: &tch::Tensor, b: &tch::Tensor) -> bool {
+        a.size() == b.size() && a.kind() == b.kind() && a.equal(b)
+    }
+
+    #[test]
+    fn the_table_does_not_depend_on_how_the_pool_is_cut_into_parts() {
+        let tagger = super::super::load_tagger(None).unwrap();
+        let config = CommitteeConfig { pos_words: 5, max_vocab: 12, ..Default::default() };
+        let one = run_dir(10, 6, 10);
+        let many = run_dir(10, 6, 3);
+        // And parts that cut items in two: the same rows, rewritten 5 to a part.
+        let cut = run_dir(10, 6, 10);
+        let pool_dir = cut.path().join("generate/pool");
+        let rows = af_io::pool::read_part(&af_io::pool::part_path(&pool_dir, 0)).unwrap();
+        std::fs::remove_file(af_io::pool::part_path(&pool_dir, 0)).unwrap();
+        for (b, chunk) in rows.chunks(5).enumerate() {
+            af_io::pool::write_part(&af_io::pool::part_path(&pool_dir, b), chunk).unwrap();
+        }
+        let (p1, pn, pc) = (Pool::load(one.path()).unwrap(), Pool::load(many.path()).unwrap(), Pool::load(cut.path()).unwrap());
+        assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pn.offsets.clone(), pn.sizes.clone(), pn.rows));
+        assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pc.offsets.clone(), pc.sizes.clone(), pc.rows));
+        let (tc, _) = candidate_table(&pc, &config, &tagger, Device::Cpu).unwrap();
+        assert_eq!(pn.rows, 70);
+        let (t1, s1) = candidate_table(&p1, &config, &tagger, Device::Cpu).unwrap();
+        let (tn, sn) = candidate_table(&pn, &config, &tagger, Device::Cpu).unwrap();
+        assert!(same(&t1.words, &tn.words) && same(&t1.pos, &tn.pos) && same(&t1.indicator, &tn.indicator));
+        assert!(same(&t1.words, &tc.words) && same(&t1.pos, &tc.pos) && same(&t1.indicator, &tc.indicator));
+        assert!(t1.features.allclose(&tn.features, 1e-6, 1e-6, false));
+        assert_eq!((s1.vocabulary, s1.pos_vocabulary, s1.max_tokens), (sn.vocabulary, sn.pos_vocabulary, sn.max_tokens));
+        // max-vocab 12: the 10 most frequent words and pad/unknown; some word is unknown.
+        assert_eq!(s1.vocabulary, 12);
+        assert!(t1.words.eq(1).any().int64_value(&[]) == 1);
+        // The noun phrase is marked, the ending is not; standardised features have mean 0.
+        let ind = Vec::<i64>::try_from(t1.indicator.narrow(0, 0, i64::from(t1.lengths[0])).to_kind(tch::Kind::Int64)).unwrap();
+        assert_eq!(&ind[..4], &[1, 1, 2, 2]);
+        assert!(t1.features.mean(tch::Kind::Float).double_value(&[]).abs() < 1e-5);
+        // The fetched candidates are those of the rows.
+        let fetched = pn.fetch([pn.row(4, 0), pn.row(9, 6), pn.row(4, 0)]).unwrap();
+        assert_eq!(fetched.len(), 2);
+        assert_eq!(fetched[&pn.row(9, 6)].item_id, "item-9");
+        assert_eq!(fetched[&pn.row(9, 6)].candidate, 6);
+        assert_eq!(fetched[&pn.row(4, 0)].ending, p1.items[4].ending);
+    }
+}
