@@ -162,7 +162,7 @@ struct Tokenized {
 }
 
 fn tokenize(q: &Question) -> Tokenized {
-    let t = |s: &str| af_text::tokenize(s).iter().map(|w| w.to_lowercase()).collect::<Vec<_>>();
+    let t = af_text::tokenize_lowercase;
     Tokenized { context: t(&q.context), prefix: t(&q.prefix), endings: q.endings.iter().map(|e| t(e)).collect() }
 }
 

@@ -53,21 +53,11 @@ pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<
     }
     let uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
     let vocab = lm.shape.vocab;
-    let mut never = vec![PAD, UNK, BOS];
-    never.retain(|&t| t < vocab);
-    let never = Tensor::from_slice(&never).to_device(dev);
-    let mut not_first: Vec<i64> = s.stop.iter().copied().chain([EOS]).filter(|&t| t < vocab).collect();
-    not_first.sort_unstable();
-    let not_first = Tensor::from_slice(&not_first).to_device(dev);
+    let bans = Bans::new(vocab, &s.stop, dev);
 
     let mut drawn = Vec::with_capacity(t_max);
     for t in 0..t_max {
-        let mut logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float) / s.temperature;
-        let _ = logits.index_fill_(1, &never, f64::NEG_INFINITY);
-        if t == 0 {
-            let _ = logits.index_fill_(1, &not_first, f64::NEG_INFINITY);
-        }
-        let cdf = logits.softmax(-1, Kind::Float).cumsum(1, Kind::Float);
+        let cdf = bans.logits(lm, &top, s.temperature, t == 0).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
         let target = uniforms.narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
         // "right": the first token whose cumulative probability exceeds the target, so a token of
         // probability zero (banned) is never chosen, even for a uniform of exactly 0.
@@ -100,6 +90,33 @@ pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<
         }
     }
     out
+}
+
+/// The tokens sampling never draws (`<pad>`, `<unk>`, `<bos>`), and those it never draws first
+/// (`<eos>` and the stop tokens: an empty ending).
+struct Bans {
+    never: Tensor,
+    not_first: Tensor,
+}
+
+impl Bans {
+    fn new(vocab: i64, stop: &[i64], device: Device) -> Self {
+        let never: Vec<i64> = [PAD, UNK, BOS].into_iter().filter(|&t| t < vocab).collect();
+        let not_first: Vec<i64> = stop.iter().copied().chain([EOS]).filter(|&t| t < vocab).collect();
+        Self { never: Tensor::from_slice(&never).to_device(device), not_first: Tensor::from_slice(&not_first).to_device(device) }
+    }
+
+    /// Next-token logits (fp32, over the temperature) with the banned tokens at -inf.
+    /// # Shapes
+    /// `top`: [B, H] -> [B, V]
+    fn logits(&self, lm: &BiLm, top: &Tensor, temperature: f64, first: bool) -> Tensor {
+        let mut logits = lm.logits(&lm.forward, top).to_kind(Kind::Float) / temperature;
+        let _ = logits.index_fill_(1, &self.never, f64::NEG_INFINITY);
+        if first {
+            let _ = logits.index_fill_(1, &self.not_first, f64::NEG_INFINITY);
+        }
+        logits
+    }
 }
 
 /// The LM features of an ending, in the order of [`af_core::LM_FEATURES`].
@@ -210,7 +227,6 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
     // (the backward pass's are the largest).
     let chunks = crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, device);
     for chunk in chunks {
-        let b = chunk.len() as i64;
         let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>()).to_device(device);
         let endings: Vec<&[i64]> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
         let v = pad_batch(&endings, device);
@@ -229,7 +245,6 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
         let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1)).expect("f32 log-probabilities");
         let bwd: Vec<Vec<i64>> = chunk.iter().map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e])).collect();
         let (blp, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
-        debug_assert_eq!(b as usize, chunk.len());
         for (r, &(i, e)) in chunk.iter().enumerate() {
             let (ls, ln, nv) = (items[i].s.len(), items[i].n.len(), items[i].endings[e].len());
             let frow = &lp[r * lv as usize..r * lv as usize + nv];
@@ -256,10 +271,7 @@ pub fn first_token_distribution(lm: &BiLm, prefixes: &[&[i64]], s: &SampleSettin
     let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
     let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
     let vocab = lm.shape.vocab;
-    let mut logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float) / s.temperature;
-    let banned: Vec<i64> = [PAD, UNK, BOS, EOS].into_iter().chain(s.stop.iter().copied()).filter(|&t| t < vocab).collect();
-    let _ = logits.index_fill_(1, &Tensor::from_slice(&banned).to_device(s.device), f64::NEG_INFINITY);
-    let p = logits.softmax(-1, Kind::Float).to_device(Device::Cpu);
+    let p = Bans::new(vocab, &s.stop, s.device).logits(lm, &top, s.temperature, true).softmax(-1, Kind::Float).to_device(Device::Cpu);
     let flat = Vec::<f32>::try_from(p.flatten(0, -1)).expect("f32 probabilities");
     flat.chunks(vocab as usize).map(<[f32]>::to_vec).collect()
 }

@@ -11,5 +11,5 @@ pub mod tokenize;
 pub mod vocab;
 
 pub use tagger::Tagger;
-pub use tokenize::{detokenize, tokenize};
+pub use tokenize::{detokenize, tokenize, tokenize_lowercase};
 pub use vocab::Vocab;

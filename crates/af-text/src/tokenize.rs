@@ -63,6 +63,11 @@ pub fn tokenize_owned(text: &str) -> Vec<String> {
     tokenize(text).iter().map(str::to_owned).collect()
 }
 
+/// The tokens lowercased, as the committee and the audit's detectors read text.
+pub fn tokenize_lowercase(text: &str) -> Vec<String> {
+    tokenize(text).iter().map(str::to_lowercase).collect()
+}
+
 fn is_clitic(s: &str) -> bool {
     let s = s.replace('’', "'");
     CLITICS.iter().any(|c| s.eq_ignore_ascii_case(c))

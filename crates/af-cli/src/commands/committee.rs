@@ -111,26 +111,29 @@ pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
 /// The pool and the table the filter stage saved (the export's way: building the table again
 /// would tag the whole pool again); built afresh if it is missing or does not fit the pool.
 pub fn load_saved(config: &Config) -> anyhow::Result<(Pool, CandidateTable, Device)> {
+    let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
+    let device = super::device(config)?;
     let dir = saved_table_dir(config);
     if dir.join("table.json").exists() {
-        let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
-        let device = super::device(config)?;
         match CandidateTable::load(&dir, device) {
             Ok(table) if table.rows as usize == pool.rows => return Ok((pool, table, device)),
             Ok(table) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), table.rows, pool.rows),
             Err(e) => tracing::warn!("{e}: building the table again"),
         }
     }
-    let (pool, table, _, device) = load(config)?;
+    let (table, _) = build_table(config, &pool, device)?;
     Ok((pool, table, device))
 }
 
-/// Loads the pool, the tagger and the table for a config's run.
+/// Loads the pool and builds its table for a config's run.
 pub fn load(config: &Config) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
-    let tagger = super::load_tagger(config.tagger.model.as_deref())?;
     let device = super::device(config)?;
-    let (table, summary) = candidate_table(&pool, &config.committee, &tagger, device)?;
+    let (table, summary) = build_table(config, &pool, device)?;
     Ok((pool, table, summary, device))
 }
 
+fn build_table(config: &Config, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+    let tagger = super::load_tagger(config.tagger.model.as_deref())?;
+    candidate_table(pool, &config.committee, &tagger, device)
+}

@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use af_core::{CommitteeConfig, Member};
 use af_io::features::{read_instances, write_npy, FeatureMatrix, InstanceFields};
 use af_nn::committee::{self as nnc, CommitteeModel};
-use af_text::tokenize;
 use clap::Args;
 use serde_json::json;
 use tch::nn;
@@ -44,7 +43,7 @@ pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
     // Each instance: two sentences (tokens, the option's token range), in option order.
     let file = af_io::questions::read_questions(&a.winogrande, Some(af_io::questions::QuestionFormat::Winogrande), false)?;
     anyhow::ensure!(file.questions.len() == instances.len(), "{}: {} questions but {} lines", a.winogrande.display(), file.questions.len(), instances.len());
-    let lower = |s: &str| tokenize(s).iter().map(str::to_lowercase).collect::<Vec<String>>();
+    let lower = af_text::tokenize_lowercase;
     let mut sentences = Vec::with_capacity(instances.len() * 2);
     for q in &file.questions {
         let blank = q.blank.as_ref().expect("the WinoGrande reader fills the blank");

@@ -36,11 +36,21 @@ fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
     rng
 }
 
+/// An item's context `s`, noun phrase `n` and gold ending `v` as LM ids, and the sampling prefix
+/// `<bos> s n`.
 struct Encoded {
     s: Vec<i64>,
     n: Vec<i64>,
     v: Vec<i64>,
     prefix: Vec<i64>,
+}
+
+impl Encoded {
+    fn new(vocab: &Vocab, item: &Item) -> Self {
+        let (s, n, v) = (encode(vocab, &item.context), encode(vocab, &item.noun_phrase), encode(vocab, &item.ending));
+        let prefix = [&[af_nn::lm::BOS][..], &s, &n].concat();
+        Self { s, n, v, prefix }
+    }
 }
 
 /// Samples and scores one block; returns its rows (gold first for each item).
@@ -57,14 +67,7 @@ fn run_block(
     device: Device,
     mixed: bool,
 ) -> Vec<Candidate> {
-    let enc: Vec<Encoded> = block
-        .iter()
-        .map(|(_, item)| {
-            let (s, n, v) = (encode(vocab, &item.context), encode(vocab, &item.noun_phrase), encode(vocab, &item.ending));
-            let prefix = [&[af_nn::lm::BOS][..], &s, &n].concat();
-            Encoded { s, n, v, prefix }
-        })
-        .collect();
+    let enc: Vec<Encoded> = block.iter().map(|(_, item)| Encoded::new(vocab, item)).collect();
     let mut seen: Vec<HashSet<Vec<i64>>> = enc.iter().map(|e| HashSet::from([e.v.clone()])).collect();
     let mut found: Vec<Vec<Vec<i64>>> = vec![Vec::new(); block.len()];
     let t = settings.max_tokens;
@@ -186,18 +189,22 @@ struct PrecisionCheck {
     feature_max_abs_difference: [f32; 8],
 }
 
-fn precision_check(block: &[(usize, &Item)], models: &HashMap<u32, (nn::VarStore, BiLm)>, vocab: &Vocab, settings: &SampleSettings, device: Device) -> PrecisionCheck {
+fn precision_check(
+    block: &[(usize, &Item)],
+    models: &HashMap<u32, (nn::VarStore, BiLm)>,
+    vocab: &Vocab,
+    settings: &SampleSettings,
+    batch: usize,
+    device: Device,
+) -> PrecisionCheck {
     let (mut tv_sum, mut tv_max, mut n) = (0.0f64, 0.0f64, 0usize);
     let mut diff = [0f32; 8];
     for (fold, (_, lm)) in models {
-        let items: Vec<&Item> = block.iter().map(|(_, item)| *item).filter(|item| item.fold == *fold).collect();
-        if items.is_empty() {
+        let enc: Vec<Encoded> = block.iter().filter(|(_, item)| item.fold == *fold).map(|(_, item)| Encoded::new(vocab, item)).collect();
+        if enc.is_empty() {
             continue;
         }
-        let enc: Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> =
-            items.iter().map(|item| (encode(vocab, &item.context), encode(vocab, &item.noun_phrase), encode(vocab, &item.ending))).collect();
-        let prefixes: Vec<Vec<i64>> = enc.iter().map(|(s, n, _)| [&[af_nn::lm::BOS][..], s, n].concat()).collect();
-        let refs: Vec<&[i64]> = prefixes.iter().map(Vec::as_slice).collect();
+        let refs: Vec<&[i64]> = enc.iter().map(|e| e.prefix.as_slice()).collect();
         let full = first_token_distribution(lm, &refs, settings);
         let mixed = in_precision(true, device, || first_token_distribution(lm, &refs, settings));
         for (p, q) in full.iter().zip(&mixed) {
@@ -206,9 +213,9 @@ fn precision_check(block: &[(usize, &Item)], models: &HashMap<u32, (nn::VarStore
             tv_max = tv_max.max(tv);
             n += 1;
         }
-        let jobs: Vec<ItemEndings> = enc.iter().map(|(s, n, v)| ItemEndings { s, n, endings: vec![v.as_slice()] }).collect();
-        let full = items_features(lm, &jobs, settings.max_tokens.max(256), device);
-        let mixed = in_precision(true, device, || items_features(lm, &jobs, settings.max_tokens.max(256), device));
+        let jobs: Vec<ItemEndings> = enc.iter().map(|e| ItemEndings { s: &e.s, n: &e.n, endings: vec![e.v.as_slice()] }).collect();
+        let full = items_features(lm, &jobs, batch, device);
+        let mixed = in_precision(true, device, || items_features(lm, &jobs, batch, device));
         for (a, b) in full.iter().flatten().zip(mixed.iter().flatten()) {
             for f in 0..8 {
                 diff[f] = diff[f].max((a[f] - b[f]).abs());
@@ -238,11 +245,11 @@ struct GenerateReport {
     precision_check: Option<serde_json::Value>,
 }
 
-/// One part's share of the pool statistics; parts are summed in block order, so the report is
-/// the same whether a block was counted as it was written or read back by a later run.
+/// The pool statistics, added to one part at a time (in any order). Counts and sets do not
+/// depend on the order; the log-perplexity sums are kept per block and added in block order, so
+/// the report is the same whether a block was counted as it was written or read back later.
 #[derive(Default)]
-struct PartStats {
-    items: HashSet<u32>,
+struct PoolStats {
     per_item: HashMap<u32, usize>,
     generated: usize,
     truncated: usize,
@@ -250,68 +257,54 @@ struct PartStats {
     bigrams: HashSet<(String, String)>,
     n_unigrams: usize,
     n_bigrams: usize,
-    gold_ppl: f64,
-    generated_ppl: f64,
+    /// Per block: the sums of gold and of generated endings' forward log-perplexity.
+    logppl: BTreeMap<usize, (f64, f64)>,
 }
 
-impl PartStats {
-    fn of(rows: &[Candidate]) -> Self {
-        let mut s = Self::default();
+impl PoolStats {
+    fn add(&mut self, block: usize, rows: &[Candidate]) {
+        let (mut gold, mut generated) = (0.0, 0.0);
         for row in rows {
-            s.items.insert(row.item_index);
+            let entry = self.per_item.entry(row.item_index).or_default();
             if row.is_gold() {
-                s.gold_ppl += f64::from(row.features[0]);
+                gold += f64::from(row.features[0]);
                 continue;
             }
-            s.generated += 1;
-            s.truncated += usize::from(row.truncated);
-            s.generated_ppl += f64::from(row.features[0]);
-            *s.per_item.entry(row.item_index).or_default() += 1;
+            *entry += 1;
+            self.generated += 1;
+            self.truncated += usize::from(row.truncated);
+            generated += f64::from(row.features[0]);
             let toks = af_text::tokenize::tokenize_owned(&row.ending);
-            s.n_unigrams += toks.len();
-            s.n_bigrams += toks.len().saturating_sub(1);
+            self.n_unigrams += toks.len();
+            self.n_bigrams += toks.len().saturating_sub(1);
             for w in toks.windows(2) {
-                s.bigrams.insert((w[0].clone(), w[1].clone()));
+                self.bigrams.insert((w[0].clone(), w[1].clone()));
             }
-            s.unigrams.extend(toks);
+            self.unigrams.extend(toks);
         }
-        s
+        self.logppl.insert(block, (gold, generated));
     }
-}
 
-fn report(parts: BTreeMap<usize, PartStats>, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>) -> anyhow::Result<GenerateReport> {
-    let mut all = PartStats::default();
-    for (_, p) in parts {
-        all.items.extend(p.items);
-        for (item, c) in p.per_item {
-            *all.per_item.entry(item).or_default() += c;
-        }
-        all.generated += p.generated;
-        all.truncated += p.truncated;
-        all.unigrams.extend(p.unigrams);
-        all.bigrams.extend(p.bigrams);
-        all.n_unigrams += p.n_unigrams;
-        all.n_bigrams += p.n_bigrams;
-        all.gold_ppl += p.gold_ppl;
-        all.generated_ppl += p.generated_ppl;
+    fn report(&self, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>) -> anyhow::Result<GenerateReport> {
+        anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
+        let full = self.per_item.values().filter(|&&c| c == endings).count();
+        let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
+        Ok(GenerateReport {
+            items: n_items,
+            endings_wanted: endings,
+            endings_generated: self.generated,
+            items_with_all_endings: full,
+            items_short: n_items - full,
+            share_with_all_endings: full as f64 / n_items.max(1) as f64,
+            truncated_share: self.truncated as f64 / self.generated.max(1) as f64,
+            distinct_1: self.unigrams.len() as f64 / self.n_unigrams.max(1) as f64,
+            distinct_2: self.bigrams.len() as f64 / self.n_bigrams.max(1) as f64,
+            mean_gold_fwd_logppl_v_given_sn: gold_ppl / n_items.max(1) as f64,
+            mean_generated_fwd_logppl_v_given_sn: generated_ppl / self.generated.max(1) as f64,
+            precision,
+            precision_check: check,
+        })
     }
-    anyhow::ensure!(all.items.len() == n_items, "the pool covers {} items, the items file has {n_items}", all.items.len());
-    let full = all.per_item.values().filter(|&&c| c == endings).count();
-    Ok(GenerateReport {
-        items: n_items,
-        endings_wanted: endings,
-        endings_generated: all.generated,
-        items_with_all_endings: full,
-        items_short: n_items - full,
-        share_with_all_endings: full as f64 / n_items.max(1) as f64,
-        truncated_share: all.truncated as f64 / all.generated.max(1) as f64,
-        distinct_1: all.unigrams.len() as f64 / all.n_unigrams.max(1) as f64,
-        distinct_2: all.bigrams.len() as f64 / all.n_bigrams.max(1) as f64,
-        mean_gold_fwd_logppl_v_given_sn: all.gold_ppl / n_items.max(1) as f64,
-        mean_generated_fwd_logppl_v_given_sn: all.generated_ppl / all.generated.max(1) as f64,
-        precision,
-        precision_check: check,
-    })
 }
 
 /// Returns whether the pool is complete (every block done), so that the runner can record it.
@@ -349,7 +342,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     }
     let check_path = ctx.dir.join("precision-check.json");
     if mixed && !todo.is_empty() {
-        let check = precision_check(blocks[todo[0]], &models, &vocab, &settings, device);
+        let check = precision_check(blocks[todo[0]], &models, &vocab, &settings, g.batch_sequences, device);
         tracing::info!(
             "generate: mixed precision moves the first token's distribution by {:.2e} (mean TV distance) and the LM features by at most {:.3}",
             check.first_token_tv_mean,
@@ -362,17 +355,14 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     let start = Instant::now();
     // The writer: writes each block's part and counts it, while the device goes on.
     let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
-    let written = std::thread::scope(|scope| -> anyhow::Result<BTreeMap<usize, PartStats>> {
-        let writer = scope.spawn(|| -> anyhow::Result<BTreeMap<usize, PartStats>> {
-            let mut stats = BTreeMap::new();
-            let mut generated = 0usize;
+    let mut stats = std::thread::scope(|scope| -> anyhow::Result<PoolStats> {
+        let writer = scope.spawn(|| -> anyhow::Result<PoolStats> {
+            let mut stats = PoolStats::default();
             for (b, rows) in receiver {
                 af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
-                let part = PartStats::of(&rows);
-                generated += part.generated;
-                stats.insert(b, part);
+                stats.add(b, &rows);
                 bar.inc(blocks[b].len() as u64);
-                bar.set_message(format!("{:.0} endings/s", generated as f64 / start.elapsed().as_secs_f64()));
+                bar.set_message(format!("{:.0} endings/s", stats.generated as f64 / start.elapsed().as_secs_f64()));
             }
             Ok(stats)
         });
@@ -387,7 +377,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     })?;
     bar.finish_and_clear();
     if !todo.is_empty() {
-        let generated: usize = written.values().map(|p| p.generated).sum();
+        let generated = stats.generated;
         tracing::info!(
             "generate: {generated} endings for {todo_items} items in {:.1} s ({:.0} endings/s)",
             start.elapsed().as_secs_f64(),
@@ -400,14 +390,13 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
         return Ok(false);
     }
     // Blocks written by an earlier run or another shard are read back to be counted.
-    let mut stats = written;
     for b in 0..blocks.len() {
-        if let std::collections::btree_map::Entry::Vacant(slot) = stats.entry(b) {
-            slot.insert(PartStats::of(&af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?));
+        if !stats.logppl.contains_key(&b) {
+            stats.add(b, &af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?);
         }
     }
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
-    let report = report(stats, items.len(), g.endings, precision, check)?;
+    let report = stats.report(items.len(), g.endings, precision, check)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
     println!(
@@ -475,7 +464,7 @@ mod tests {
             .collect();
         let block: Vec<(usize, &Item)> = items.iter().enumerate().collect();
         let settings = SampleSettings { max_tokens: 5, temperature: 1.0, stop: vec![i64::from(vocab.id("."))], device: Device::Cpu };
-        let check = precision_check(&block, &models, &vocab, &settings, Device::Cpu);
+        let check = precision_check(&block, &models, &vocab, &settings, 64, Device::Cpu);
         assert_eq!(check.items, 3);
         assert_eq!((check.first_token_tv_mean, check.first_token_tv_max), (0.0, 0.0));
         assert_eq!(check.feature_max_abs_difference, [0.0; 8]);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use af_core::CommitteeConfig;
 use af_nn::table::{CandidateTable, RawCandidate, TableAssembler, Vocabularies};
-use af_text::{tokenize, Tagger};
+use af_text::{tokenize_lowercase, Tagger};
 use rayon::prelude::*;
 use tch::Device;
 
@@ -50,22 +50,19 @@ pub struct TableBuilder<'a> {
     assembler: TableAssembler,
     sum: [f64; 8],
     sq: [f64; 8],
-    tokens: usize,
 }
 
 impl<'a> TableBuilder<'a> {
     pub fn new(tagger: &'a Tagger, config: &'a CommitteeConfig, device: Device) -> Self {
-        // Interned id 0 is reserved: the assembler's padding looks it up.
         Self {
             tagger,
             config,
             interned: HashMap::new(),
-            words: vec![String::new()],
-            counts: vec![0],
+            words: Vec::new(),
+            counts: Vec::new(),
             assembler: TableAssembler::new(device),
             sum: [0.0; 8],
             sq: [0.0; 8],
-            tokens: 0,
         }
     }
 
@@ -100,7 +97,6 @@ impl<'a> TableBuilder<'a> {
                 self.sum[f] += x;
                 self.sq[f] += x * x;
             }
-            self.tokens += row.len();
             ids.push(row);
         }
         let raw: Vec<RawCandidate> = sentences
@@ -115,7 +111,7 @@ impl<'a> TableBuilder<'a> {
     /// The table; `standardize` scales the features to mean 0 and deviation 1 over all rows.
     pub fn finish(self, standardize: bool) -> (CandidateTable, TableSummary) {
         let c = self.config;
-        let mut ranked: Vec<u32> = (1..self.words.len() as u32).filter(|&id| self.counts[id as usize] > 0).collect();
+        let mut ranked: Vec<u32> = (0..self.words.len() as u32).filter(|&id| self.counts[id as usize] > 0).collect();
         ranked.sort_unstable_by(|&a, &b| self.counts[b as usize].cmp(&self.counts[a as usize]).then_with(|| self.words[a as usize].cmp(&self.words[b as usize])));
         let mut word_of = vec![1i32; self.words.len()];
         let mut pos_word_of = vec![-1i32; self.words.len()];
@@ -153,7 +149,7 @@ impl<'a> TableBuilder<'a> {
             vocabulary: vocab.vocab as usize,
             pos_vocabulary: vocab.pos_vocab as usize,
             max_tokens: table.lengths.iter().copied().max().unwrap_or(0) as usize,
-            mean_tokens: self.tokens as f64 / n,
+            mean_tokens: table.tokens() as f64 / n,
             feature_mean: mean,
             feature_std: std,
             device_bytes: table.bytes(),
@@ -165,7 +161,7 @@ impl<'a> TableBuilder<'a> {
 /// The committee's table of a pool, built one part at a time: each candidate is its item's
 /// noun phrase then its ending, tagged as a whole, with the noun phrase marked.
 pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
-    let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| lowercase_tokens(&i.noun_phrase)).collect();
+    let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| tokenize_lowercase(&i.noun_phrase)).collect();
     let mut item_at = 0;
     let mut builder = TableBuilder::new(tagger, c, device);
     pool.for_each_part(|first, part| {
@@ -182,7 +178,7 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
             .zip(&items)
             .map(|(cand, &i)| {
                 let mut words = np_tokens[i].clone();
-                words.extend(lowercase_tokens(&cand.ending));
+                words.extend(tokenize_lowercase(&cand.ending));
                 TableSentence { words, marked: 0..np_tokens[i].len(), features: cand.features, counted: true }
             })
             .collect();
@@ -190,10 +186,6 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
         Ok(())
     })?;
     Ok(builder.finish(true))
-}
-
-fn lowercase_tokens(text: &str) -> Vec<String> {
-    tokenize(text).iter().map(|w| w.to_lowercase()).collect()
 }
 
 /// The table of sentences without LM features (an audit's options, WinoGrande's filled-in
