@@ -1,6 +1,6 @@
 //! Gives every binary and test of the crate that uses this script an rpath to libtorch, so that
 //! `af` runs without LD_LIBRARY_PATH. torch-sys sets none, and only a crate that depends on
-//! torch-sys directly sees DEP_TCH_LIBTORCH_LIB. af-cli reuses this file (`build = ...`).
+//! torch-sys directly sees DEP_TCH_LIBTORCH_LIB. af-cli and af-pipeline reuse this file (`build = ...`).
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     if let Some(lib_dir) = std::env::var_os("DEP_TCH_LIBTORCH_LIB") {

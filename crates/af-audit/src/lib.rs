@@ -16,7 +16,7 @@ pub mod twins;
 use std::collections::HashSet;
 use std::ops::Range;
 
-use af_core::{AuditConfig, Member, Question, View};
+use af_core::{AuditConfig, MemberName, Question, View};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -46,7 +46,7 @@ pub trait Learner {
 
     /// Per-option scores of every `eval` question (higher: more likely right). `eval` labels are
     /// there for the caller's bookkeeping; a learner must not read them.
-    fn train_and_score(&mut self, model: Member, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error>;
+    fn train_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error>;
 }
 
 #[derive(Debug, Error)]
@@ -197,7 +197,7 @@ pub fn audit<L: Learner>(
     questions: Vec<Question>,
     eval_questions: Option<Vec<Question>>,
     config: &AuditConfig,
-    exclude: &[(Member, View)],
+    exclude: &[(MemberName, View)],
     seed: u64,
     learner: &mut L,
     progress: Progress,
@@ -304,12 +304,12 @@ pub fn audit<L: Learner>(
             transformed.push((t, tr, ev));
         }
     }
-    let excluded = views.iter().flat_map(|&v| config.models.iter().map(move |&m| (m, v))).filter(|p| exclude.contains(p)).count();
+    let excluded = views.iter().flat_map(|&v| config.models.iter().map(move |m| (m.clone(), v))).filter(|p| exclude.contains(p)).count();
     let total = config.models.len() * (views.len() + transformed.len()) - excluded;
     let mut done = 0;
     // Each detector's seed comes from its name, so adding or removing another detector changes
     // no other's numbers.
-    let mut run = |name: String, model: Member, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>| {
+    let mut run = |name: String, model: &MemberName, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>| {
         progress(done, total, &name);
         done += 1;
         let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
@@ -318,14 +318,14 @@ pub fn audit<L: Learner>(
     for &view in &views {
         let train_q: Vec<LearnerQuestion> = train.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
         let eval_q: Vec<LearnerQuestion> = eval.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
-        for &model in &config.models {
-            let name = format!("{}/{}", model.name(), view.name());
-            if exclude.contains(&(model, view)) {
+        for model in &config.models {
+            let name = format!("{}/{}", model, view.name());
+            if exclude.iter().any(|(m, v)| m == model && *v == view) {
                 skipped.push(Skipped { what: name, reason: "excluded by the caller (a committee member on the view it was trained against)".into() });
                 continue;
             }
             let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
-            detectors.push(scorer.result(&name, "learned", Some(model.name()), Some(view.name()), &scores));
+            detectors.push(scorer.result(&name, "learned", Some(model.as_str()), Some(view.name()), &scores));
         }
     }
     for (t, tr, ev) in &transformed {
@@ -335,10 +335,10 @@ pub fn audit<L: Learner>(
         // detector's accuracy is over the transformed questions only.
         let kept: Vec<usize> = ev.iter().map(|(i, _)| eval_pos[i]).collect();
         let sub = scorer.subset(&kept, tr.len());
-        for &model in &config.models {
-            let name = format!("{}/{}", model.name(), t.name());
+        for model in &config.models {
+            let name = format!("{}/{}", model, t.name());
             let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
-            detectors.push(sub.result(&name, "learned", Some(model.name()), Some(t.name()), &scores));
+            detectors.push(sub.result(&name, "learned", Some(model.as_str()), Some(t.name()), &scores));
         }
     }
     progress(done, total, "");

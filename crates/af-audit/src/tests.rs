@@ -11,7 +11,7 @@ struct MeanLogOdds;
 impl Learner for MeanLogOdds {
     type Error = std::convert::Infallible;
 
-    fn train_and_score(&mut self, _: Member, train: &[LearnerQuestion], eval: &[LearnerQuestion], _: u64) -> Result<Vec<Vec<f32>>, Self::Error> {
+    fn train_and_score(&mut self, _: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], _: u64) -> Result<Vec<Vec<f32>>, Self::Error> {
         let mut counts: HashMap<&str, (f64, f64)> = HashMap::new();
         for q in train {
             for (o, opt) in q.options.iter().enumerate() {
@@ -42,7 +42,7 @@ impl Learner for MeanLogOdds {
 }
 
 fn run(planted: Planted, seed: u64) -> AuditReport {
-    let config = AuditConfig { models: vec![Member::Ngram], ..Default::default() };
+    let config = AuditConfig { models: af_core::member_names(&["ngram"]), ..Default::default() };
     let mut calls = Vec::new();
     let report = audit(questions(800, 4, planted, seed), None, &config, &[], seed, &mut MeanLogOdds, &mut |done, total, name| {
         calls.push((done, total, name.to_string()))
@@ -113,7 +113,7 @@ fn twins_are_kept_together_and_the_transforms_run_on_blank_questions() {
             });
         }
     }
-    let config = AuditConfig { models: vec![Member::Ngram], ..Default::default() };
+    let config = AuditConfig { models: af_core::member_names(&["ngram"]), ..Default::default() };
     let r = audit(qs, None, &config, &[], 5, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
     let twins = r.twins.as_ref().unwrap();
     assert_eq!((twins.source, twins.pairs, twins.eval_pairs * 2), (TwinSource::Groups, 200, r.split.eval), "every held-out question has its twin held out");

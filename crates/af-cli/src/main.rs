@@ -4,12 +4,12 @@
 
 mod commands;
 mod progress;
-mod resources;
-mod stage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use af_pipeline::runner::{self, StageRun};
+use af_pipeline::StageName;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -121,12 +121,13 @@ enum Command {
     Run {
         #[command(flatten)]
         stage: StageArgs,
-        /// Rerun this stage, and every stage after it, even if up to date.
+        /// Rerun this stage, and every stage after it, even if up to date (pairs, lm, generate,
+        /// filter, export, report).
         #[arg(long, value_name = "STAGE")]
-        force: Vec<stage::StageName>,
+        force: Vec<StageName>,
         /// Stop after this stage.
         #[arg(long, value_name = "STAGE")]
-        until: Option<stage::StageName>,
+        until: Option<StageName>,
     },
     /// Benchmarks that print JSON with the machine, sizes and figures.
     #[command(subcommand)]
@@ -198,66 +199,64 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints what became of a stage: its report when it ran.
+fn print_stage(run: &StageRun) {
+    match run {
+        StageRun::UpToDate { .. } => {}
+        StageRun::Done { report, .. } | StageRun::Partial { report } => println!("{report}"),
+    }
+}
+
+/// Runs one stage of a config, as its own command does.
+fn one_stage(config: &af_core::Config, stage: StageName, force: bool, shard: Option<(usize, usize)>) -> anyhow::Result<ExitCode> {
+    af_pipeline::setup::init_threads(config);
+    print_stage(&runner::run_stage(config, stage, force, shard, &progress::Bars)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    use af_pipeline::load_config;
     match command {
         Command::Doctor { json } => commands::doctor::run(json),
         Command::Config(ConfigCommand::Show { file }) => {
-            let config = commands::load_config(file.as_deref())?;
+            let config = load_config(file.as_deref())?;
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)
         }
         Command::Tagger(c) => commands::tagger::run(c),
-        Command::Pairs(args) => {
-            let config = commands::load_config(args.config.as_deref())?;
-            stage::init_threads(&config);
-            stage::run_stage(&config, stage::StageName::Pairs, true, None)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Lm(LmCommand::Train { stage: args, force }) => {
-            let config = commands::load_config(args.config.as_deref())?;
-            stage::init_threads(&config);
-            stage::run_stage(&config, stage::StageName::Lm, force, None)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Generate { stage: args, shard, force } => {
-            let config = commands::load_config(args.config.as_deref())?;
-            stage::init_threads(&config);
-            stage::run_stage(&config, stage::StageName::Generate, force, shard)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Pairs(args) => one_stage(&load_config(args.config.as_deref())?, StageName::Pairs, true, None),
+        Command::Lm(LmCommand::Train { stage: args, force }) => one_stage(&load_config(args.config.as_deref())?, StageName::Lm, force, None),
+        Command::Generate { stage: args, shard, force } => one_stage(&load_config(args.config.as_deref())?, StageName::Generate, force, shard),
         Command::Filter { stage: args, resume, force } => {
-            let config = commands::load_config(args.config.as_deref())?;
+            let config = load_config(args.config.as_deref())?;
             let dir = config.run.dir.join("filter");
             if resume && !dir.join("state.json").exists() {
                 anyhow::bail!("--resume: no interrupted filter run in {}", dir.display());
             }
-            if resume && !stage::resumable(&config, stage::StageName::Filter)? {
+            if resume && !runner::resumable(&config, StageName::Filter)? {
                 anyhow::bail!(
                     "--resume: the run in {} was started with another config or other upstream outputs; resuming it would mix the two (run without --resume to start over)",
                     dir.display()
                 );
             }
-            stage::init_threads(&config);
-            stage::run_stage(&config, stage::StageName::Filter, force, None)?;
-            Ok(ExitCode::SUCCESS)
+            one_stage(&config, StageName::Filter, force, None)
         }
         Command::Export { stage: args, annotation } => {
-            let mut config = commands::load_config(args.config.as_deref())?;
+            let mut config = load_config(args.config.as_deref())?;
             config.export.annotation |= annotation;
-            stage::init_threads(&config);
-            stage::run_stage(&config, stage::StageName::Export, true, None)?;
-            Ok(ExitCode::SUCCESS)
+            one_stage(&config, StageName::Export, true, None)
         }
         Command::Report { run_dir } => {
             let out = run_dir.join("report");
-            commands::report::write(&run_dir, &out)?;
+            af_pipeline::stages::report::write(&run_dir, &out)?;
             println!("{}", out.join("report.html").display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { stage: args, force, until } => {
-            let config = commands::load_config(args.config.as_deref())?;
-            let last = until.map_or(stage::ALL_STAGES.len(), |u| stage::ALL_STAGES.iter().position(|&s| s == u).expect("every stage is in ALL_STAGES") + 1);
-            stage::run_stages(&config, &stage::ALL_STAGES[..last], &force)?;
+            let config = load_config(args.config.as_deref())?;
+            let all = af_pipeline::ALL_STAGES;
+            let last = until.map_or(all.len(), |u| all.iter().position(|&s| s == u).expect("every stage is in ALL_STAGES") + 1);
+            runner::run_stages(&config, &all[..last], &force, &progress::Bars, print_stage)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(c) => commands::bench::run(c),

@@ -1,5 +1,6 @@
-//! The generator stages end to end on the caption fixture with a tiny LM: cross-fitting,
-//! sharding, resuming after a kill.
+//! The generator stages end to end on the caption fixture with a tiny LM, through the `af` binary:
+//! cross-fitting, sharding, resuming after a kill, and bad `--shard` arguments. LM pretraining is
+//! tested in-process in crates/af-pipeline/tests/stages.rs.
 
 mod common;
 
@@ -166,35 +167,4 @@ fn bad_shard_arguments_are_refused() {
     let o = af(&["generate", "x.toml", "--shard", "3/3"], d.path());
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("need 0 <= I < N"), "{}", stderr(&o));
-}
-
-#[test]
-fn lm_pretrains_on_prose_then_fine_tunes_each_fold() {
-    let d = tempfile::tempdir().unwrap();
-    let captions = repo().join("fixtures/captions/captions.json");
-    let prose = repo().join("fixtures/inputs/prose");
-    let cfg = config_in(
-        d.path(),
-        &format!(
-            "[lm]\nmin-count = 1\nembedding = 8\nhidden = 8\nmax-epochs = 1\npretrain-epochs = 2\n\n\
-             [[lm.pretrain]]\npath = \"{}\"\nformat = \"text\"\n\n\
-             [[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n",
-            prose.display(),
-            captions.display()
-        ),
-    );
-    let early = af(&["lm", "train", cfg.to_str().unwrap()], d.path());
-    assert!(stderr(&early).contains("needs the `pairs` stage's outputs"), "{}", stderr(&early));
-    assert!(af(&["pairs", cfg.to_str().unwrap()], d.path()).status.success());
-    let o = af(&["lm", "train", cfg.to_str().unwrap()], d.path());
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.path().join("run/lm/report.json")).unwrap()).unwrap();
-    assert_eq!(report["pretrain_sequences"], 4, "5 sentences of prose in one file make 4 pairs");
-    let progress: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.path().join("run/lm/pretrain/progress.json")).unwrap()).unwrap();
-    assert_eq!(progress["history"].as_array().unwrap().len(), 2);
-    assert_eq!(report["folds"].as_array().unwrap().len(), 5);
-    for k in 0..5 {
-        assert!(d.path().join(format!("run/lm/fold-{k}/best.safetensors")).exists());
-    }
 }

@@ -5,6 +5,7 @@
 //! them, so a config means the same thing from any working directory. The resolved config (paths
 //! made absolute) is what each stage writes next to its artifacts.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -291,43 +292,43 @@ impl InputSpec {
     }
 }
 
-/// A committee member (DESIGN §1.3). Names are what configs and metrics use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Member {
-    /// MLP on the 8 LM features.
-    Mlp,
-    /// Mean of word embeddings.
-    Bow,
-    /// Convolutions over word + indicator embeddings, max-pooled.
-    Cnn,
-    /// BiLSTM over frequent words and the POS tags of the rest, max-pooled.
-    PosLstm,
-    /// fastText-style: mean of word and hashed word-bigram embeddings (the audit's n-gram bag).
-    Ngram,
-    /// BiLSTM over word + indicator embeddings, max-pooled (the audit's BiLSTM).
-    Lstm,
+/// A committee member's name, as configs, metrics and the member registry (af-nn) spell it.
+///
+/// A name rather than an enum: the registry is open (a new member is one file in af-nn, and a
+/// test may register its own), so af-core cannot list the members. Configs are checked against
+/// the registry once, when they are loaded (`af_pipeline::load_config`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MemberName(String);
+
+impl MemberName {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
-impl Member {
-    pub const ALL: [Member; 6] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm, Member::Ngram, Member::Lstm];
-    /// SWAG's committee, the default full stage.
-    pub const SWAG: [Member; 4] = [Member::Mlp, Member::Bow, Member::Cnn, Member::PosLstm];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Member::Mlp => "mlp",
-            Member::Bow => "bow",
-            Member::Cnn => "cnn",
-            Member::PosLstm => "pos-lstm",
-            Member::Ngram => "ngram",
-            Member::Lstm => "lstm",
-        }
+impl fmt::Display for MemberName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
+}
 
-    pub fn parse(name: &str) -> Option<Member> {
-        Self::ALL.into_iter().find(|m| m.name() == name)
+impl PartialEq<str> for MemberName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
     }
+}
+
+/// SWAG's committee, the default full phase of the schedule.
+pub const SWAG_COMMITTEE: [&str; 4] = ["mlp", "bow", "cnn", "pos-lstm"];
+
+/// The names of `names`, as member names.
+pub fn member_names(names: &[&str]) -> Vec<MemberName> {
+    names.iter().map(|n| MemberName::new(*n)).collect()
 }
 
 /// The joint head's name in metrics and configs.
@@ -374,6 +375,11 @@ pub struct CommitteeConfig {
     /// Arithmetic of scoring (training is always fp32): see [`Precision`].
     #[serde(skip_serializing_if = "Precision::is_auto")]
     pub precision: Precision,
+    /// Per-member settings, `[committee.member.NAME]`: each member reads its own table (its keys
+    /// are documented beside its code in af-nn), which overlays the flat keys above
+    /// (`cnn-filters` and the like, the older spelling, still the committee-wide default).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub member: BTreeMap<String, toml::Table>,
 }
 
 impl Default for CommitteeConfig {
@@ -399,11 +405,12 @@ impl Default for CommitteeConfig {
             clip_norm: 1.0,
             score_batch: 8192,
             precision: Precision::Auto,
+            member: BTreeMap::new(),
         }
     }
 }
 
-/// How AF swaps per item and iteration.
+/// How many easy distractors an item may swap per iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BudgetRule {
@@ -413,12 +420,47 @@ pub enum BudgetRule {
     PairwiseAccuracy,
 }
 
-/// One stage of the AF schedule.
+/// Which head's scores decide the swaps. Spelled in configs as "joint", "best-member" or a
+/// member's name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum SwapHead {
+    /// The joint head over every member's representation.
+    Joint,
+    /// The member with the best held-out (k+1)-way accuracy in this iteration.
+    BestMember,
+    /// One member, by name (it must be in every phase).
+    Member(MemberName),
+}
+
+impl From<String> for SwapHead {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            JOINT_HEAD => SwapHead::Joint,
+            "best-member" => SwapHead::BestMember,
+            _ => SwapHead::Member(MemberName::new(s)),
+        }
+    }
+}
+
+impl From<SwapHead> for String {
+    fn from(h: SwapHead) -> String {
+        match h {
+            SwapHead::Joint => JOINT_HEAD.into(),
+            SwapHead::BestMember => "best-member".into(),
+            SwapHead::Member(m) => m.0,
+        }
+    }
+}
+
+/// One phase of the AF schedule: a committee composition run for some iterations (SWAG: the MLP
+/// alone, then the whole committee). `[[filter.stages]]` in configs, the key it always had;
+/// "stage" in af's code means a pipeline stage only.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct StageConfig {
+pub struct Phase {
     pub name: String,
-    pub members: Vec<Member>,
+    pub members: Vec<MemberName>,
     pub iterations: usize,
 }
 
@@ -431,7 +473,7 @@ pub struct FilterConfig {
     /// Share of groups trained on in each iteration; the rest is held out, scored and filtered.
     pub train_share: f64,
     /// The head whose scores decide the swaps: "joint", "best-member", or a member's name.
-    pub swap_head: String,
+    pub swap_head: SwapHead,
     pub budget: BudgetRule,
     /// Easy distractors swapped per item and iteration at most (the fixed budget).
     pub n_easy: usize,
@@ -440,7 +482,8 @@ pub struct FilterConfig {
     pub epsilon: f64,
     /// ... for this many iterations in a row.
     pub patience: usize,
-    pub stages: Vec<StageConfig>,
+    /// The schedule's phases, in order.
+    pub stages: Vec<Phase>,
 }
 
 impl Default for FilterConfig {
@@ -448,14 +491,14 @@ impl Default for FilterConfig {
         Self {
             k: 9,
             train_share: 0.8,
-            swap_head: JOINT_HEAD.into(),
+            swap_head: SwapHead::Joint,
             budget: BudgetRule::Fixed,
             n_easy: 2,
             epsilon: 0.02,
             patience: 3,
             stages: vec![
-                StageConfig { name: "mlp".into(), members: vec![Member::Mlp], iterations: 100 },
-                StageConfig { name: "full".into(), members: Member::SWAG.to_vec(), iterations: 40 },
+                Phase { name: "mlp".into(), members: member_names(&["mlp"]), iterations: 100 },
+                Phase { name: "full".into(), members: member_names(&SWAG_COMMITTEE), iterations: 40 },
             ],
         }
     }
@@ -526,7 +569,7 @@ pub struct AuditConfig {
     pub eval_share: f64,
     pub views: Vec<View>,
     /// Architectures of the learned (partial-input) detectors, each trained on every view.
-    pub models: Vec<Member>,
+    pub models: Vec<MemberName>,
     /// A token enters the statistics once it occurs in at least this many options.
     pub token_min_count: usize,
     /// Family-wise error rate: tokens (Holm over all tested tokens) and detectors (Bonferroni
@@ -548,7 +591,7 @@ impl Default for AuditConfig {
         Self {
             eval_share: 0.2,
             views: View::ALL.to_vec(),
-            models: vec![Member::Ngram, Member::Cnn, Member::Lstm],
+            models: member_names(&["ngram", "cnn", "lstm"]),
             token_min_count: 10,
             alpha: 0.05,
             top_tokens: 20,
@@ -657,9 +700,6 @@ impl Config {
         if !(a.alpha > 0.0 && a.alpha < 0.5) {
             return Err(format!("[audit] alpha = {}: must be strictly between 0 and 0.5", a.alpha));
         }
-        if let Some(m) = a.models.iter().find(|m| **m == Member::Mlp) {
-            return Err(format!("[audit] models: `{}` reads LM features, which a dataset to audit does not have", m.name()));
-        }
         let (c, f) = (&self.committee, &self.filter);
         if c.embedding < 1 || c.indicator_embedding < 1 || c.mlp_hidden < 1 || c.cnn_filters < 1 || c.lstm_hidden < 1 || c.joint_hidden < 1 || c.ngram_buckets < 1 {
             return Err("[committee] sizes must be positive".into());
@@ -690,20 +730,14 @@ impl Config {
                 return Err(format!("[filter] stage `{}` has 0 iterations", s.name));
             }
         }
-        match f.swap_head.as_str() {
-            JOINT_HEAD if !c.joint => Err("[filter] swap-head = \"joint\" but [committee] joint = false".into()),
-            JOINT_HEAD | "best-member" => Ok(()),
-            name => {
-                let Some(m) = Member::parse(name) else {
-                    return Err(format!(
-                        "[filter] swap-head = {name:?}: expected \"joint\", \"best-member\" or a member (mlp, bow, cnn, pos-lstm, ngram, lstm)"
-                    ));
-                };
-                match f.stages.iter().find(|s| !s.members.contains(&m)) {
-                    Some(s) => Err(format!("[filter] swap-head = {name:?}, but stage `{}` does not have that member", s.name)),
-                    None => Ok(()),
-                }
-            }
+        match &f.swap_head {
+            SwapHead::Joint if !c.joint => Err("[filter] swap-head = \"joint\" but [committee] joint = false".into()),
+            SwapHead::Joint | SwapHead::BestMember => Ok(()),
+            // Whether the name is a member at all is the registry's to say (af-nn).
+            SwapHead::Member(m) => match f.stages.iter().find(|s| !s.members.contains(m)) {
+                Some(s) => Err(format!("[filter] swap-head = \"{m}\", but stage `{}` does not have that member", s.name)),
+                None => Ok(()),
+            },
         }
     }
 
@@ -825,6 +859,28 @@ mod tests {
         std::fs::write(&file, "[[pairs.inputs]]\npath = \"a.csv\"\nformat = \"csv\"\ntext-field = \"t\"\n").unwrap();
         let err = Config::load(&file).unwrap_err().to_string();
         assert!(err.contains("needs `group-field`"), "{err}");
+    }
+
+    #[test]
+    fn swap_head_and_member_tables_keep_their_spelling() {
+        let text = "[committee]\ncnn-filters = 32\n[committee.member.cnn]\nfilters = 64\n[filter]\nswap-head = \"cnn\"\n\
+                    [[filter.stages]]\nname = \"all\"\nmembers = [\"mlp\", \"cnn\"]\niterations = 2\n";
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        assert_eq!(c.filter.swap_head, SwapHead::Member(MemberName::new("cnn")));
+        assert_eq!(c.committee.cnn_filters, 32);
+        assert_eq!(c.committee.member["cnn"]["filters"].as_integer(), Some(64));
+        assert_eq!(c.filter.stages[0].members, member_names(&["mlp", "cnn"]));
+        assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
+        for (text, head) in [("joint", SwapHead::Joint), ("best-member", SwapHead::BestMember)] {
+            let c = Config::parse(&format!("[filter]\nswap-head = \"{text}\"\n"), Path::new("c.toml")).unwrap();
+            assert_eq!(c.filter.swap_head, head);
+        }
+        // A member the schedule lacks cannot drive the swaps.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[filter]\nswap-head = \"lstm\"\n").unwrap();
+        let err = Config::load(&file).unwrap_err().to_string();
+        assert!(err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"), "{err}");
     }
 
     #[test]

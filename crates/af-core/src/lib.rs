@@ -10,6 +10,9 @@ pub mod item;
 pub mod question;
 pub mod split;
 
-pub use config::{AuditConfig, ExportConfig, View, BudgetRule, CommitteeConfig, Config, ConfigError, FilterConfig, Member, StageConfig, JOINT_HEAD};
+pub use config::{
+    member_names, AuditConfig, BudgetRule, CommitteeConfig, Config, ConfigError, ExportConfig, FilterConfig, LmConfig, MemberName, Phase, SwapHead, View,
+    JOINT_HEAD, SWAG_COMMITTEE,
+};
 pub use item::{Candidate, Document, Item, LM_FEATURES};
 pub use question::{Blank, Question};

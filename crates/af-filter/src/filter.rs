@@ -6,6 +6,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use af_core::{BudgetRule, FilterConfig, Phase, SwapHead};
+
 use crate::Assignment;
 
 #[derive(Debug, Error)]
@@ -20,52 +22,8 @@ pub enum FilterError<E: std::error::Error + 'static> {
     BadScores { head: String, got: usize, expected: usize },
     #[error("no head named `{0}` in the committee's output")]
     UnknownHead(String),
-    #[error("the schedule has no stages")]
-    NoStages,
-}
-
-/// One stage of the schedule: a committee composition run for some iterations.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stage {
-    pub name: String,
-    /// The committee members of this stage (the committee decides what the names mean).
-    pub members: Vec<String>,
-    pub iterations: usize,
-}
-
-/// Which head's scores decide the swaps.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SwapHead {
-    /// The head with the given name (e.g. "joint", or a member).
-    Named(String),
-    /// The member with the best held-out (k+1)-way accuracy in this iteration.
-    BestMember,
-}
-
-/// How many easy distractors an item may swap per iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SwapBudget {
-    /// SWAG: min(n, #easy, #adversarial).
-    Fixed(usize),
-    /// HellaSwag: from the driving head's pairwise accuracy: 0 at <= 0.525, 1 at <= 0.575, else 2.
-    ByPairwiseAccuracy,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FilterOptions {
-    pub seed: u64,
-    /// Share of groups trained on each iteration (the rest is held out and filtered).
-    pub train_share: f64,
-    pub swap_head: SwapHead,
-    pub budget: SwapBudget,
-    /// A stage ends early when the driving head's held-out accuracy is within `epsilon` of
-    /// chance ...
-    pub epsilon: f64,
-    /// ... for this many consecutive iterations.
-    pub patience: usize,
-    pub stages: Vec<Stage>,
+    #[error("the schedule has no phases")]
+    NoPhases,
 }
 
 /// One head's scores for the held-out items: per item, gold first, then candidates 1..=pool.
@@ -83,7 +41,7 @@ pub trait Committee {
     /// `train` and `heldout` are item indices; `seed` is the iteration's own.
     fn train_and_score(
         &mut self,
-        stage: &Stage,
+        phase: &Phase,
         train: &[usize],
         heldout: &[usize],
         assignment: &Assignment,
@@ -111,7 +69,9 @@ pub struct Swap {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IterationRecord {
     pub iteration: usize,
-    pub stage: String,
+    /// The schedule phase's name (`stage` in state.json and metrics.csv, as it always was).
+    #[serde(rename = "stage")]
+    pub phase: String,
     pub driving_head: String,
     pub heads: Vec<HeadMetrics>,
     pub heldout_items: usize,
@@ -138,10 +98,12 @@ pub struct FilterState {
     pub assignment: Assignment,
     pub iterations: Vec<IterationRecord>,
     pub swaps: Vec<Swap>,
-    /// The stage being run (index into the schedule) and iterations done in it.
-    pub stage: usize,
-    pub in_stage: usize,
-    /// Consecutive iterations of this stage within epsilon of chance so far.
+    /// The phase being run (index into the schedule) and iterations done in it.
+    #[serde(rename = "stage")]
+    pub phase: usize,
+    #[serde(rename = "in_stage")]
+    pub in_phase: usize,
+    /// Consecutive iterations of this phase within epsilon of chance so far.
     pub near_chance: usize,
     pub finished: bool,
     /// Per item, its last held-out scores (None until it is first held out).
@@ -156,33 +118,37 @@ pub fn chance(k: usize) -> f64 {
 impl FilterState {
     pub fn new(assignment: Assignment) -> Self {
         let last_scores = vec![None; assignment.distractors.len()];
-        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), stage: 0, in_stage: 0, near_chance: 0, finished: false, last_scores }
+        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), phase: 0, in_phase: 0, near_chance: 0, finished: false, last_scores }
     }
 
-    /// Runs one iteration; returns false once the run is over. A stage ends after its iterations,
-    /// or earlier when the driving head stays within epsilon of chance for `patience`
-    /// iterations; the run ends with its last stage.
+    /// Runs one iteration; returns false once the run is over. A phase ends after its
+    /// iterations, or earlier when the driving head stays within epsilon of chance for
+    /// `patience` iterations; the run ends with its last phase.
+    ///
+    /// Every random choice of iteration t (the split, then each item's swaps in held-out order)
+    /// comes from one stream seeded by (seed, t), so a resumed run makes the same choices.
     pub fn step<C: Committee>(
         &mut self,
         committee: &mut C,
         groups: &[String],
-        options: &FilterOptions,
+        config: &FilterConfig,
+        seed: u64,
     ) -> Result<bool, FilterError<C::Error>> {
-        if options.stages.is_empty() {
-            return Err(FilterError::NoStages);
+        if config.stages.is_empty() {
+            return Err(FilterError::NoPhases);
         }
         let t = self.iterations.len();
         let started = std::time::Instant::now();
-        let Some(stage) = options.stages.get(self.stage).filter(|_| !self.finished) else {
+        let Some(phase) = config.stages.get(self.phase).filter(|_| !self.finished) else {
             self.finished = true;
             return Ok(false);
         };
-        let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(t as u64 + 1);
-        let (train, heldout) = split_by_group(groups, options.train_share, &mut rng);
-        let iteration_seed = options.seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let (train, heldout) = split_by_group(groups, config.train_share, &mut rng);
+        let iteration_seed = seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let heads = committee
-            .train_and_score(stage, &train, &heldout, &self.assignment, iteration_seed)
+            .train_and_score(phase, &train, &heldout, &self.assignment, iteration_seed)
             .map_err(|source| FilterError::Committee { iteration: t, source })?;
         for h in &heads {
             if h.scores.len() != heldout.len() {
@@ -190,58 +156,27 @@ impl FilterState {
             }
         }
         let metrics: Vec<HeadMetrics> = heads.iter().map(|h| self.metrics(h, &heldout)).collect();
-        let driving = match &options.swap_head {
-            SwapHead::Named(name) => heads.iter().position(|h| &h.head == name).ok_or_else(|| FilterError::UnknownHead(name.clone()))?,
-            SwapHead::BestMember => (0..heads.len())
-                .filter(|&i| heads[i].is_member)
-                .max_by(|&a, &b| metrics[a].accuracy.total_cmp(&metrics[b].accuracy))
-                .ok_or_else(|| FilterError::UnknownHead("best member (no member heads)".into()))?,
-        };
-        let budget = match options.budget {
-            SwapBudget::Fixed(n) => n,
-            SwapBudget::ByPairwiseAccuracy => {
-                let p = metrics[driving].pairwise_accuracy;
-                if p <= 0.525 {
-                    0
-                } else if p <= 0.575 {
-                    1
-                } else {
-                    2
-                }
-            }
-        };
+        let driving = driving_head(&heads, &metrics, &config.swap_head)?;
+        let budget = swap_budget(config.budget, config.n_easy, &metrics[driving]);
         let (mut changed, mut swaps) = (0, 0);
         for (h, &item) in heldout.iter().enumerate() {
+            let n = self.swap_item(item, &heads[driving].scores[h], budget, &mut rng, t);
+            changed += usize::from(n > 0);
+            swaps += n;
             let scores = &heads[driving].scores[h];
-            let gold = scores[0];
-            let assigned = &mut self.assignment.distractors[item];
-            let mut easy: Vec<usize> = (0..assigned.len()).filter(|&s| scores[assigned[s] as usize] < gold).collect();
-            let mut adversarial: Vec<u32> =
-                (1..scores.len() as u32).filter(|c| scores[*c as usize] > gold && !assigned.contains(c)).collect();
-            let n = budget.min(easy.len()).min(adversarial.len());
-            if n > 0 {
-                easy.shuffle(&mut rng);
-                adversarial.shuffle(&mut rng);
-                for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
-                    self.swaps.push(Swap { iteration: t, item, removed: assigned[slot], added });
-                    assigned[slot] = added;
-                }
-                changed += 1;
-                swaps += n;
-            }
             self.last_scores[item] = Some(ItemScores {
                 iteration: t,
                 head: heads[driving].head.clone(),
-                gold,
-                distractors: assigned.iter().map(|&c| scores[c as usize]).collect(),
+                gold: scores[0],
+                distractors: self.assignment.distractors[item].iter().map(|&c| scores[c as usize]).collect(),
             });
         }
         let accuracy = metrics[driving].accuracy;
-        let near = (accuracy - chance(self.assignment.k)).abs() <= options.epsilon;
+        let near = (accuracy - chance(self.assignment.k)).abs() <= config.epsilon;
         self.near_chance = if near { self.near_chance + 1 } else { 0 };
         self.iterations.push(IterationRecord {
             iteration: t,
-            stage: stage.name.clone(),
+            phase: phase.name.clone(),
             driving_head: heads[driving].head.clone(),
             heads: metrics,
             heldout_items: heldout.len(),
@@ -249,14 +184,34 @@ impl FilterState {
             swaps,
             seconds: started.elapsed().as_secs_f64(),
         });
-        self.in_stage += 1;
-        if self.near_chance >= options.patience.max(1) || self.in_stage >= stage.iterations {
-            self.stage += 1;
-            self.in_stage = 0;
+        self.in_phase += 1;
+        if self.near_chance >= config.patience.max(1) || self.in_phase >= phase.iterations {
+            self.phase += 1;
+            self.in_phase = 0;
             self.near_chance = 0;
         }
-        self.finished = self.stage >= options.stages.len();
+        self.finished = self.phase >= config.stages.len();
         Ok(!self.finished)
+    }
+
+    /// The swap rule for one held-out item: up to `budget` of its assigned distractors that the
+    /// driving head scores below the gold ("easy") are replaced by unassigned candidates it
+    /// scores above the gold ("adversarial"), both chosen at random. Returns the swaps made.
+    fn swap_item(&mut self, item: usize, scores: &[f32], budget: usize, rng: &mut ChaCha8Rng, iteration: usize) -> usize {
+        let gold = scores[0];
+        let assigned = &mut self.assignment.distractors[item];
+        let mut easy: Vec<usize> = (0..assigned.len()).filter(|&s| scores[assigned[s] as usize] < gold).collect();
+        let mut adversarial: Vec<u32> = (1..scores.len() as u32).filter(|c| scores[*c as usize] > gold && !assigned.contains(c)).collect();
+        let n = budget.min(easy.len()).min(adversarial.len());
+        if n > 0 {
+            easy.shuffle(rng);
+            adversarial.shuffle(rng);
+            for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
+                self.swaps.push(Swap { iteration, item, removed: assigned[slot], added });
+                assigned[slot] = added;
+            }
+        }
+        n
     }
 
     fn metrics(&self, h: &HeadScores, heldout: &[usize]) -> HeadMetrics {
@@ -273,6 +228,37 @@ impl FilterState {
             head: h.head.clone(),
             accuracy: right as f64 / heldout.len().max(1) as f64,
             pairwise_accuracy: pairs_right as f64 / pairs.max(1) as f64,
+        }
+    }
+}
+
+/// The head whose scores decide this iteration's swaps.
+fn driving_head<E: std::error::Error + 'static>(heads: &[HeadScores], metrics: &[HeadMetrics], rule: &SwapHead) -> Result<usize, FilterError<E>> {
+    let named = |name: &str| heads.iter().position(|h| h.head == name).ok_or_else(|| FilterError::UnknownHead(name.to_string()));
+    match rule {
+        SwapHead::Joint => named(af_core::JOINT_HEAD),
+        SwapHead::Member(m) => named(m.as_str()),
+        SwapHead::BestMember => (0..heads.len())
+            .filter(|&i| heads[i].is_member)
+            .max_by(|&a, &b| metrics[a].accuracy.total_cmp(&metrics[b].accuracy))
+            .ok_or_else(|| FilterError::UnknownHead("best member (no member heads)".into())),
+    }
+}
+
+/// How many easy distractors each item may swap this iteration: SWAG's fixed `n_easy`, or
+/// HellaSwag's by the driving head's pairwise accuracy (0 at <= 0.525, 1 at <= 0.575, else 2).
+pub fn swap_budget(rule: BudgetRule, n_easy: usize, driving: &HeadMetrics) -> usize {
+    match rule {
+        BudgetRule::Fixed => n_easy,
+        BudgetRule::PairwiseAccuracy => {
+            let p = driving.pairwise_accuracy;
+            if p <= 0.525 {
+                0
+            } else if p <= 0.575 {
+                1
+            } else {
+                2
+            }
         }
     }
 }
@@ -297,20 +283,26 @@ mod tests {
 
     impl Committee for StyleCommittee {
         type Error = Never;
-        fn train_and_score(&mut self, stage: &Stage, _: &[usize], heldout: &[usize], _: &Assignment, _: u64) -> Result<Vec<HeadScores>, Never> {
+        fn train_and_score(&mut self, phase: &Phase, _: &[usize], heldout: &[usize], _: &Assignment, _: u64) -> Result<Vec<HeadScores>, Never> {
             let scores = heldout
                 .iter()
                 .map(|&i| self.style[i].iter().zip(&self.noise[i]).map(|(s, n)| -s.abs() + n).collect())
                 .collect();
             let mut heads = vec![HeadScores { head: "joint".into(), is_member: false, scores }];
-            for m in &stage.members {
-                heads.push(HeadScores { head: m.clone(), is_member: true, scores: heads[0].scores.clone() });
+            for m in &phase.members {
+                heads.push(HeadScores { head: m.to_string(), is_member: true, scores: heads[0].scores.clone() });
             }
             Ok(heads)
         }
     }
 
-    fn setup() -> (StyleCommittee, Vec<String>, FilterOptions, Assignment) {
+    const SEED: u64 = 9;
+
+    fn phase(name: &str, members: &[&str], iterations: usize) -> Phase {
+        Phase { name: name.into(), members: af_core::member_names(members), iterations }
+    }
+
+    fn setup() -> (StyleCommittee, Vec<String>, FilterConfig, Assignment) {
         use rand::Rng;
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let (items, pool) = (300, 60);
@@ -322,14 +314,15 @@ mod tests {
             noise.push((0..=pool).map(|_| rng.random_range(-0.1f32..0.1)).collect());
         }
         let groups = (0..items).map(|i| format!("g{}", i / 3)).collect();
-        let options = FilterOptions {
-            seed: 9,
+        let options = FilterConfig {
+            k: 3,
             train_share: 0.8,
-            swap_head: SwapHead::Named("joint".into()),
-            budget: SwapBudget::Fixed(2),
+            swap_head: SwapHead::Joint,
+            budget: BudgetRule::Fixed,
+            n_easy: 2,
             epsilon: 0.05,
             patience: 3,
-            stages: vec![Stage { name: "all".into(), members: vec!["mlp".into()], iterations: 200 }],
+            stages: vec![phase("all", &["mlp"], 200)],
         };
         let pool_sizes = vec![pool; items];
         (StyleCommittee { style, noise }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
@@ -339,7 +332,7 @@ mod tests {
     fn filtering_drives_the_committee_to_chance_and_records_every_swap() {
         let (mut c, groups, options, start) = setup();
         let mut state = FilterState::new(start.clone());
-        while state.step(&mut c, &groups, &options).unwrap() {}
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
         let first = state.iterations[0].heads[0].accuracy;
         let last = state.iterations.last().unwrap().heads[0].accuracy;
         assert!(first > 0.3, "random distractors are easy: {first}");
@@ -364,14 +357,14 @@ mod tests {
     fn a_resumed_run_ends_where_an_uninterrupted_one_does() {
         let (mut c, groups, options, start) = setup();
         let mut whole = FilterState::new(start.clone());
-        while whole.step(&mut c, &groups, &options).unwrap() {}
+        while whole.step(&mut c, &groups, &options, SEED).unwrap() {}
         let mut part = FilterState::new(start);
         for _ in 0..4 {
-            part.step(&mut c, &groups, &options).unwrap();
+            part.step(&mut c, &groups, &options, SEED).unwrap();
         }
         // "Killed": only the serialised state survives.
         let mut resumed: FilterState = serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
-        while resumed.step(&mut c, &groups, &options).unwrap() {}
+        while resumed.step(&mut c, &groups, &options, SEED).unwrap() {}
         for state in [&mut resumed, &mut whole] {
             state.iterations.iter_mut().for_each(|i| i.seconds = 0.0);
         }
@@ -382,12 +375,12 @@ mod tests {
     fn stages_run_in_order_and_end_early_at_chance() {
         let (mut c, groups, mut options, start) = setup();
         options.stages = vec![
-            Stage { name: "mlp".into(), members: vec!["mlp".into()], iterations: 5 },
-            Stage { name: "full".into(), members: vec!["mlp".into(), "cnn".into()], iterations: 500 },
+            phase("mlp", &["mlp"], 5),
+            phase("full", &["mlp", "cnn"], 500),
         ];
         let mut state = FilterState::new(start);
-        while state.step(&mut c, &groups, &options).unwrap() {}
-        let stages: Vec<&str> = state.iterations.iter().map(|i| i.stage.as_str()).collect();
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
+        let stages: Vec<&str> = state.iterations.iter().map(|i| i.phase.as_str()).collect();
         assert_eq!(&stages[..5], ["mlp"; 5]);
         assert!(stages[5..].iter().all(|s| *s == "full"));
         assert!(state.iterations.len() < 505, "the last stage ended at chance");
@@ -397,10 +390,10 @@ mod tests {
     #[test]
     fn hellaswag_budget_stops_swapping_near_chance_pairwise() {
         let (mut c, groups, mut options, start) = setup();
-        options.budget = SwapBudget::ByPairwiseAccuracy;
+        options.budget = BudgetRule::PairwiseAccuracy;
         options.swap_head = SwapHead::BestMember;
         let mut state = FilterState::new(start);
-        while state.step(&mut c, &groups, &options).unwrap() {}
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
         for it in &state.iterations {
             let p = it.heads.iter().find(|h| h.head == it.driving_head).unwrap().pairwise_accuracy;
             if p <= 0.525 {

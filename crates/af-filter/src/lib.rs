@@ -1,6 +1,6 @@
 //! af-filter owns the Adversarial Filtering loop of SWAG (DESIGN §1.3): the assignment of k
 //! distractors per item, the group-aware split of each iteration, the swap of easy assigned
-//! distractors for adversarial unassigned candidates, the schedule of committee stages, the stop
+//! distractors for adversarial unassigned candidates, the schedule of committee phases, the stop
 //! rule, and the state that makes a killed run resume exactly. The committee itself is behind the
 //! [`Committee`] trait, so the loop is tested with deterministic fake committees and no libtorch.
 //!
@@ -15,7 +15,4 @@ mod assignment;
 mod filter;
 
 pub use assignment::{Assignment, AssignmentError};
-pub use filter::{
-    chance, Committee, FilterError, FilterOptions, FilterState, HeadMetrics, HeadScores, ItemScores, IterationRecord, Stage, Swap,
-    SwapBudget, SwapHead, split_by_group,
-};
+pub use filter::{chance, split_by_group, swap_budget, Committee, FilterError, FilterState, HeadMetrics, HeadScores, ItemScores, IterationRecord, Swap};

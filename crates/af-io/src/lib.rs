@@ -1,6 +1,7 @@
 //! af-io reads what users bring and writes what af makes, with errors that say where: file, line
 //! (or byte offset) and field. It owns the input formats of `af pairs` (ActivityNet Captions
-//! JSON, CSV, JSONL, plain text), CoNLL-U treebanks for the tagger, and the items file.
+//! JSON, CSV, JSONL, plain text), CoNLL-U treebanks for the tagger, the items file, the candidate
+//! pool's Parquet parts and the index over them that the filter and export stages stream from.
 //! No libtorch, no printing.
 
 pub mod conllu;
@@ -10,6 +11,7 @@ pub mod export;
 pub mod features;
 pub mod items;
 pub mod pool;
+pub mod pool_index;
 pub mod questions;
 
 pub use error::ReadError;

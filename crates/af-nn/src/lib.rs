@@ -1,16 +1,19 @@
 //! af-nn owns everything that touches libtorch: loading it (and its CUDA backend), choosing the
 //! device, thread counts and arithmetic (mixed precision), the language models (training,
-//! sampling, features), the committee and its candidate table, and AFLite's batched probes.
+//! sampling, features), the committee (its open registry of members, one file each, the joint
+//! head, training and scoring) and its candidate table, and AFLite's batched probes.
 //! Other crates stay free of tensors so they build and test in seconds.
 
 pub mod aflite;
 pub mod committee;
 pub mod lm;
+pub mod lm_files;
 pub mod lm_train;
 pub mod runtime;
 pub mod sample;
 pub mod table;
 
+pub use committee::{Batch, BuildContext, Column, CommitteeModel, Member, MemberNet, Registry};
 pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};
 
 /// libtorch's random generator is global and tests run on parallel threads: every test that

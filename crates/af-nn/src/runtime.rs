@@ -21,6 +21,13 @@ pub enum NnError {
     Checkpoint { path: PathBuf, message: String },
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
+    #[error("unknown committee member `{name}`: the members are {known}")]
+    UnknownMember { name: String, known: String },
+    #[error("committee member `{0}` is registered twice")]
+    DuplicateMember(String),
+    /// A member's settings: the message names the key.
+    #[error("{0}")]
+    InvalidSettings(String),
 }
 
 /// What happened to `libtorch_cuda.so`.

@@ -5,15 +5,14 @@
 //! and the iteration that removed it), `iterations.csv`, `report.json`, and `aflite.svg`/`.png`
 //! (share of instances left and a fresh probe's held-out accuracy against iteration).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use af_filter::aflite::{aflite, AfliteOptions, LinearProbes};
-use af_io::features::{read_features, read_instances, InstanceFields};
-use af_nn::aflite::{BatchedProbes, ProbeSettings};
+use af_filter::aflite::AfliteOptions;
+use af_io::features::InstanceFields;
+use af_nn::aflite::ProbeSettings;
+use af_pipeline::aflite::AfliteRequest;
 use clap::Args;
-use serde_json::json;
 
 #[derive(Args)]
 pub struct AfliteArgs {
@@ -62,106 +61,23 @@ pub struct AfliteArgs {
     compute: super::ComputeArgs,
 }
 
-struct Probes<'a>(&'a BatchedProbes);
-
-impl LinearProbes for Probes<'_> {
-    type Error = af_nn::NnError;
-    fn fit_predict(&mut self, active: &[usize], train: &[Vec<bool>], _seed: u64) -> Result<Vec<Vec<u32>>, af_nn::NnError> {
-        self.0.fit_predict(active, train)
-    }
-}
-
 pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
-    af_nn::runtime::set_threads(a.compute.threads);
     let fields = if a.winogrande {
         InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true }
     } else {
         InstanceFields { id: a.id_field.clone(), label: a.label_field.clone(), group: a.group_field.clone(), twins_from_id: false }
     };
-    let instances = read_instances(&a.instances, &fields)?;
-    let features = read_features(&a.features)?;
-    anyhow::ensure!(
-        features.rows == instances.len(),
-        "{} has {} rows but {} has {} instances: one feature row per instance, in order",
-        a.features.display(),
-        features.rows,
-        a.instances.display(),
-        instances.len()
-    );
-    super::empty_out_dir(&a.out, a.compute.force)?;
-    let classes: BTreeMap<&str, u32> = {
-        let mut names: Vec<&str> = instances.iter().map(|i| i.label.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
-        names.into_iter().enumerate().map(|(i, n)| (n, i as u32)).collect()
+    let request = AfliteRequest {
+        instances: &a.instances,
+        features: &a.features,
+        out: &a.out,
+        fields,
+        options: AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.compute.seed },
+        probe: ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() },
+        device: a.compute.device.clone(),
+        threads: a.compute.threads,
+        force: a.compute.force,
     };
-    anyhow::ensure!(classes.len() >= 2, "{}: every instance has the same label", a.instances.display());
-    let labels: Vec<u32> = instances.iter().map(|i| classes[i.label.as_str()]).collect();
-    let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
-    let device = super::device_named(&a.compute.device)?;
-    let settings = ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() };
-    let batched = BatchedProbes::new(&features.data, features.rows, features.dim, &labels, classes.len(), settings, device);
-    let options = AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.compute.seed };
-    let start = std::time::Instant::now();
-    let result = aflite(&mut Probes(&batched), &labels, &groups, &options)?;
-    let seconds = start.elapsed().as_secs_f64();
-
-    let (mut kept, mut removed) = (String::new(), String::new());
-    let mut scores = csv::Writer::from_writer(Vec::new());
-    scores.write_record(["id", "label", "group", "predictability", "removed_in_iteration"])?;
-    for (i, inst) in instances.iter().enumerate() {
-        let target = if result.removed_in[i].is_some() { &mut removed } else { &mut kept };
-        target.push_str(&inst.line);
-        target.push('\n');
-        let p = result.predictability[i].map_or(String::new(), |p| format!("{p:.4}"));
-        let r = result.removed_in[i].map_or(String::new(), |r| r.to_string());
-        scores.write_record([inst.id.as_str(), &inst.label, &inst.group, &p, &r])?;
-    }
-    let mut iterations = csv::Writer::from_writer(Vec::new());
-    iterations.write_record(["iteration", "size", "removed", "above_tau", "mean_predictability", "probe_accuracy"])?;
-    for it in &result.iterations {
-        iterations.write_record([
-            it.iteration.to_string(),
-            it.size.to_string(),
-            it.removed.to_string(),
-            it.above_tau.to_string(),
-            format!("{:.4}", it.mean_predictability),
-            format!("{:.4}", it.probe_accuracy),
-        ])?;
-    }
-    let write = |name: &str, bytes: &[u8]| af_core::atomic::write(a.out.join(name), bytes);
-    write("kept.jsonl", kept.as_bytes())?;
-    write("removed.jsonl", removed.as_bytes())?;
-    write("scores.csv", &scores.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
-    write("iterations.csv", &iterations.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
-    let n_kept = result.kept().count();
-    let first_probe = result.iterations.first().map_or(result.final_probe_accuracy, |i| i.probe_accuracy);
-    let report = json!({
-        "instances": a.instances, "features": a.features, "rows": features.rows, "dim": features.dim,
-        "classes": classes.keys().collect::<Vec<_>>(), "chance": 1.0 / classes.len() as f64,
-        "options": options, "probe_steps": a.steps, "probe_learning_rate": a.learning_rate, "device": format!("{device:?}"),
-        "kept": n_kept, "removed": instances.len() - n_kept, "iterations": result.iterations.len(),
-        "probe_accuracy_before": first_probe, "probe_accuracy_after": result.final_probe_accuracy,
-        "seconds": seconds, "seconds_per_iteration": seconds / result.iterations.len().max(1) as f64,
-    });
-    write("report.json", serde_json::to_string_pretty(&report)?.as_bytes())?;
-    let total = instances.len() as f64;
-    let mut size: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.size as f64 / total)).collect();
-    let mut probe: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.probe_accuracy)).collect();
-    let end = result.iterations.len() as f64;
-    size.push((end, n_kept as f64 / total));
-    probe.push((end, result.final_probe_accuracy));
-    let curves = [af_report::Curve { name: "share of instances left".into(), points: size }, af_report::Curve { name: "fresh linear probe, held-out accuracy".into(), points: probe }];
-    let plot = af_report::LinePlot { title: "AFLite", x_desc: "AFLite iteration", y_desc: "share / accuracy", reference: Some(("chance", 1.0 / classes.len() as f64)) };
-    write("aflite.svg", af_report::lines_svg(&curves, &plot)?.as_bytes())?;
-    af_report::lines_png(&curves, &plot, &a.out.join("aflite.png"))?;
-    println!(
-        "aflite: kept {n_kept} of {} instances in {} iterations ({seconds:.1} s); fresh probe {first_probe:.3} -> {:.3} (chance {:.3}); outputs in {}",
-        instances.len(),
-        result.iterations.len(),
-        result.final_probe_accuracy,
-        1.0 / classes.len() as f64,
-        a.out.display()
-    );
+    println!("{}", af_pipeline::aflite::run(&request)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -242,8 +242,8 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Pool { items, per_item, block_items, device, dir } => {
-            use super::pool::{write_synthetic_pool, Pool};
-            use super::table::candidate_table;
+            use af_io::pool_index::{write_synthetic_pool, Pool};
+            use af_pipeline::table::candidate_table;
             let device = super::device_named(&device)?;
             let temp = tempfile::tempdir()?;
             let dir = dir.unwrap_or_else(|| temp.path().to_path_buf());
@@ -251,8 +251,8 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             write_synthetic_pool(&dir, items, per_item, block_items)?;
             let write_seconds = start.elapsed().as_secs_f64();
             let tagger = super::load_tagger(None)?;
-            crate::resources::reset_host_peak();
-            let base = crate::resources::host_peak_bytes();
+            af_pipeline::resources::reset_host_peak();
+            let base = af_pipeline::resources::host_peak_bytes();
             let start = Instant::now();
             let pool = Pool::load(&dir)?;
             let index_seconds = start.elapsed().as_secs_f64();
@@ -274,7 +274,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
                 "rows_per_second": pool.rows as f64 / table_seconds,
                 "table_device_bytes": table.bytes(),
                 "host_bytes_before": base,
-                "peak_host_bytes": crate::resources::host_peak_bytes(),
+                "peak_host_bytes": af_pipeline::resources::host_peak_bytes(),
                 "device_bytes_in_use": af_nn::runtime::device_bytes_in_use(device),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -353,11 +353,18 @@ fn bench_committee(
     precision: af_core::config::Precision,
     check_cpu: bool,
 ) -> anyhow::Result<ExitCode> {
-    use af_core::{CommitteeConfig, Member};
-    use af_nn::committee::{score, train, CommitteeModel};
+    use af_core::{CommitteeConfig, MemberName};
+    use af_nn::committee::{score, train, CommitteeModel, Registry};
     let device = super::device_named(device)?;
-    let members: Vec<Member> =
-        members.split(',').map(|m| Member::parse(m.trim()).ok_or_else(|| anyhow::anyhow!("unknown member `{m}`"))).collect::<Result<_, _>>()?;
+    let registry = Registry::builtin();
+    let members: Vec<MemberName> = members
+        .split(',')
+        .map(|m| {
+            let name = MemberName::new(m.trim());
+            registry.lookup(&name)?;
+            Ok(name)
+        })
+        .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(k <= pool && items >= 5, "need k <= pool and at least 5 items");
     tch::manual_seed(3);
     let width = pool + 1;
@@ -368,7 +375,7 @@ fn bench_committee(
     let questions: Vec<Vec<i64>> =
         (0..n_train).map(|i| (0..=k).map(|c| (i * width + c * (pool / k.max(1)).max(1) % width) as i64).collect()).collect();
     let vs = tch::nn::VarStore::new(device);
-    let model = CommitteeModel::new(&vs.root(), &config, &members, true, &table);
+    let model = CommitteeModel::new(&vs.root(), &config, &registry, &members, true, &table)?;
     let sync = || {
         if let tch::Device::Cuda(d) = device {
             tch::Cuda::synchronize(d as i64);
@@ -389,7 +396,7 @@ fn bench_committee(
         "machine": machine(),
         "device": format!("{device:?}"),
         "torch_threads": tch::get_num_threads(),
-        "members": members.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "members": members,
         "items": items,
         "candidates_per_item": width,
         "k": k,
@@ -409,7 +416,7 @@ fn bench_committee(
         let rows: Vec<i64> = heldout.iter().copied().take(8 * width).collect();
         let mut cpu_vs = tch::nn::VarStore::new(tch::Device::Cpu);
         let cpu_table = table.to_device(tch::Device::Cpu);
-        let cpu_model = CommitteeModel::new(&cpu_vs.root(), &config, &members, true, &cpu_table);
+        let cpu_model = CommitteeModel::new(&cpu_vs.root(), &config, &registry, &members, true, &cpu_table)?;
         cpu_vs.copy(&vs)?;
         let on_cpu = score(&cpu_model, &cpu_table, &rows, score_batch);
         let (mut max_diff, mut max_abs) = (0f32, 0f32);

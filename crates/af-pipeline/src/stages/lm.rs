@@ -1,86 +1,49 @@
 //! The `lm` stage: the vocabulary, then one forward/backward LM pair per fold, each trained
 //! without its fold (cross-fitting), with optional pretraining on prose.
 
-use std::path::Path;
-
-use af_core::{Config, Item};
-use af_nn::lm::{BiLm, LmShape, BOS, EOS};
+use af_core::Item;
+use af_nn::lm::{BiLm, BOS, EOS};
+use af_nn::lm_files::{encode, item_sequence, load_vocab, shape};
 use af_nn::lm_train::{self, perplexity, TrainSettings};
-use af_text::{tokenize, Vocab};
 use anyhow::Context;
 use serde::Serialize;
-use tch::{nn, Device};
+use tch::nn;
 
-use crate::stage::{StageContext, StageName};
-
-/// Token ids of a text under `vocab`.
-pub fn encode(vocab: &Vocab, text: &str) -> Vec<i64> {
-    tokenize(text).iter().map(|w| i64::from(vocab.id(w))).collect()
-}
-
-/// The forward training sequence of an item: `<bos>` context, second sentence `<eos>`.
-pub fn item_sequence(vocab: &Vocab, item: &Item) -> Vec<i64> {
-    let mut seq = vec![BOS];
-    seq.extend(encode(vocab, &item.context));
-    seq.extend(encode(vocab, &item.noun_phrase));
-    seq.extend(encode(vocab, &item.ending));
-    seq.push(EOS);
-    seq
-}
-
-pub fn shape(config: &Config, vocab: &Vocab) -> LmShape {
-    let c = &config.lm;
-    LmShape { vocab: vocab.len() as i64, embedding: c.embedding, hidden: c.hidden, layers: c.layers, dropout: c.dropout }
-}
-
-/// The `vocab.tsv` of a stage directory (`pairs`: every token; `lm`: the LM's).
-pub fn load_vocab(stage_dir: &Path) -> anyhow::Result<Vocab> {
-    let path = stage_dir.join("vocab.tsv");
-    let text = af_io::read_utf8(&path)?;
-    Vocab::from_tsv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-}
-
-/// Loads the trained LM pair of `fold`.
-pub fn load_fold(config: &Config, vocab: &Vocab, lm_dir: &Path, fold: u32, device: Device) -> anyhow::Result<(nn::VarStore, BiLm)> {
-    let mut vs = nn::VarStore::new(device);
-    let lm = BiLm::new(&vs.root(), shape(config, vocab));
-    let path = lm_dir.join(format!("fold-{fold}/best.safetensors"));
-    vs.load(&path).with_context(|| format!("cannot load the LM of fold {fold} from {} (rerun `af run --force lm`)", path.display()))?;
-    Ok((vs, lm))
-}
+use crate::runner::{StageContext, StageName};
 
 #[derive(Serialize)]
-struct FoldReport {
-    fold: u32,
-    train_items: usize,
-    validation_items: usize,
-    heldout_items: usize,
-    epochs: usize,
-    best_epoch: usize,
-    validation_ppl: f64,
-    heldout_ppl_forward: f64,
-    heldout_ppl_backward: f64,
+pub struct FoldReport {
+    pub fold: u32,
+    pub train_items: usize,
+    pub validation_items: usize,
+    pub heldout_items: usize,
+    pub epochs: usize,
+    pub best_epoch: usize,
+    pub validation_ppl: f64,
+    pub heldout_ppl_forward: f64,
+    pub heldout_ppl_backward: f64,
 }
 
+/// `lm/report.json`.
 #[derive(Serialize)]
-struct LmReport {
-    vocab: usize,
-    shape: String,
-    device: String,
-    pretrain_sequences: usize,
-    folds: Vec<FoldReport>,
+pub struct LmReport {
+    pub vocab: usize,
+    pub shape: String,
+    pub device: String,
+    pub pretrain_sequences: usize,
+    pub folds: Vec<FoldReport>,
 }
 
-pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
+pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
     let config = ctx.config;
     let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
-    let device = super::device(config)?;
+    let device = crate::setup::device(config)?;
 
     // `af pairs` counted every token of the items; the LM keeps those seen often enough.
     let vocab = load_vocab(&ctx.stage_dir(StageName::Pairs))?.with_min_count(config.lm.min_count);
     af_core::atomic::write(ctx.dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
     let seqs: Vec<Vec<i64>> = items.iter().map(|i| item_sequence(&vocab, i)).collect();
-    let shape = shape(config, &vocab);
+    let shape = shape(&config.lm, &vocab);
     tracing::info!("lm: {} items, vocabulary {} (min count {}), {shape:?} on {device:?}", items.len(), vocab.len(), config.lm.min_count);
 
     let settings = |seed: u64, max_epochs: usize| TrainSettings {
@@ -118,10 +81,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         tch::manual_seed(config.run.seed as i64);
         let mut vs = nn::VarStore::new(device);
         let lm = BiLm::new(&vs.root(), shape);
-        let bar = crate::progress::bar((prose.len().div_ceil(config.lm.batch_size) * config.lm.pretrain_epochs) as u64, "pretrain");
+        let bar = ctx.progress.bar("pretrain", (prose.len().div_ceil(config.lm.batch_size) * config.lm.pretrain_epochs) as u64);
         let s = TrainSettings { patience: usize::MAX, ..settings(config.run.seed, config.lm.pretrain_epochs) };
         lm_train::train(&lm, &mut vs, &prose, &[], &s, &pretrain_dir, |r| tracing::info!("pretrain epoch {}: loss {:.3}", r.epoch, r.train_loss), || bar.inc(1))?;
-        bar.finish_and_clear();
+        bar.finish();
         Some(vs)
     };
 
@@ -142,7 +105,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
                 vs.copy(p).context("copying the pretrained weights")?;
             }
         }
-        let bar = crate::progress::bar((train.len().div_ceil(config.lm.batch_size) * config.lm.max_epochs) as u64, &format!("LM fold {fold}"));
+        let bar = ctx.progress.bar(&format!("LM fold {fold}"), (train.len().div_ceil(config.lm.batch_size) * config.lm.max_epochs) as u64);
         let progress = lm_train::train(
             &lm,
             &mut vs,
@@ -158,7 +121,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
             },
             || bar.inc(1),
         )?;
-        bar.finish_and_clear();
+        bar.finish();
         let batch = config.lm.batch_size * 4;
         let report = FoldReport {
             fold,
@@ -171,10 +134,6 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
             heldout_ppl_forward: perplexity(&lm, &lm.forward, false, &heldout, batch, device),
             heldout_ppl_backward: perplexity(&lm, &lm.backward, true, &heldout, batch, device),
         };
-        println!(
-            "lm fold {fold}: held-out perplexity {:.1} forward, {:.1} backward ({} items never seen by this LM)",
-            report.heldout_ppl_forward, report.heldout_ppl_backward, report.heldout_items
-        );
         reports.push(report);
     }
     let report = LmReport {
@@ -185,7 +144,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         folds: reports,
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    Ok(())
+    Ok(report)
 }
 
 /// The items an LM trains on (every fold but `fold`) and, among them, the validation share, chosen
@@ -204,4 +163,32 @@ fn split_validation(items: &[Item], fold: u32, share: f64, seed: u64) -> (Vec<us
         }
     }
     (train, valid)
+}
+
+/// The `lm` stage.
+pub struct Lm;
+
+impl crate::runner::Stage for Lm {
+    fn name(&self) -> crate::runner::StageName {
+        crate::runner::StageName::Lm
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+
+    fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        use crate::runner::file_stamp;
+        use serde_json::json;
+        let mut pretrain = Vec::new();
+        for input in &config.lm.pretrain {
+            pretrain.push(file_stamp(&input.path)?);
+        }
+        Ok(json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain}))
+    }
+
+    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
+        use super::StageReport;
+        Ok((StageReport::Lm(run(ctx)?), true))
+    }
 }

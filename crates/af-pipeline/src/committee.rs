@@ -1,15 +1,16 @@
 //! What the `filter` and `export` stages share: loading the pool and its candidate table (or the
 //! table the filter saved), and the libtorch committee behind af-filter's `Committee` trait.
 
-use af_core::{CommitteeConfig, Config, Member};
-use af_filter::{Assignment, HeadScores, Stage};
-use af_nn::committee::{self as nnc, CommitteeModel};
+use af_core::{CommitteeConfig, Config, MemberName, Phase};
+use af_filter::{Assignment, HeadScores};
+use af_io::pool_index::Pool;
+use af_nn::committee::{self as nnc, CommitteeModel, Registry};
 use af_nn::table::CandidateTable;
+use af_nn::NnError;
 use anyhow::Context;
 use tch::{nn, Device};
 
-use super::pool::Pool;
-use super::table::{candidate_table, TableSummary};
+use crate::table::{candidate_table, TableSummary};
 
 /// The libtorch committee: a fresh model per iteration, seeded by the iteration, trained on the
 /// training items' current questions, scoring every pool candidate of the held-out items.
@@ -17,7 +18,21 @@ pub struct TorchCommittee<'a> {
     pub pool: &'a Pool,
     pub table: &'a CandidateTable,
     pub config: &'a CommitteeConfig,
+    pub registry: &'a Registry,
     pub device: Device,
+}
+
+/// Why an iteration's committee failed; the libtorch error stays its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitteeError {
+    #[error("cannot build the committee of phase `{phase}`")]
+    Build {
+        phase: String,
+        #[source]
+        source: NnError,
+    },
+    #[error("training the committee failed")]
+    Train(#[source] NnError),
 }
 
 impl TorchCommittee<'_> {
@@ -27,11 +42,12 @@ impl TorchCommittee<'_> {
     }
 
     /// Trains a fresh committee of `members` on `questions`.
-    pub fn train(&self, members: &[Member], questions: &[Vec<i64>], seed: u64) -> anyhow::Result<(nn::VarStore, CommitteeModel)> {
+    pub fn train(&self, members: &[MemberName], questions: &[Vec<i64>], seed: u64) -> Result<(nn::VarStore, CommitteeModel), CommitteeError> {
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
-        let model = CommitteeModel::new(&vs.root(), self.config, members, self.config.joint, self.table);
-        nnc::train(&vs, &model, self.table, questions, self.config, seed)?;
+        let model = CommitteeModel::new(&vs.root(), self.config, self.registry, members, self.config.joint, self.table)
+            .map_err(|source| CommitteeError::Build { phase: members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), source })?;
+        nnc::train(&vs, &model, self.table, questions, self.config, seed).map_err(CommitteeError::Train)?;
         Ok((vs, model))
     }
 }
@@ -39,21 +55,9 @@ impl TorchCommittee<'_> {
 impl af_filter::Committee for TorchCommittee<'_> {
     type Error = CommitteeError;
 
-    fn train_and_score(
-        &mut self,
-        stage: &Stage,
-        train: &[usize],
-        heldout: &[usize],
-        assignment: &Assignment,
-        seed: u64,
-    ) -> Result<Vec<HeadScores>, CommitteeError> {
-        let members: Vec<Member> = stage
-            .members
-            .iter()
-            .map(|m| Member::parse(m).ok_or_else(|| CommitteeError(format!("unknown committee member `{m}`"))))
-            .collect::<Result<_, _>>()?;
+    fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, seed: u64) -> Result<Vec<HeadScores>, CommitteeError> {
         let questions: Vec<Vec<i64>> = train.iter().map(|&i| self.question(i, assignment)).collect();
-        let (_vs, model) = self.train(&members, &questions, seed).map_err(|e| CommitteeError(format!("{e:#}")))?;
+        let (_vs, model) = self.train(&phase.members, &questions, seed)?;
         let rows: Vec<i64> = heldout.iter().flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c))).map(|(i, c)| self.pool.row(i, c)).collect();
         let scores = nnc::score(&model, self.table, &rows, self.config.score_batch);
         let heads = model.heads();
@@ -74,33 +78,16 @@ impl af_filter::Committee for TorchCommittee<'_> {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CommitteeError(String);
-
-/// The filter options of a config, in af-filter's terms.
-pub fn filter_options(config: &Config) -> af_filter::FilterOptions {
-    let f = &config.filter;
-    af_filter::FilterOptions {
-        seed: config.run.seed,
-        train_share: f.train_share,
-        swap_head: if f.swap_head == "best-member" {
-            af_filter::SwapHead::BestMember
-        } else {
-            af_filter::SwapHead::Named(f.swap_head.clone())
-        },
-        budget: match f.budget {
-            af_core::BudgetRule::Fixed => af_filter::SwapBudget::Fixed(f.n_easy),
-            af_core::BudgetRule::PairwiseAccuracy => af_filter::SwapBudget::ByPairwiseAccuracy,
-        },
-        epsilon: f.epsilon,
-        patience: f.patience,
-        stages: f
-            .stages
-            .iter()
-            .map(|s| Stage { name: s.name.clone(), members: s.members.iter().map(|m| m.name().to_string()).collect(), iterations: s.iterations })
-            .collect(),
-    }
+/// The pool's random assignment of `k` distractors per item (the starting point of AF, and the
+/// baseline the export compares it with).
+pub fn random_assignment(pool: &Pool, k: usize, seed: u64) -> anyhow::Result<Assignment> {
+    Assignment::random(&pool.sizes, k, seed).map_err(|e| match e {
+        af_filter::AssignmentError::PoolTooSmall { item, pool: size, k } => anyhow::anyhow!(
+            "item `{}` has {size} generated endings, fewer than [filter] k = {k}: lower k or generate more endings",
+            pool.items[item].id
+        ),
+        other => other.into(),
+    })
 }
 
 /// Where the filter stage leaves its table for the export stage.
@@ -112,7 +99,7 @@ pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
 /// would tag the whole pool again); built afresh if it is missing or does not fit the pool.
 pub fn load_saved(config: &Config) -> anyhow::Result<(Pool, CandidateTable, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
-    let device = super::device(config)?;
+    let device = crate::setup::device(config)?;
     let dir = saved_table_dir(config);
     if dir.join("table.json").exists() {
         match CandidateTable::load(&dir, device) {
@@ -128,12 +115,12 @@ pub fn load_saved(config: &Config) -> anyhow::Result<(Pool, CandidateTable, Devi
 /// Loads the pool and builds its table for a config's run.
 pub fn load(config: &Config) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
-    let device = super::device(config)?;
+    let device = crate::setup::device(config)?;
     let (table, summary) = build_table(config, &pool, device)?;
     Ok((pool, table, summary, device))
 }
 
 fn build_table(config: &Config, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
-    let tagger = super::load_tagger(config.tagger.model.as_deref())?;
+    let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     candidate_table(pool, &config.committee, &tagger, device)
 }

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 
 use af_core::CommitteeConfig;
+use af_nn::committee::members::{CnnSettings, PosLstmSettings};
 use af_nn::table::{CandidateTable, RawCandidate, TableAssembler, Vocabularies};
 use af_text::{tokenize_lowercase, Tagger};
 use rayon::prelude::*;
 use tch::Device;
 
-use super::pool::Pool;
+use af_io::pool_index::Pool;
 
 /// What the candidate table holds, for the stage report.
 #[derive(Debug, serde::Serialize)]
@@ -116,7 +117,9 @@ impl<'a> TableBuilder<'a> {
         let mut word_of = vec![1i32; self.words.len()];
         let mut pos_word_of = vec![-1i32; self.words.len()];
         let kept = ranked.len().min(c.max_vocab - 2);
-        let pos_kept = ranked.len().min(c.pos_words);
+        // The POS view is pos-lstm's, as its settings say; a config was checked when loaded.
+        let pos_words = PosLstmSettings::resolve(c).map_or(c.pos_words, |s| s.words);
+        let pos_kept = ranked.len().min(pos_words);
         for (rank, &id) in ranked.iter().enumerate() {
             if rank < kept {
                 word_of[id as usize] = rank as i32 + 2;
@@ -142,7 +145,9 @@ impl<'a> TableBuilder<'a> {
             }
         }
         let rows = self.assembler.rows();
-        let min_len = c.cnn_widths.iter().copied().max().unwrap_or(1) as usize;
+        // The CNN pads a narrower batch itself; cutting batches no narrower than its widest
+        // window keeps the arithmetic as it always was.
+        let min_len = CnnSettings::resolve(c).map_or(1, |s| s.widest()) as usize;
         let table = self.assembler.finish(&vocab, mean.map(|m| m as f32), std.map(|s| s as f32), min_len);
         let summary = TableSummary {
             rows,
@@ -164,7 +169,7 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
     let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| tokenize_lowercase(&i.noun_phrase)).collect();
     let mut item_at = 0;
     let mut builder = TableBuilder::new(tagger, c, device);
-    pool.for_each_part(|first, part| {
+    pool.for_each_part(|first, part| -> anyhow::Result<()> {
         // The item of each row: items are in row order, so walk forward.
         let mut items = Vec::with_capacity(part.len());
         for r in first..first + part.len() {
@@ -205,7 +210,12 @@ pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::pool::tests::run_dir;
+
+    fn run_dir(items: usize, per_item: usize, part_items: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        af_io::pool_index::write_synthetic_pool(dir.path(), items, per_item, part_items).unwrap();
+        dir
+    }
 
     fn same(a: &tch::Tensor, b: &tch::Tensor) -> bool {
         a.size() == b.size() && a.kind() == b.kind() && a.equal(b)
@@ -213,7 +223,7 @@ mod tests {
 
     #[test]
     fn the_table_does_not_depend_on_how_the_pool_is_cut_into_parts() {
-        let tagger = super::super::load_tagger(None).unwrap();
+        let tagger = crate::setup::load_tagger(None).unwrap();
         let config = CommitteeConfig { pos_words: 5, max_vocab: 12, ..Default::default() };
         let one = run_dir(10, 6, 10);
         let many = run_dir(10, 6, 3);

@@ -26,8 +26,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tch::{nn, Device};
 
-use super::lm::{encode, load_fold, load_vocab};
-use crate::stage::{StageContext, StageName};
+use af_nn::lm_files::{encode, load_fold, load_vocab};
+use crate::runner::{StageContext, StageName};
 
 /// The random stream of one item in one sampling round.
 fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
@@ -225,24 +225,52 @@ fn precision_check(
     PrecisionCheck { items: n, first_token_tv_mean: tv_sum / n.max(1) as f64, first_token_tv_max: tv_max, feature_max_abs_difference: diff }
 }
 
+/// `generate/report.json`.
 #[derive(Serialize)]
-struct GenerateReport {
-    items: usize,
-    endings_wanted: usize,
-    endings_generated: usize,
-    items_with_all_endings: usize,
-    items_short: usize,
-    share_with_all_endings: f64,
-    truncated_share: f64,
-    distinct_1: f64,
-    distinct_2: f64,
-    mean_gold_fwd_logppl_v_given_sn: f64,
-    mean_generated_fwd_logppl_v_given_sn: f64,
+pub struct GenerateReport {
+    pub items: usize,
+    pub endings_wanted: usize,
+    pub endings_generated: usize,
+    pub items_with_all_endings: usize,
+    pub items_short: usize,
+    pub share_with_all_endings: f64,
+    pub truncated_share: f64,
+    pub distinct_1: f64,
+    pub distinct_2: f64,
+    pub mean_gold_fwd_logppl_v_given_sn: f64,
+    pub mean_generated_fwd_logppl_v_given_sn: f64,
     /// `fp32` or `mixed` (CUDA autocast), as this run sampled and scored.
-    precision: &'static str,
+    pub precision: &'static str,
     /// For `mixed`: how far it moved the numbers (`precision-check.json`, from this or an
     /// earlier run of the stage).
-    precision_check: Option<serde_json::Value>,
+    pub precision_check: Option<serde_json::Value>,
+}
+
+/// What a run of the stage did: the whole pool, or its shard with blocks of others missing.
+pub enum GenerateOutcome {
+    Complete(GenerateReport),
+    Shard { shard: usize, shards: usize, missing_blocks: usize },
+}
+
+impl std::fmt::Display for GenerateOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GenerateOutcome::Complete(r) => write!(
+                f,
+                "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}",
+                r.endings_generated,
+                r.items,
+                100.0 * r.share_with_all_endings,
+                r.endings_wanted,
+                r.distinct_1,
+                r.distinct_2
+            ),
+            GenerateOutcome::Shard { shard, shards, missing_blocks } => write!(
+                f,
+                "generate: shard {shard}/{shards} done; {missing_blocks} blocks of other shards are missing. Run `af generate` without --shard once all shards finished, to check the pool and write its report."
+            ),
+        }
+    }
 }
 
 /// The pool statistics, added to one part at a time (in any order). Counts and sets do not
@@ -307,8 +335,8 @@ impl PoolStats {
     }
 }
 
-/// Returns whether the pool is complete (every block done), so that the runner can record it.
-pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
+/// The pool is complete when every block is done; only then does the runner record the stage.
+pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;
     let g = &config.generate;
     let mut items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
@@ -318,7 +346,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     }
     let lm_dir = ctx.stage_dir(StageName::Lm);
     let vocab = load_vocab(&lm_dir)?;
-    let device = super::device(config)?;
+    let device = crate::setup::device(config)?;
     let mixed = g.precision.mixed_on(device.is_cuda());
     let precision = if mixed { "mixed" } else { "fp32" };
     let pool = ctx.dir.join("pool");
@@ -337,7 +365,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     let mut models = HashMap::new();
     if !todo.is_empty() {
         for fold in 0..config.pairs.folds {
-            models.insert(fold, load_fold(config, &vocab, &lm_dir, fold, device)?);
+            models.insert(fold, load_fold(&config.lm, &vocab, &lm_dir, fold, device)?);
         }
     }
     let check_path = ctx.dir.join("precision-check.json");
@@ -351,7 +379,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
         af_core::atomic::write(&check_path, serde_json::to_string_pretty(&check)?.as_bytes())?;
     }
     let todo_items: usize = todo.iter().map(|&b| blocks[b].len()).sum();
-    let bar = crate::progress::bar(todo_items as u64, "items");
+    let bar = ctx.progress.bar("items", todo_items as u64);
     let start = Instant::now();
     // The writer: writes each block's part and counts it, while the device goes on.
     let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
@@ -375,7 +403,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
         drop(sender);
         writer.join().map_err(|_| anyhow::anyhow!("the pool writer panicked"))?
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     if !todo.is_empty() {
         let generated = stats.generated;
         tracing::info!(
@@ -386,8 +414,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     }
     let missing = (0..blocks.len()).filter(|&b| !af_io::pool::part_path(&pool, b).exists()).count();
     if missing > 0 {
-        println!("generate: shard {shard}/{shards} done; {missing} blocks of other shards are missing. Run `af generate` without --shard once all shards finished, to check the pool and write its report.");
-        return Ok(false);
+        return Ok(GenerateOutcome::Shard { shard, shards, missing_blocks: missing });
     }
     // Blocks written by an earlier run or another shard are read back to be counted.
     for b in 0..blocks.len() {
@@ -399,16 +426,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<bool> {
     let report = stats.report(items.len(), g.endings, precision, check)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
-    println!(
-        "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}",
-        report.endings_generated,
-        report.items,
-        100.0 * report.share_with_all_endings,
-        g.endings,
-        report.distinct_1,
-        report.distinct_2
-    );
-    Ok(true)
+    Ok(GenerateOutcome::Complete(report))
 }
 
 /// A few items as text: context, noun phrase, the gold ending and the first generated ones.
@@ -432,6 +450,34 @@ fn samples(pool: &std::path::Path, items: &[Item], n_items: usize, per_item: usi
     Ok(out)
 }
 
+
+
+/// The `generate` stage.
+pub struct Generate;
+
+impl crate::runner::Stage for Generate {
+    fn name(&self) -> crate::runner::StageName {
+        crate::runner::StageName::Generate
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+
+    fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        use serde_json::json;
+        Ok(json!({"seed": config.run.seed, "generate": config.generate}))
+    }
+
+    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
+        use super::StageReport;
+        Ok({
+            let outcome = run(ctx)?;
+            let complete = matches!(outcome, GenerateOutcome::Complete(_));
+            (StageReport::Generate(outcome), complete)
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -13,17 +13,46 @@
 
 use std::path::Path;
 
-use af_core::{Candidate, Config, Member, LM_FEATURES};
+use af_core::{Candidate, Config, MemberName, LM_FEATURES};
 use af_filter::{Assignment, FilterState, ItemScores};
+use af_io::pool_index::Pool;
+use af_nn::committee::Registry;
 use anyhow::Context;
 use serde::Serialize;
 use serde_json::json;
 
-use super::committee::{load_saved, TorchCommittee};
-use super::pool::Pool;
-use crate::stage::StageContext;
+use crate::committee::{load_saved, random_assignment, TorchCommittee};
+use crate::runner::StageContext;
 
-pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
+/// What the export measured, for the binary to show: the fresh committee and length baselines
+/// on both datasets, and the audit detectors the committee never saw.
+pub struct ExportSummary {
+    pub chance: f64,
+    /// (detector, random assignment's accuracy, AF's)
+    pub detectors: Vec<(String, f64, f64)>,
+    pub audit_chance: f64,
+    pub audit: Vec<Compared>,
+}
+
+impl std::fmt::Display for ExportSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", self.chance)?;
+        for (name, random, af) in &self.detectors {
+            write!(f, "\n  {name:<16} random {random:.3}  af {af:.3}")?;
+        }
+        write!(f, "\nexport: audit detectors not in the committee, random assignment -> AF (chance {:.3})", self.audit_chance)?;
+        for c in &self.audit {
+            write!(f, "\n  {:<26} random {:.3}  af {:.3}", c.detector, c.random, c.af)?;
+            if let Some(x) = c.edge_shrink {
+                write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
+    let registry = Registry::builtin();
     let config = ctx.config;
     let state_path = config.run.dir.join("filter/state.json");
     let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
@@ -36,7 +65,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         state.assignment.distractors.len(),
         pool.items.len()
     );
-    let random = pool.random_assignment(config.filter.k, config.run.seed)?;
+    let random = random_assignment(&pool, config.filter.k, config.run.seed)?;
     let chosen = Chosen::read(&pool, &[&state.assignment, &random])?;
     let e = &config.export;
     let splits = af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69);
@@ -51,25 +80,22 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
     }
 
-    let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
-    let members = evaluation_members(config);
+    let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, registry: &registry, device };
+    let members = evaluation_members(config, &registry);
     let af = evaluate("af", &committee, &chosen, &state.assignment, &members, config)?;
     let baseline = evaluate("random", &committee, &chosen, &random, &members, config)?;
-    println!("export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", af_filter::chance(config.filter.k));
-    for (a, b) in af.detectors.iter().zip(&baseline.detectors) {
-        println!("  {:<16} random {:.3}  af {:.3}", a.name, b.accuracy, a.accuracy);
-    }
-    let evaluation = json!({
+    let detectors = af.detectors.iter().zip(&baseline.detectors).map(|(a, b)| (a.name.clone(), b.accuracy, a.accuracy)).collect();
+    let mut evaluation = json!({
         "k": config.filter.k,
         "chance": af_filter::chance(config.filter.k),
-        "members": members.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "members": members,
         "af": af,
         "random": baseline,
     });
-    let mut evaluation = evaluation;
-    evaluation["audit"] = audit_comparison(ctx, &questions, &random_questions, &members, device)?;
+    let (audit_json, audit_chance, audit) = audit_comparison(ctx, &questions, &random_questions, &members, &registry, device)?;
+    evaluation["audit"] = audit_json;
     af_core::atomic::write(ctx.dir.join("evaluation.json"), serde_json::to_string_pretty(&evaluation)?.as_bytes())?;
-    Ok(())
+    Ok(ExportSummary { chance: af_filter::chance(config.filter.k), detectors, audit_chance, audit })
 }
 
 /// The candidates the export writes (every gold and every assigned distractor), read from the
@@ -117,19 +143,19 @@ fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &[&str]) -> 
 
 /// One detector of both audits.
 #[derive(Serialize)]
-struct Compared {
-    detector: String,
-    chance: f64,
-    random: f64,
-    random_ci: (f64, f64),
-    af: f64,
-    af_ci: (f64, f64),
-    random_edge: f64,
-    af_edge: f64,
+pub struct Compared {
+    pub detector: String,
+    pub chance: f64,
+    pub random: f64,
+    pub random_ci: (f64, f64),
+    pub af: f64,
+    pub af_ci: (f64, f64),
+    pub random_edge: f64,
+    pub af_edge: f64,
     /// (random edge - AF edge) / random edge, where the random assignment's detector is flagged.
-    edge_shrink: Option<f64>,
-    random_flagged: bool,
-    af_flagged: bool,
+    pub edge_shrink: Option<f64>,
+    pub random_flagged: bool,
+    pub af_flagged: bool,
 }
 
 /// The audit's detectors that were not in the committee (a committee architecture counts as in
@@ -139,14 +165,16 @@ fn audit_comparison(
     ctx: &StageContext,
     af: &[af_core::Question],
     random: &[af_core::Question],
-    committee: &[Member],
+    committee: &[MemberName],
+    registry: &Registry,
     device: tch::Device,
-) -> anyhow::Result<serde_json::Value> {
+) -> anyhow::Result<(serde_json::Value, f64, Vec<Compared>)> {
     let config = ctx.config;
-    // The committee's members read the second sentence (noun phrase + ending): the same
-    // architecture on another view is a detector AF never trained against.
-    let exclude: Vec<(Member, af_core::View)> = committee.iter().map(|&m| (m, af_core::View::SecondSentence)).collect();
-    let tagger = super::load_tagger(config.tagger.model.as_deref())?;
+    // A member is excluded on the view it reads: the same architecture on another view is a
+    // detector AF never trained against.
+    let exclude: Vec<(MemberName, af_core::View)> =
+        committee.iter().map(|m| Ok((m.clone(), registry.lookup(m)?.view()))).collect::<Result<_, af_nn::NnError>>()?;
+    let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
     for (name, questions) in [("random", random), ("af", af)] {
         let file = af_io::questions::QuestionFile {
@@ -156,7 +184,7 @@ fn audit_comparison(
             questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
             skipped: Vec::new(),
         };
-        let report = super::audit::audit_questions(&file, None, config, &exclude, config.run.seed, &tagger, device)?;
+        let report = crate::audit::audit_questions(&file, None, config, registry, &exclude, config.run.seed, &tagger, device, ctx.progress)?;
         af_core::atomic::write(ctx.dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
         reports.push(report);
     }
@@ -182,7 +210,6 @@ fn audit_comparison(
         .collect();
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(["detector", "chance", "random", "random_ci_low", "random_ci_high", "af", "af_ci_low", "af_ci_high", "random_edge", "af_edge", "edge_shrink", "random_flagged", "af_flagged"])?;
-    println!("export: audit detectors not in the committee, random assignment -> AF (chance {:.3})", random_report.chance);
     for c in &rows {
         w.write_record([
             c.detector.clone(),
@@ -199,34 +226,31 @@ fn audit_comparison(
             c.random_flagged.to_string(),
             c.af_flagged.to_string(),
         ])?;
-        println!(
-            "  {:<26} random {:.3}  af {:.3}{}",
-            c.detector,
-            c.random,
-            c.af,
-            c.edge_shrink.map_or(String::new(), |x| format!("  edge shrank {:.0}%", 100.0 * x))
-        );
     }
     af_core::atomic::write(ctx.dir.join("audit-comparison.csv"), &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
-    Ok(json!({
-        "models": config.audit.models.iter().map(|m| m.name()).collect::<Vec<_>>(),
-        "left_out_as_committee_members": config
-            .audit
-            .models
+    let summary = json!({
+        "models": config.audit.models,
+        "left_out_as_committee_members": exclude
             .iter()
-            .filter(|m| committee.contains(m))
-            .map(|m| format!("{}/{}", m.name(), af_core::View::SecondSentence.name()))
+            .filter(|(m, _)| config.audit.models.contains(m))
+            .map(|(m, view)| format!("{m}/{}", view.name()))
             .collect::<Vec<_>>(),
         "split": af_report.split,
         "alpha": af_report.alpha,
         "detector_alpha": af_report.detector_alpha,
         "comparison": rows,
-    }))
+    });
+    Ok((summary, random_report.chance, rows))
 }
 
-/// Every member any stage used, in the canonical order.
-fn evaluation_members(config: &Config) -> Vec<Member> {
-    Member::ALL.into_iter().filter(|m| config.filter.stages.iter().any(|s| s.members.contains(m))).collect()
+/// Every member any phase used, in the registry's order.
+fn evaluation_members(config: &Config, registry: &Registry) -> Vec<MemberName> {
+    registry
+        .names()
+        .into_iter()
+        .map(MemberName::new)
+        .filter(|m| config.filter.stages.iter().any(|s| s.members.contains(m)))
+        .collect()
 }
 
 fn features_json(c: &Candidate) -> serde_json::Value {
@@ -364,7 +388,7 @@ fn evaluate(
     committee: &TorchCommittee,
     chosen: &Chosen,
     assignment: &Assignment,
-    members: &[Member],
+    members: &[MemberName],
     config: &Config,
 ) -> anyhow::Result<DatasetEvaluation> {
     let pool = committee.pool;
@@ -415,4 +439,27 @@ fn evaluate(
         gold_tokens: summary(gold_len),
         distractor_tokens: summary(dis_len),
     })
+}
+
+/// The `export` stage.
+pub struct Export;
+
+impl crate::runner::Stage for Export {
+    fn name(&self) -> crate::runner::StageName {
+        crate::runner::StageName::Export
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+
+    fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        use serde_json::json;
+        Ok(json!({"export": config.export, "audit": config.audit}))
+    }
+
+    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
+        use super::StageReport;
+        Ok((StageReport::Export(run(ctx)?), true))
+    }
 }

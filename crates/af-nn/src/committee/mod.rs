@@ -1,7 +1,10 @@
-//! The stylistic committee of Adversarial Filtering (DESIGN §1.3): four members that each score
-//! one candidate (the second sentence, noun phrase + ending) and a joint head over their
+//! The stylistic committee of Adversarial Filtering (DESIGN §1.3): members that each score one
+//! candidate (the second sentence, noun phrase + ending) and a joint head over their
 //! concatenated representations, trained together on the sum of every head's softmax
 //! cross-entropy over an item's options.
+//!
+//! The members are open: [`Member`] is a kind of member (one file each under `members/`), the
+//! [`Registry`] names them, and [`CommitteeModel`] builds the ones a stage asks for by name.
 //!
 //! Candidates live in a [`CandidateTable`] on the device, built once per run; training and scoring
 //! address rows of it by index, so an AF iteration moves no text and almost no data.
@@ -12,35 +15,45 @@
 //! longest row, and scoring sorts rows by length first, which is most of a BiLSTM's time saved
 //! on pools of short endings.
 
+pub mod member;
+pub mod members;
+
 use std::collections::HashMap;
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use tch::nn::{self, Module, OptimizerConfig, RNN};
+use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
-pub use af_core::{CommitteeConfig, Member, JOINT_HEAD as JOINT};
+pub use af_core::{CommitteeConfig, MemberName, JOINT_HEAD as JOINT};
+pub use member::{BuildContext, Column, Member, MemberNet};
+pub use members::Registry;
 
 use crate::table::CandidateTable;
 use crate::NnError;
 
-/// The rows of one batch, gathered from the table.
-struct Batch {
-    words: Tensor,
-    pos: Tensor,
-    indicator: Tensor,
-    features: Tensor,
+/// The rows of one batch, gathered from the table: what a [`MemberNet`] reads. Token columns
+/// are i64, zero at padding.
+pub struct Batch {
+    /// [N, T] word ids.
+    pub words: Tensor,
+    /// [N, T] POS-view ids.
+    pub pos: Tensor,
+    /// [N, T] 1 noun phrase, 2 ending.
+    pub indicator: Tensor,
+    /// [N, 8] standardised LM features.
+    pub features: Tensor,
     /// [N, T] true where there is a token.
-    mask: Tensor,
+    pub mask: Tensor,
     /// [N] tokens per row.
-    lengths: Tensor,
+    pub lengths: Tensor,
 }
 
 impl Batch {
     /// The rows at `rows`, padded (or cut) to `width` columns.
-    fn gather(table: &CandidateTable, rows: &Tensor, width: i64) -> Self {
+    pub(crate) fn gather(table: &CandidateTable, rows: &Tensor, width: i64) -> Self {
         let starts = table.starts.index_select(0, rows).unsqueeze(1);
         let lengths = table.lengths_on_device.index_select(0, rows);
         let positions = Tensor::arange(width, (Kind::Int64, table.device)).unsqueeze(0);
@@ -61,176 +74,6 @@ impl Batch {
     }
 }
 
-#[derive(Debug)]
-enum Net {
-    Mlp { first: nn::Linear, second: nn::Linear, dropout: f64 },
-    Bow { embedding: nn::Embedding },
-    Cnn { words: nn::Embedding, indicator: nn::Embedding, convs: Vec<nn::Conv1D> },
-    PosLstm { pos: nn::Embedding, indicator: nn::Embedding, lstm: BiLstm },
-    /// Word ids 0..vocab, bigram buckets after them.
-    Ngram { embedding: nn::Embedding, vocab: i64, buckets: i64 },
-    Lstm { words: nn::Embedding, indicator: nn::Embedding, lstm: BiLstm },
-}
-
-/// A bidirectional LSTM as two one-way LSTMs, so that the backward one can read each row reversed
-/// within its own length (libtorch's bidirectional LSTM would read the padding first).
-#[derive(Debug)]
-struct BiLstm {
-    forward: nn::LSTM,
-    backward: nn::LSTM,
-}
-
-/// Spreads word bigrams over the n-gram member's buckets (a large prime keeps pairs apart).
-const BIGRAM_PRIME: i64 = 1_000_003;
-
-impl Net {
-    fn new(p: &nn::Path, member: Member, config: &CommitteeConfig, vocab: i64, pos_vocab: i64) -> (Self, i64) {
-        let emb = |p: nn::Path, n: i64, d: i64| nn::embedding(p, n, d, nn::EmbeddingConfig { padding_idx: 0, ..Default::default() });
-        let bilstm = |p: nn::Path| {
-            let rnn = nn::RNNConfig { batch_first: true, ..Default::default() };
-            let input = config.embedding + config.indicator_embedding;
-            BiLstm {
-                forward: nn::lstm(&p / "forward", input, config.lstm_hidden, rnn),
-                backward: nn::lstm(&p / "backward", input, config.lstm_hidden, rnn),
-            }
-        };
-        match member {
-            Member::Mlp => (
-                Net::Mlp {
-                    first: nn::linear(p / "first", 8, config.mlp_hidden, Default::default()),
-                    second: nn::linear(p / "second", config.mlp_hidden, config.mlp_hidden, Default::default()),
-                    dropout: config.mlp_dropout,
-                },
-                config.mlp_hidden,
-            ),
-            Member::Bow => (Net::Bow { embedding: emb(p / "embedding", vocab, config.embedding) }, config.embedding),
-            Member::Cnn => {
-                let input = config.embedding + config.indicator_embedding;
-                let convs = config
-                    .cnn_widths
-                    .iter()
-                    .map(|&w| nn::conv1d(p / format!("conv{w}"), input, config.cnn_filters, w, Default::default()))
-                    .collect();
-                (
-                    Net::Cnn {
-                        words: emb(p / "words", vocab, config.embedding),
-                        indicator: emb(p / "indicator", 3, config.indicator_embedding),
-                        convs,
-                    },
-                    config.cnn_filters * config.cnn_widths.len() as i64,
-                )
-            }
-            Member::PosLstm => (
-                Net::PosLstm {
-                    pos: emb(p / "pos", pos_vocab, config.embedding),
-                    indicator: emb(p / "indicator", 3, config.indicator_embedding),
-                    lstm: bilstm(p / "lstm"),
-                },
-                2 * config.lstm_hidden,
-            ),
-            Member::Ngram => (
-                Net::Ngram {
-                    // fastText's initialisation: small uniform, so the many rare bigrams start as
-                    // near-zero rather than as noise that drowns the mean.
-                    embedding: nn::embedding(
-                        p / "embedding",
-                        vocab + config.ngram_buckets,
-                        config.embedding,
-                        nn::EmbeddingConfig {
-                            padding_idx: 0,
-                            ws_init: nn::Init::Uniform { lo: -1.0 / config.embedding as f64, up: 1.0 / config.embedding as f64 },
-                            ..Default::default()
-                        },
-                    ),
-                    vocab,
-                    buckets: config.ngram_buckets,
-                },
-                config.embedding,
-            ),
-            Member::Lstm => (
-                Net::Lstm {
-                    words: emb(p / "words", vocab, config.embedding),
-                    indicator: emb(p / "indicator", 3, config.indicator_embedding),
-                    lstm: bilstm(p / "lstm"),
-                },
-                2 * config.lstm_hidden,
-            ),
-        }
-    }
-
-    /// The member's representation of each candidate.
-    /// # Shapes
-    /// -> [N, R]
-    fn represent(&self, b: &Batch, dropout: f64, train: bool) -> Tensor {
-        match self {
-            Net::Mlp { first, second, dropout } => {
-                let h = first.forward(&b.features).selu().alpha_dropout(*dropout, train);
-                second.forward(&h).selu().alpha_dropout(*dropout, train)
-            }
-            Net::Bow { embedding } => {
-                let mask = b.mask.to_kind(Kind::Float).unsqueeze(-1);
-                let sum = (embedding.forward(&b.words) * &mask).sum_dim_intlist(1, false, Kind::Float);
-                (sum / mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)).dropout(dropout, train)
-            }
-            Net::Cnn { words, indicator, convs } => {
-                // [N, T, E] -> [N, E, T] for conv1d.
-                let x = Tensor::cat(&[words.forward(&b.words), indicator.forward(&b.indicator)], 2).transpose(1, 2);
-                let pooled: Vec<Tensor> = convs
-                    .iter()
-                    .map(|c| {
-                        let out = c.forward(&x).relu();
-                        // Only windows that start inside the sentence, and always the first: the
-                        // score must not depend on how much padding follows. After ReLU, zeroing
-                        // the others cannot change the max.
-                        let width = c.ws.size()[2];
-                        let starts = Tensor::arange(out.size()[2], (Kind::Int64, out.device())).unsqueeze(0);
-                        let last_start = (&b.lengths - width).clamp_min(0).unsqueeze(1);
-                        out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0).amax([2].as_slice(), false)
-                    })
-                    .collect();
-                Tensor::cat(&pooled, 1).dropout(dropout, train)
-            }
-            Net::PosLstm { pos, indicator, lstm } => max_pooled_bilstm(lstm, &pos.forward(&b.pos), indicator, b).dropout(dropout, train),
-            Net::Lstm { words, indicator, lstm } => max_pooled_bilstm(lstm, &words.forward(&b.words), indicator, b).dropout(dropout, train),
-            Net::Ngram { embedding, vocab, buckets } => {
-                let t = b.words.size()[1];
-                let (left, right) = (b.words.narrow(1, 0, t - 1), b.words.narrow(1, 1, t - 1));
-                let bigrams = (left * BIGRAM_PRIME + right).remainder(*buckets) + *vocab;
-                let ids = Tensor::cat(&[&b.words, &bigrams], 1);
-                let bigram_mask = b.mask.narrow(1, 0, t - 1).logical_and(&b.mask.narrow(1, 1, t - 1));
-                let mask = Tensor::cat(&[&b.mask, &bigram_mask], 1).to_kind(Kind::Float).unsqueeze(-1);
-                let sum = (embedding.forward(&ids) * &mask).sum_dim_intlist(1, false, Kind::Float);
-                (sum / mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)).dropout(dropout, train)
-            }
-        }
-    }
-}
-
-/// A BiLSTM over token + indicator embeddings, max-pooled over the real tokens.
-/// # Shapes
-/// tokens: [N, T, E] -> [N, 2H]
-fn max_pooled_bilstm(lstm: &BiLstm, tokens: &Tensor, indicator: &nn::Embedding, b: &Batch) -> Tensor {
-    let x = Tensor::cat(&[tokens, &indicator.forward(&b.indicator)], 2);
-    let (forward, _) = lstm.forward.seq(&x);
-    // Max-pooling does not care about order, so the backward outputs stay reversed.
-    let (backward, _) = lstm.backward.seq(&reverse_within_length(&x, &b.lengths));
-    // Padding (after the tokens in both directions) must never win the max: push it far below
-    // any output (LSTM outputs lie in (-1, 1)).
-    let pad = b.mask.logical_not().unsqueeze(-1);
-    Tensor::cat(&[forward.masked_fill(&pad, -1e4), backward.masked_fill(&pad, -1e4)], 2).amax([1].as_slice(), false)
-}
-
-/// Each row's first `lengths[n]` positions in reverse order, its padding left where it is.
-/// # Shapes
-/// x: [N, T, E], lengths: [N] -> [N, T, E]
-fn reverse_within_length(x: &Tensor, lengths: &Tensor) -> Tensor {
-    let (n, t, e) = x.size3().expect("[N, T, E]");
-    let positions = Tensor::arange(t, (Kind::Int64, x.device())).unsqueeze(0).expand([n, t], false);
-    let lengths = lengths.unsqueeze(1);
-    let reversed = (&lengths - 1 - &positions).where_self(&positions.lt_tensor(&lengths), &positions);
-    x.gather(1, &reversed.unsqueeze(2).expand([n, t, e], false), false)
-}
-
 /// One head's scores for a batch of candidates.
 pub struct HeadOutput {
     pub head: String,
@@ -242,36 +85,54 @@ pub struct HeadOutput {
 /// The committee of one AF iteration: the stage's members, their score layers, and the joint head.
 #[derive(Debug)]
 pub struct CommitteeModel {
-    members: Vec<(Member, Net, nn::Linear)>,
+    /// Name, network, score layer.
+    members: Vec<(String, Box<dyn MemberNet>, nn::Linear)>,
     joint: Option<(nn::Linear, nn::Linear)>,
+    /// The joint head's dropout (members keep their own).
     dropout: f64,
     /// Score under CUDA autocast ([`af_core::config::Precision`]).
     mixed: bool,
 }
 
 impl CommitteeModel {
-    pub fn new(root: &nn::Path, config: &CommitteeConfig, members: &[Member], joint: bool, table: &CandidateTable) -> Self {
+    /// `members` (looked up in `registry`) under `root / name`, each followed by its score layer
+    /// at `root / name / score`, then the joint head at `root / joint`: variables are created, and
+    /// so drawn from libtorch's generator, in that order.
+    pub fn new(
+        root: &nn::Path,
+        config: &CommitteeConfig,
+        registry: &Registry,
+        members: &[MemberName],
+        joint: bool,
+        table: &CandidateTable,
+    ) -> Result<Self, NnError> {
+        // Every name and every member's settings checked before any variable is made.
+        let kinds = members.iter().map(|name| registry.lookup(name)).collect::<Result<Vec<_>, _>>()?;
+        for member in &kinds {
+            member.settings(config).map_err(NnError::InvalidSettings)?;
+        }
+        let ctx = BuildContext { committee: config, vocab: table.vocab, pos_vocab: table.pos_vocab };
         let mut total = 0;
-        let members: Vec<(Member, Net, nn::Linear)> = members
-            .iter()
-            .map(|&m| {
-                let p = root / m.name();
-                let (net, width) = Net::new(&p, m, config, table.vocab, table.pos_vocab);
-                total += width;
-                (m, net, nn::linear(&p / "score", width, 1, Default::default()))
-            })
-            .collect();
+        let mut built = Vec::with_capacity(members.len());
+        for member in kinds {
+            let p = root / member.name();
+            let net = member.build(&p, &ctx)?;
+            let width = net.width();
+            total += width;
+            let score = nn::linear(&p / "score", width, 1, Default::default());
+            built.push((member.name().to_string(), net, score));
+        }
         let joint = joint.then(|| {
             let p = root / JOINT;
             (nn::linear(&p / "hidden", total, config.joint_hidden, Default::default()), nn::linear(&p / "score", config.joint_hidden, 1, Default::default()))
         });
-        Self { members, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) }
+        Ok(Self { members: built, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) })
     }
 
     /// Head names in output order: the joint head (if any), then the members.
     pub fn heads(&self) -> Vec<(String, bool)> {
         let mut v: Vec<(String, bool)> = self.joint.iter().map(|_| (JOINT.to_string(), false)).collect();
-        v.extend(self.members.iter().map(|(m, _, _)| (m.name().to_string(), true)));
+        v.extend(self.members.iter().map(|(name, _, _)| (name.clone(), true)));
         v
     }
 
@@ -281,7 +142,7 @@ impl CommitteeModel {
     pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
         let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
         // fp32 whatever autocast made of each member (the bag of words has no matrix product).
-        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, self.dropout, false).to_kind(Kind::Float)).collect();
+        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, false).to_kind(Kind::Float)).collect();
         Tensor::cat(&reps, 1)
     }
 
@@ -290,9 +151,9 @@ impl CommitteeModel {
         let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
         let mut reps = Vec::with_capacity(self.members.len());
         let mut out = Vec::with_capacity(self.members.len() + 1);
-        for (m, net, score) in &self.members {
-            let r = net.represent(&batch, self.dropout, train);
-            out.push(HeadOutput { head: m.name().to_string(), is_member: true, scores: score.forward(&r).squeeze_dim(1) });
+        for (name, net, score) in &self.members {
+            let r = net.represent(&batch, train);
+            out.push(HeadOutput { head: name.clone(), is_member: true, scores: score.forward(&r).squeeze_dim(1) });
             // Under autocast members come out in fp16 or fp32: the joint head reads them as fp32.
             reps.push(r.to_kind(Kind::Float));
         }
@@ -461,8 +322,18 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
 
 #[cfg(test)]
 mod tests {
+    use super::members::lstm::reverse_within_length;
     use super::*;
     use crate::table::{RawCandidate, TableAssembler, Vocabularies};
+
+    /// Every built-in member, in the registry's order.
+    fn all_members() -> Vec<MemberName> {
+        Registry::builtin().names().into_iter().map(MemberName::new).collect()
+    }
+
+    fn names(names: &[&str]) -> Vec<MemberName> {
+        names.iter().map(|n| MemberName::new(*n)).collect()
+    }
 
     /// One candidate given by its ids: word ids, POS-view ids (below 256), marked range, features.
     struct CandidateInput {
@@ -542,7 +413,7 @@ mod tests {
         let (table, qs) = planted(200, 4, 1);
         let vs = nn::VarStore::new(Device::Cpu);
         let settings = small(6, 0.0, 16, 1e-2);
-        let model = CommitteeModel::new(&vs.root(), &settings, &Member::ALL, true, &table);
+        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &all_members(), true, &table).unwrap();
         let (fit, held) = qs.split_at(140);
         train(&vs, &model, &table, fit, &settings, 1).unwrap();
         let rows: Vec<i64> = held.iter().flatten().copied().collect();
@@ -575,7 +446,7 @@ mod tests {
         assert_eq!((wide.width_of(&[0]), wide.width_of(&[0, 11])), (30, 30));
         assert_eq!(narrow.tokens(), (1..=12).sum::<i64>(), "stored unpadded");
         let vs = nn::VarStore::new(Device::Cpu);
-        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Member::ALL, true, &narrow);
+        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &all_members(), true, &narrow).unwrap();
         let rows: Vec<i64> = (0..12).rev().collect();
         let all = score(&model, &narrow, &rows, 64);
         let one_by_one = score(&model, &narrow, &rows, 1);
@@ -616,6 +487,21 @@ mod tests {
     }
 
     #[test]
+    fn the_cnn_pads_batches_narrower_than_its_widest_window() {
+        let _torch_rng = crate::torch_rng_lock();
+        tch::manual_seed(2);
+        let inputs: Vec<CandidateInput> = (1..=4usize)
+            .map(|len| CandidateInput { words: (0..len).map(|j| 2 + (len * 5 + j) as i32).collect(), pos: vec![3; len], marked: 0..1, features: [0.0; 8] })
+            .collect();
+        // min_len 1: a batch of short rows is narrower than the 5-wide window.
+        let (narrow, cut) = (table_of(&inputs, 40, 24, 1), table_of(&inputs, 40, 24, 5));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &names(&["cnn"]), false, &narrow).unwrap();
+        let rows = [0, 1, 2, 3];
+        assert_eq!(score(&model, &narrow, &rows, 1), score(&model, &cut, &rows, 1));
+    }
+
+    #[test]
     fn training_is_deterministic_on_cpu() {
         let _torch_rng = crate::torch_rng_lock();
         let run = || {
@@ -623,7 +509,7 @@ mod tests {
             let (table, qs) = planted(60, 4, 2);
             let vs = nn::VarStore::new(Device::Cpu);
             let settings = small(2, 0.2, 8, 1e-3);
-            let model = CommitteeModel::new(&vs.root(), &settings, &[Member::Cnn, Member::PosLstm], true, &table);
+            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
             let report = train(&vs, &model, &table, &qs, &settings, 3).unwrap();
             (report, score(&model, &table, &[0, 1, 2, 3, 17], 2))
         };

@@ -10,13 +10,20 @@
 //! At the end, `report.json` sums it up.
 
 use af_filter::{chance, FilterState};
+use af_io::pool_index::Pool;
+use af_nn::committee::Registry;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::committee::{filter_options, load, TorchCommittee};
-use crate::stage::StageContext;
+use crate::committee::{load, random_assignment, saved_table_dir, TorchCommittee};
+use crate::runner::StageContext;
 
-pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
+pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
+    run_with(ctx, &Registry::builtin())
+}
+
+/// The stage with the members of `registry` (a test's may hold members of its own).
+pub fn run_with(ctx: &StageContext, registry: &Registry) -> anyhow::Result<FilterReport> {
     let config = ctx.config;
     let (pool, table, summary, device) = load(config)?;
     let host_after_table = crate::resources::host_peak_bytes();
@@ -36,7 +43,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     table_json["peak_host_bytes_after_table"] = serde_json::json!(host_after_table);
     af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
     // For the export stage, which would otherwise tag the whole pool again.
-    table.save(&super::committee::saved_table_dir(config), 1 << 20)?;
+    table.save(&saved_table_dir(config), 1 << 20)?;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
         let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
@@ -54,13 +61,12 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
         tracing::info!("filter: resuming after iteration {}", state.iterations.len());
         state
     } else {
-        FilterState::new(pool.random_assignment(k, config.run.seed)?)
+        FilterState::new(random_assignment(&pool, k, config.run.seed)?)
     };
-    let options = filter_options(config);
     let groups = pool.groups();
-    let max_iterations: usize = options.stages.iter().map(|s| s.iterations).sum();
-    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, device };
-    let bar = crate::progress::bar(max_iterations as u64, "filter");
+    let max_iterations: usize = config.filter.stages.iter().map(|s| s.iterations).sum();
+    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, registry, device };
+    let bar = ctx.progress.bar("filter", max_iterations as u64);
     bar.set_position(state.iterations.len() as u64);
     // history.csv is derived from the state: written whole now (a crash may have left it with a
     // partial or extra iteration), then appended to, so that an iteration's cost does not grow
@@ -69,7 +75,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
     af_core::atomic::write(&history_path, &history_csv(&state.swaps, &pool, true)?)?;
     while !state.finished {
         let before = state.swaps.len();
-        let more = state.step(&mut committee, &groups, &options)?;
+        let more = state.step(&mut committee, &groups, &config.filter, config.run.seed)?;
         save(ctx, &state)?;
         append(&history_path, &history_csv(&state.swaps[before..], &pool, false)?)?;
         if let Some(it) = state.iterations.last() {
@@ -77,7 +83,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
             tracing::debug!(
                 "iteration {} ({}): {} {:.3} (chance {:.3}), {} swaps in {:.1} s",
                 it.iteration,
-                it.stage,
+                it.phase,
                 it.driving_head,
                 driving.accuracy,
                 chance(k),
@@ -91,9 +97,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<()> {
             break;
         }
     }
-    bar.finish_and_clear();
-    write_report(ctx, &state, &pool, k)?;
-    Ok(())
+    bar.finish();
+    write_report(ctx, &state, &pool, k)
 }
 
 fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
@@ -103,7 +108,7 @@ fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
 }
 
 /// Swaps as `history.csv` rows, with the header or without.
-fn history_csv(swaps: &[af_filter::Swap], pool: &super::pool::Pool, header: bool) -> anyhow::Result<Vec<u8>> {
+fn history_csv(swaps: &[af_filter::Swap], pool: &Pool, header: bool) -> anyhow::Result<Vec<u8>> {
     let mut history = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
     if header {
         history.write_record(["iteration", "item_id", "removed", "added"])?;
@@ -135,7 +140,7 @@ pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
         for h in &it.heads {
             out.write_record([
                 it.iteration.to_string(),
-                it.stage.clone(),
+                it.phase.clone(),
                 h.head.clone(),
                 (h.head == it.driving_head).to_string(),
                 format!("{:.6}", h.accuracy),
@@ -150,22 +155,33 @@ pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
     csv_bytes(out)
 }
 
+/// `filter/report.json`.
 #[derive(Serialize)]
-struct FilterReport {
-    items: usize,
-    k: usize,
-    chance: f64,
-    iterations: usize,
-    swaps: usize,
-    items_ever_changed: usize,
-    first: Vec<af_filter::HeadMetrics>,
-    last: Vec<af_filter::HeadMetrics>,
-    driving_head_first: f64,
-    driving_head_last: f64,
-    seconds: f64,
+pub struct FilterReport {
+    pub items: usize,
+    pub k: usize,
+    pub chance: f64,
+    pub iterations: usize,
+    pub swaps: usize,
+    pub items_ever_changed: usize,
+    pub first: Vec<af_filter::HeadMetrics>,
+    pub last: Vec<af_filter::HeadMetrics>,
+    pub driving_head_first: f64,
+    pub driving_head_last: f64,
+    pub seconds: f64,
 }
 
-fn write_report(ctx: &StageContext, state: &FilterState, pool: &super::pool::Pool, k: usize) -> anyhow::Result<()> {
+impl std::fmt::Display for FilterReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "filter: {} iterations, driving head {:.3} -> {:.3} (chance {:.3}), {} swaps in {} items",
+            self.iterations, self.driving_head_first, self.driving_head_last, self.chance, self.swaps, self.items_ever_changed
+        )
+    }
+}
+
+fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) -> anyhow::Result<FilterReport> {
     let first = state.iterations.first().context("the filter ran no iteration")?;
     let last = state.iterations.last().expect("there is a first");
     let driving = |it: &af_filter::IterationRecord| it.heads.iter().find(|h| h.head == it.driving_head).map_or(f64::NAN, |h| h.accuracy);
@@ -186,9 +202,39 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &super::pool::Poo
         seconds: state.iterations.iter().map(|i| i.seconds).sum(),
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    println!(
-        "filter: {} iterations, driving head {:.3} -> {:.3} (chance {:.3}), {} swaps in {} items",
-        report.iterations, report.driving_head_first, report.driving_head_last, report.chance, report.swaps, report.items_ever_changed
-    );
-    Ok(())
+    Ok(report)
+}
+
+/// Bumped when the committee computes other numbers from the same config, so that filter and
+/// export outputs of an older af are redone rather than taken as up to date. 2: scores that do
+/// not depend on padding (2026-11-30).
+const COMMITTEE_VERSION: u32 = 2;
+
+/// The `filter` stage.
+pub struct Filter;
+
+impl crate::runner::Stage for Filter {
+    fn name(&self) -> crate::runner::StageName {
+        crate::runner::StageName::Filter
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+
+    fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        use serde_json::json;
+        Ok(json!({
+            "committee_version": COMMITTEE_VERSION,
+            "seed": config.run.seed,
+            "committee": config.committee,
+            "filter": config.filter,
+            "tagger": config.tagger,
+        }))
+    }
+
+    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
+        use super::StageReport;
+        Ok((StageReport::Filter(run(ctx)?), true))
+    }
 }

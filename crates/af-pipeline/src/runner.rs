@@ -1,4 +1,4 @@
-//! Stages of a run: each writes into `<run dir>/<stage>/`.
+//! The stage runner: the stages of a run in order, each writing into `<run dir>/<stage>/`.
 //!
 //! - `started.json`: the stage's fingerprint, written when it starts. A stage that finds a
 //!   `started.json` with the same fingerprint resumes (keeps checkpoints and finished parts); one
@@ -16,11 +16,13 @@ use std::time::Instant;
 
 use af_core::Config;
 use anyhow::Context;
-use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+use crate::progress::Progress;
+use crate::stages::{self, StageReport};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StageName {
     Pairs,
@@ -35,6 +37,16 @@ pub enum StageName {
 pub const ALL_STAGES: &[StageName] =
     &[StageName::Pairs, StageName::Lm, StageName::Generate, StageName::Filter, StageName::Export, StageName::Report];
 
+impl std::str::FromStr for StageName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        ALL_STAGES.iter().copied().find(|st| st.dir_name() == s).ok_or_else(|| {
+            format!("unknown stage `{s}`: the stages are {}", ALL_STAGES.iter().map(|st| st.dir_name()).collect::<Vec<_>>().join(", "))
+        })
+    }
+}
+
 impl StageName {
     pub fn dir_name(self) -> &'static str {
         match self {
@@ -47,7 +59,20 @@ impl StageName {
         }
     }
 
-    fn upstream(self) -> Option<StageName> {
+    /// The stage's recipe.
+    pub fn stage(self) -> &'static dyn Stage {
+        match self {
+            StageName::Pairs => &stages::pairs::Pairs,
+            StageName::Lm => &stages::lm::Lm,
+            StageName::Generate => &stages::generate::Generate,
+            StageName::Filter => &stages::filter::Filter,
+            StageName::Export => &stages::export::Export,
+            StageName::Report => &stages::report::Report,
+        }
+    }
+
+    /// The stage whose outputs this one reads.
+    pub fn upstream(self) -> Option<StageName> {
         match self {
             StageName::Pairs => None,
             StageName::Lm => Some(StageName::Pairs),
@@ -59,14 +84,15 @@ impl StageName {
     }
 }
 
+/// `stage.json`: a stage finished, with what fingerprint, in how long and with how much memory.
 #[derive(Serialize, Deserialize, PartialEq)]
-struct StageRecord {
-    stage: StageName,
-    fingerprint: serde_json::Value,
-    seconds: f64,
-    af_version: String,
+pub struct StageRecord {
+    pub stage: StageName,
+    pub fingerprint: serde_json::Value,
+    pub seconds: f64,
+    pub af_version: String,
     #[serde(flatten)]
-    resources: crate::resources::Resources,
+    pub resources: crate::resources::Resources,
 }
 
 /// What a stage's body may want from the runner.
@@ -75,6 +101,37 @@ pub struct StageContext<'a> {
     pub dir: PathBuf,
     /// `--shard I/N` for `af generate`.
     pub shard: Option<(usize, usize)>,
+    pub progress: &'a dyn Progress,
+}
+
+/// A stage of the pipeline: what its outputs depend on, and how to make them. One per module of
+/// [`crate::stages`], listed in order in [`ALL_STAGES`].
+pub trait Stage: Sync {
+    fn name(&self) -> StageName;
+
+    /// Whether it puts tensors on the device (only those ask the device for its memory, since
+    /// asking creates a CUDA context).
+    fn uses_device(&self) -> bool {
+        false
+    }
+
+    /// What its outputs depend on besides the upstream stage's outputs (the runner adds those):
+    /// its config sections, the seed, the content of its input files.
+    fn inputs(&self, config: &Config) -> anyhow::Result<serde_json::Value>;
+
+    /// Does the work into `ctx.dir`; returns the report and whether the work is complete (a
+    /// shard of `generate` is not, and is not recorded as done).
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(StageReport, bool)>;
+}
+
+/// What became of a stage the runner was asked to run.
+pub enum StageRun {
+    /// Its outputs were up to date.
+    UpToDate { stage: StageName, dir: PathBuf },
+    /// It ran to the end: its report and the record written to `stage.json`.
+    Done { report: StageReport, record: StageRecord, dir: PathBuf },
+    /// It did its share (a `--shard`) and left the rest to other runs.
+    Partial { report: StageReport },
 }
 
 impl StageContext<'_> {
@@ -83,31 +140,33 @@ impl StageContext<'_> {
     }
 }
 
-pub fn init_threads(config: &Config) {
-    rayon::ThreadPoolBuilder::new().num_threads(config.run.threads).build_global().ok();
-    af_nn::runtime::set_threads(config.run.threads);
-}
-
-/// Runs `stages` in order. A forced stage forces every stage after it: what it feeds is redone.
-pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) -> anyhow::Result<()> {
-    init_threads(config);
+/// Runs `stages` in order, handing each outcome to `done` as it comes. A forced stage forces
+/// every stage after it: what it feeds is redone.
+pub fn run_stages(
+    config: &Config,
+    stages: &[StageName],
+    force: &[StageName],
+    progress: &dyn Progress,
+    mut done: impl FnMut(&StageRun),
+) -> anyhow::Result<()> {
+    crate::setup::init_threads(config);
     let mut forcing = false;
     for &stage in stages {
         forcing |= force.contains(&stage);
-        run_stage(config, stage, forcing, None)?;
+        done(&run_stage(config, stage, forcing, None, progress)?);
     }
     Ok(())
 }
 
 /// Runs one stage (skipping it when up to date and not forced). With a shard, the stage's work
 /// is split and `stage.json` is written only by a run that finds every part done.
-pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(usize, usize)>) -> anyhow::Result<()> {
+pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(usize, usize)>, progress: &dyn Progress) -> anyhow::Result<StageRun> {
     let dir = config.run.dir.join(stage.dir_name());
     let stamp = fingerprint(config, stage)?;
     let record_path = dir.join("stage.json");
     if !force && is_up_to_date(&record_path, &stamp) {
         tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
-        return Ok(());
+        return Ok(StageRun::UpToDate { stage, dir });
     }
     if let Some(up) = stage.upstream() {
         let up_dir = config.run.dir.join(up.dir_name());
@@ -124,23 +183,15 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();
-    let ctx = StageContext { config, dir: dir.clone(), shard };
-    let complete = match stage {
-        StageName::Pairs => crate::commands::pairs::run(&ctx).map(|_| true)?,
-        StageName::Lm => crate::commands::lm::run(&ctx).map(|_| true)?,
-        StageName::Generate => crate::commands::generate::run(&ctx)?,
-        StageName::Filter => crate::commands::filter::run(&ctx).map(|_| true)?,
-        StageName::Export => crate::commands::export::run(&ctx).map(|_| true)?,
-        StageName::Report => crate::commands::report::write(&config.run.dir, &dir).map(|_| true)?,
-    };
+    let ctx = StageContext { config, dir: dir.clone(), shard, progress };
+    let (report, complete) = stage.stage().run(&ctx)?;
     if !complete {
-        return Ok(());
+        return Ok(StageRun::Partial { report });
     }
     af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
     let seconds = start.elapsed().as_secs_f64();
     // Only stages that put tensors on the device ask it (asking creates a CUDA context).
-    let tensors = matches!(stage, StageName::Lm | StageName::Generate | StageName::Filter | StageName::Export);
-    let device = if tensors { Some(crate::commands::device(config)?) } else { None };
+    let device = if stage.stage().uses_device() { Some(crate::setup::device(config)?) } else { None };
     let resources = crate::resources::measure(host_at_start, device);
     let record = StageRecord { stage, fingerprint: stamp, seconds, af_version: env!("CARGO_PKG_VERSION").to_string(), resources };
     af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
@@ -153,7 +204,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         gb(record.resources.device_bytes),
         dir.display()
     );
-    Ok(())
+    Ok(StageRun::Done { report, record, dir })
 }
 
 /// Whether `stage` has started work for exactly this config (so a rerun would resume it).
@@ -192,55 +243,28 @@ fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared:
     Ok(())
 }
 
+/// Whether `stage`'s outputs are up to date for this config.
+pub fn up_to_date(config: &Config, stage: StageName) -> anyhow::Result<bool> {
+    Ok(is_up_to_date(&config.run.dir.join(stage.dir_name()).join("stage.json"), &fingerprint(config, stage)?))
+}
+
 fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
     let Ok(text) = std::fs::read_to_string(record_path) else { return false };
     serde_json::from_str::<StageRecord>(&text).is_ok_and(|r| &r.fingerprint == fingerprint)
 }
 
-/// Bumped when the committee computes other numbers from the same config, so that filter and
-/// export outputs of an older af are redone rather than taken as up to date. 2: scores that do
-/// not depend on padding (2026-11-30).
-const COMMITTEE_VERSION: u32 = 2;
-
-/// What a stage's outputs depend on.
+/// What a stage's outputs depend on: its own inputs and, under `upstream`, its upstream stage's
+/// fingerprint, so that a change upstream reruns everything after it.
 fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
-    let upstream = stage.upstream().map(|s| fingerprint(config, s)).transpose()?;
-    Ok(match stage {
-        StageName::Pairs => {
-            let mut inputs = Vec::new();
-            for input in &config.pairs.inputs {
-                inputs.push(file_stamp(&input.path)?);
-            }
-            json!({
-                "seed": config.run.seed,
-                "pairs": config.pairs,
-                "tagger": config.tagger,
-                "tagger_file": config.tagger.model.as_deref().map(file_stamp).transpose()?,
-                "inputs": inputs,
-            })
-        }
-        StageName::Lm => {
-            let mut pretrain = Vec::new();
-            for input in &config.lm.pretrain {
-                pretrain.push(file_stamp(&input.path)?);
-            }
-            json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain, "upstream": upstream})
-        }
-        StageName::Generate => json!({"seed": config.run.seed, "generate": config.generate, "upstream": upstream}),
-        StageName::Filter => json!({
-            "committee_version": COMMITTEE_VERSION,
-            "seed": config.run.seed,
-            "committee": config.committee,
-            "filter": config.filter,
-            "tagger": config.tagger,
-            "upstream": upstream,
-        }),
-        StageName::Export => json!({"upstream": upstream, "export": config.export, "audit": config.audit}),
-        StageName::Report => json!({"upstream": upstream}),
-    })
+    let mut stamp = stage.stage().inputs(config)?;
+    if let Some(up) = stage.upstream() {
+        stamp["upstream"] = fingerprint(config, up)?;
+    }
+    Ok(stamp)
 }
 
-fn file_stamp(path: &Path) -> anyhow::Result<serde_json::Value> {
+/// The size and content hash of an input file, or of every file in a directory.
+pub fn file_stamp(path: &Path) -> anyhow::Result<serde_json::Value> {
     let paths: Vec<PathBuf> = if path.is_dir() {
         let mut v: Vec<PathBuf> = std::fs::read_dir(path)
             .with_context(|| format!("cannot read {}", path.display()))?

@@ -3,11 +3,25 @@
 //! The candidates themselves are never all in memory.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use af_core::{Candidate, Item};
-use af_filter::Assignment;
 use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::ReadError;
+
+#[derive(Debug, Error)]
+pub enum PoolError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{dir} has no pool parts: run the generate stage first")]
+    NoParts { dir: PathBuf },
+    #[error("the pool part {part} does not match {items}: {what} (rerun `af run --force generate`)")]
+    Mismatch { part: PathBuf, items: PathBuf, what: String },
+    #[error("the pool changed while it was read ({before} rows, then {after})")]
+    Changed { before: usize, after: usize },
+}
 
 /// The candidate pool of the items it covers, as an index: the candidates themselves stay in
 /// the pool's Parquet parts and are read back one part at a time ([`Pool::for_each_part`],
@@ -29,22 +43,22 @@ impl Pool {
     /// Indexes `generate/pool` and checks it against `pairs/items.jsonl`: every row names an item
     /// with the right id, items come in order, and each item's candidates are numbered 0 (its gold
     /// ending, equal to the item's) to n.
-    pub fn load(run_dir: &Path) -> anyhow::Result<Self> {
+    pub fn load(run_dir: &Path) -> Result<Self, PoolError> {
         let items_path = run_dir.join("pairs/items.jsonl");
-        let all_items = af_io::items::read_items(&items_path)?;
+        let all_items = crate::items::read_items(&items_path)?;
         let pool_dir = run_dir.join("generate/pool");
-        let parts = af_io::pool::parts(&pool_dir)?;
-        anyhow::ensure!(!parts.is_empty(), "{} has no pool parts: run the generate stage first", pool_dir.display());
-        let mismatch = |part: &Path, what: String| {
-            anyhow::anyhow!("the pool part {} does not match {}: {what} (rerun `af run --force generate`)", part.display(), items_path.display())
-        };
+        let parts = crate::pool::parts(&pool_dir)?;
+        if parts.is_empty() {
+            return Err(PoolError::NoParts { dir: pool_dir });
+        }
+        let mismatch = |part: &Path, what: String| PoolError::Mismatch { part: part.to_path_buf(), items: items_path.clone(), what };
         // Parts are read and checked in parallel (a few in memory at once, four columns each),
         // each kept only as its runs of rows per item; the runs are then joined in order.
         let runs: Vec<Vec<ItemRun>> = parts
             .par_iter()
             .map(|part| {
                 let mut runs: Vec<ItemRun> = Vec::new();
-                for c in af_io::pool::read_index(part)? {
+                for c in crate::pool::read_index(part)? {
                     let item = all_items
                         .get(c.item_index as usize)
                         .ok_or_else(|| mismatch(part, format!("row for item {} but there are {} items", c.item_index, all_items.len())))?;
@@ -66,7 +80,7 @@ impl Pool {
                 }
                 Ok(runs)
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<Result<_, PoolError>>()?;
         let (mut items, mut offsets, mut sizes) = (Vec::new(), Vec::new(), Vec::<usize>::new());
         let (mut row, mut last_index) = (0, None);
         for (part, runs) in parts.iter().zip(runs) {
@@ -103,12 +117,12 @@ impl Pool {
     /// Calls `f` with each part's candidates in row order, with the row of the first. A reader
     /// thread decodes the next part while `f` works on this one, so at most three parts are in
     /// memory (the one in `f`, the one decoded, the one being decoded).
-    pub fn for_each_part(&self, mut f: impl FnMut(usize, &[Candidate]) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    pub fn for_each_part<E: From<PoolError>>(&self, mut f: impl FnMut(usize, &[Candidate]) -> Result<(), E>) -> Result<(), E> {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 for part in &self.parts {
-                    let rows = af_io::pool::read_part(part);
+                    let rows = crate::pool::read_part(part);
                     let failed = rows.is_err();
                     if sender.send(rows).is_err() || failed {
                         break;
@@ -117,23 +131,25 @@ impl Pool {
             });
             let mut row = 0;
             for rows in receiver {
-                let rows = rows?;
+                let rows = rows.map_err(PoolError::from)?;
                 f(row, &rows)?;
                 row += rows.len();
             }
-            anyhow::ensure!(row == self.rows, "the pool changed while it was read ({} rows, then {row})", self.rows);
+            if row != self.rows {
+                return Err(PoolError::Changed { before: self.rows, after: row }.into());
+            }
             Ok(())
         })
     }
 
     /// The candidates at `rows` (any order, repeats allowed), read by streaming the parts.
-    pub fn fetch(&self, rows: impl IntoIterator<Item = i64>) -> anyhow::Result<HashMap<i64, Candidate>> {
+    pub fn fetch(&self, rows: impl IntoIterator<Item = i64>) -> Result<HashMap<i64, Candidate>, PoolError> {
         let mut wanted: Vec<i64> = rows.into_iter().collect();
         wanted.sort_unstable();
         wanted.dedup();
         let mut out = HashMap::with_capacity(wanted.len());
         let mut next = 0;
-        self.for_each_part(|first, part| {
+        self.for_each_part(|first, part| -> Result<(), PoolError> {
             let end = (first + part.len()) as i64;
             while next < wanted.len() && wanted[next] < end {
                 out.insert(wanted[next], part[(wanted[next] as usize) - first].clone());
@@ -148,16 +164,6 @@ impl Pool {
     pub fn groups(&self) -> Vec<String> {
         self.items.iter().map(|i| i.group.clone()).collect()
     }
-
-    pub fn random_assignment(&self, k: usize, seed: u64) -> anyhow::Result<Assignment> {
-        Assignment::random(&self.sizes, k, seed).map_err(|e| match e {
-            af_filter::AssignmentError::PoolTooSmall { item, pool, k } => anyhow::anyhow!(
-                "item `{}` has {pool} generated endings, fewer than [filter] k = {k}: lower k or generate more endings",
-                self.items[item].id
-            ),
-            other => other.into(),
-        })
-    }
 }
 
 /// Consecutive rows of one item in a part: candidates `first..first + rows`.
@@ -170,7 +176,7 @@ struct ItemRun {
 /// Writes a synthetic run directory (`pairs/items.jsonl` and `generate/pool`): `items` items of
 /// `per_item` generated endings (3 to 20 tokens), `part_items` items per part. For tests and
 /// `af bench pool`, which need a pool of any size without an LM.
-pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_items: usize) -> anyhow::Result<()> {
+pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_items: usize) -> std::io::Result<()> {
     const WORDS: [&str; 24] = [
         "the", "man", "walks", "a", "dog", "slowly", "runs", "away", "to", "park", "quickly", "sits",
         "woman", "then", "ball", "water", "jumps", "over", "fence", "and", "smiles", "at", "camera", "again",
@@ -189,7 +195,7 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
         })
         .collect();
     std::fs::create_dir_all(dir.join("pairs"))?;
-    af_io::items::write_items(&dir.join("pairs/items.jsonl"), &all)?;
+    crate::items::write_items(&dir.join("pairs/items.jsonl"), &all)?;
     let pool = dir.join("generate/pool");
     std::fs::create_dir_all(&pool)?;
     for (block, chunk) in all.chunks(part_items.max(1)).enumerate() {
@@ -214,18 +220,17 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
                 });
             }
         }
-        af_io::pool::write_part(&af_io::pool::part_path(&pool, block), &rows)?;
+        crate::pool::write_part(&crate::pool::part_path(&pool, block), &rows)?;
     }
     Ok(())
 }
 
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    /// A temporary run directory with a synthetic pool (see [`write_synthetic_pool`]).
-    pub(crate) fn run_dir(items: usize, per_item: usize, part_items: usize) -> tempfile::TempDir {
+    fn run_dir(items: usize, per_item: usize, part_items: usize) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         write_synthetic_pool(dir.path(), items, per_item, part_items).unwrap();
         dir

@@ -75,8 +75,8 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     });
     let mut stages: Vec<String> = Vec::new();
     for (i, it) in state.iterations.iter().enumerate() {
-        if i == 0 || state.iterations[i - 1].stage != it.stage {
-            stages.push(format!("{} from iteration {}", it.stage, it.iteration));
+        if i == 0 || state.iterations[i - 1].phase != it.phase {
+            stages.push(format!("{} from iteration {}", it.phase, it.iteration));
         }
     }
     sections.push(Section {
@@ -230,4 +230,26 @@ fn question(v: &Value) -> anyhow::Result<Question> {
         options: order.into_iter().map(|o| options[o].clone()).collect(),
         answer,
     })
+}
+
+/// The `report` stage.
+pub struct Report;
+
+impl crate::runner::Stage for Report {
+    fn name(&self) -> crate::runner::StageName {
+        crate::runner::StageName::Report
+    }
+
+    fn inputs(&self, _config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        // The report reads only upstream outputs.
+        Ok(serde_json::json!({}))
+    }
+
+    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
+        use super::StageReport;
+        Ok({
+            write(&ctx.config.run.dir, &ctx.dir)?;
+            (StageReport::Report(ctx.dir.join("report.html")), true)
+        })
+    }
 }

@@ -1,0 +1,65 @@
+//! What a committee member is: a kind ([`Member`]: name, columns, settings, how to build it) and,
+//! once built, a network ([`MemberNet`]) that represents each candidate as a vector.
+
+use tch::{nn, Tensor};
+
+use super::{Batch, CommitteeConfig};
+use crate::NnError;
+
+/// What a member reads of each candidate row of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    Words,
+    Pos,
+    Indicator,
+    Features,
+}
+
+/// What building a member may use.
+pub struct BuildContext<'a> {
+    pub committee: &'a CommitteeConfig,
+    /// Word ids are below this.
+    pub vocab: i64,
+    /// POS-view ids are below this.
+    pub pos_vocab: i64,
+}
+
+/// A kind of committee member: its name, what it reads, its settings and how to build it. One
+/// per file under `members/`.
+pub trait Member: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+
+    /// One line for --help, errors and docs.
+    fn describe(&self) -> &'static str;
+
+    /// The table columns it reads; a member that reads `Features` (LM features) cannot be an
+    /// audit detector.
+    fn columns(&self) -> &'static [Column];
+
+    /// What it reads of a question (all built-in members read the second sentence today: noun
+    /// phrase + ending).
+    fn view(&self) -> af_core::View {
+        af_core::View::SecondSentence
+    }
+
+    /// Its settings resolved from the config (flat `[committee]` keys overlaid by
+    /// `[committee.member.NAME]`) and checked, as JSON: recorded in the filter stage's
+    /// fingerprint. Err: a message naming the key.
+    fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String>;
+
+    /// A fresh, initialised network under `p`. Each initialisation draws from libtorch's global
+    /// generator, so the order in which variables are created is part of the results.
+    fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError>;
+}
+
+/// A built member: its representation of each candidate.
+// Send: a committee model moves between threads as freely as the tensors it holds.
+pub trait MemberNet: std::fmt::Debug + Send {
+    /// Size of the representation.
+    fn width(&self) -> i64;
+
+    /// Dropout, where the member has any, belongs here (applied when `train`).
+    /// # Shapes
+    /// -> [N, width]
+    fn represent(&self, batch: &Batch, train: bool) -> Tensor;
+}

@@ -1,0 +1,131 @@
+//! `cnn`: convolutions over word + indicator embeddings, each max-pooled over the windows that
+//! start inside the sentence.
+//!
+//! `[committee.member.cnn]`: `widths` (window widths, default `[committee] cnn-widths`),
+//! `filters` (per width, default `[committee] cnn-filters`).
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::{embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::{Batch, CommitteeConfig};
+use crate::NnError;
+
+const NAME: &str = "cnn";
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CnnSettings {
+    pub embedding: i64,
+    pub indicator_embedding: i64,
+    pub widths: Vec<i64>,
+    pub filters: i64,
+    pub dropout: f64,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Table {
+    widths: Option<Vec<i64>>,
+    filters: Option<i64>,
+}
+
+impl CnnSettings {
+    pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
+        let t: Table = member_table(c, NAME)?;
+        let (widths, key) = overlay(NAME, t.widths, "widths", c.cnn_widths.clone(), "cnn-widths");
+        if widths.is_empty() || widths.iter().any(|&w| w < 1) {
+            return Err(format!("{key} = {widths:?}: needs at least one positive width"));
+        }
+        Ok(Self {
+            embedding: embedding_size(c)?,
+            indicator_embedding: indicator_size(c)?,
+            widths,
+            filters: positive(overlay(NAME, t.filters, "filters", c.cnn_filters, "cnn-filters"))?,
+            dropout: text_dropout(c)?,
+        })
+    }
+
+    /// The widest window: the least width a batch must have (the table's `min_len`).
+    pub fn widest(&self) -> i64 {
+        self.widths.iter().copied().max().unwrap_or(1)
+    }
+}
+
+pub struct Cnn;
+
+impl Member for Cnn {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn describe(&self) -> &'static str {
+        "convolutions over word and indicator embeddings, max-pooled"
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        &[Column::Words, Column::Indicator]
+    }
+
+    fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
+        CnnSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
+        let s = CnnSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
+        let input = s.embedding + s.indicator_embedding;
+        // The convolutions first, then the embeddings: the order the committee always drew its
+        // initial weights in.
+        let convs = s.widths.iter().map(|&w| nn::conv1d(p / format!("conv{w}"), input, s.filters, w, Default::default())).collect();
+        Ok(Box::new(CnnNet {
+            words: embedding(p / "words", ctx.vocab, s.embedding),
+            indicator: embedding(p / "indicator", 3, s.indicator_embedding),
+            convs,
+            settings: s,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct CnnNet {
+    words: nn::Embedding,
+    indicator: nn::Embedding,
+    convs: Vec<nn::Conv1D>,
+    settings: CnnSettings,
+}
+
+impl MemberNet for CnnNet {
+    fn width(&self) -> i64 {
+        self.settings.filters * self.settings.widths.len() as i64
+    }
+
+    fn represent(&self, b: &Batch, train: bool) -> Tensor {
+        let (mut words, mut indicator) = (b.words.shallow_clone(), b.indicator.shallow_clone());
+        // A table cut to narrower batches than the widest window (its min_len set from other
+        // widths): pad as the table would, with id 0.
+        let short = self.settings.widest() - words.size()[1];
+        if short > 0 {
+            words = words.constant_pad_nd([0, short]);
+            indicator = indicator.constant_pad_nd([0, short]);
+        }
+        // [N, T, E] -> [N, E, T] for conv1d.
+        let x = Tensor::cat(&[self.words.forward(&words), self.indicator.forward(&indicator)], 2).transpose(1, 2);
+        let pooled: Vec<Tensor> = self
+            .convs
+            .iter()
+            .map(|c| {
+                let out = c.forward(&x).relu();
+                // Only windows that start inside the sentence, and always the first: the score
+                // must not depend on how much padding follows. After ReLU, zeroing the others
+                // cannot change the max.
+                let width = c.ws.size()[2];
+                let starts = Tensor::arange(out.size()[2], (Kind::Int64, out.device())).unsqueeze(0);
+                let last_start = (&b.lengths - width).clamp_min(0).unsqueeze(1);
+                out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0).amax([2].as_slice(), false)
+            })
+            .collect();
+        Tensor::cat(&pooled, 1).dropout(self.settings.dropout, train)
+    }
+}

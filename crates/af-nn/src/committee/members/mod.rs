@@ -1,0 +1,230 @@
+//! The built-in committee members, one per file with its settings beside its code, and the
+//! [`Registry`] that names them. A new member is a new file here and one line in
+//! [`Registry::builtin`]; a member defined elsewhere (a test, another crate) is added with
+//! [`Registry::register`].
+//!
+//! Settings: each member starts from the flat `[committee]` keys (`cnn-filters`, ...: the older
+//! spelling and the committee-wide default) and overlays its own `[committee.member.NAME]` table,
+//! whose keys drop the member's prefix (`[committee.member.cnn] filters = 64`). The keys every
+//! text member shares (`embedding`, `indicator-embedding`, `dropout`) stay in `[committee]`.
+
+pub mod bow;
+pub mod cnn;
+pub mod lstm;
+pub mod mlp;
+pub mod ngram;
+pub mod pos_lstm;
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use tch::nn;
+
+pub use bow::{Bow, BowSettings};
+pub use cnn::{Cnn, CnnSettings};
+pub use lstm::{Lstm, LstmSettings};
+pub use mlp::{Mlp, MlpSettings};
+pub use ngram::{Ngram, NgramSettings};
+pub use pos_lstm::{PosLstm, PosLstmSettings};
+
+use super::member::{Column, Member};
+use super::{CommitteeConfig, MemberName};
+use crate::NnError;
+
+/// The committee members a run may name.
+#[derive(Clone)]
+pub struct Registry {
+    members: Vec<Arc<dyn Member>>,
+}
+
+impl Registry {
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, in that order.
+    pub fn builtin() -> Self {
+        Self { members: vec![Arc::new(Mlp), Arc::new(Bow), Arc::new(Cnn), Arc::new(PosLstm), Arc::new(Ngram), Arc::new(Lstm)] }
+    }
+
+    /// Adds `member`; a name already taken is an error.
+    pub fn register(&mut self, member: impl Member) -> Result<(), NnError> {
+        if self.get(member.name()).is_some() {
+            return Err(NnError::DuplicateMember(member.name().to_string()));
+        }
+        self.members.push(Arc::new(member));
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Member> {
+        self.members.iter().find(|m| m.name() == name).map(|m| m.as_ref())
+    }
+
+    /// The member called `name`, or an error listing the members there are.
+    pub fn lookup(&self, name: &MemberName) -> Result<&dyn Member, NnError> {
+        self.get(name.as_str()).ok_or_else(|| NnError::UnknownMember { name: name.to_string(), known: self.names().join(", ") })
+    }
+
+    /// Every member's name, in registration order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.members.iter().map(|m| m.name()).collect()
+    }
+
+    /// Members that read text only (no LM features): the audit's learned detectors.
+    pub fn text_members(&self) -> Vec<&'static str> {
+        self.members.iter().filter(|m| !m.columns().contains(&Column::Features)).map(|m| m.name()).collect()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Registry").field(&self.names()).finish()
+    }
+}
+
+/// The member's `[committee.member.NAME]` table read into `T` (a struct of `Option`s, one per
+/// key); no table reads as `T::default()`, every key absent.
+pub(crate) fn member_table<T: DeserializeOwned + Default>(committee: &CommitteeConfig, name: &str) -> Result<T, String> {
+    match committee.member.get(name) {
+        None => Ok(T::default()),
+        Some(table) => T::deserialize(table.clone()).map_err(|e| format!("[committee.member.{name}]: {}", e.to_string().trim_end())),
+    }
+}
+
+/// The member table's value if it gives one, else the flat key's; with how the key is spelt
+/// where the value came from, for errors.
+pub(crate) fn overlay<T>(member: &str, own: Option<T>, key: &str, flat: T, flat_key: &str) -> (T, String) {
+    match own {
+        Some(v) => (v, format!("[committee.member.{member}] {key}")),
+        None => (flat, format!("[committee] {flat_key}")),
+    }
+}
+
+pub(crate) fn positive((value, key): (i64, String)) -> Result<i64, String> {
+    if value >= 1 { Ok(value) } else { Err(format!("{key} = {value}: must be positive")) }
+}
+
+pub(crate) fn probability((value, key): (f64, String)) -> Result<f64, String> {
+    if (0.0..1.0).contains(&value) { Ok(value) } else { Err(format!("{key} = {value}: must be in [0, 1)")) }
+}
+
+/// `[committee] embedding`: word (and POS) embedding size of the text members.
+pub(crate) fn embedding_size(c: &CommitteeConfig) -> Result<i64, String> {
+    positive((c.embedding, "[committee] embedding".into()))
+}
+
+/// `[committee] indicator-embedding`.
+pub(crate) fn indicator_size(c: &CommitteeConfig) -> Result<i64, String> {
+    positive((c.indicator_embedding, "[committee] indicator-embedding".into()))
+}
+
+/// `[committee] dropout`: on the text members' representations (and the joint head).
+pub(crate) fn text_dropout(c: &CommitteeConfig) -> Result<f64, String> {
+    probability((c.dropout, "[committee] dropout".into()))
+}
+
+/// Settings as the JSON a fingerprint records.
+pub(crate) fn to_json(settings: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(settings).expect("settings are plain structs")
+}
+
+/// An embedding whose id 0 is padding.
+pub(crate) fn embedding(p: nn::Path, n: i64, d: i64) -> nn::Embedding {
+    nn::embedding(p, n, d, nn::EmbeddingConfig { padding_idx: 0, ..Default::default() })
+}
+
+/// Mean over the real tokens of each row.
+/// # Shapes
+/// tokens: [N, T, E], mask: [N, T] -> [N, E]
+pub(crate) fn masked_mean(tokens: &tch::Tensor, mask: &tch::Tensor) -> tch::Tensor {
+    let mask = mask.to_kind(tch::Kind::Float).unsqueeze(-1);
+    let sum = (tokens * &mask).sum_dim_intlist(1, false, tch::Kind::Float);
+    sum / mask.sum_dim_intlist(1, false, tch::Kind::Float).clamp_min(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::{nn, Device};
+
+    use super::*;
+    use crate::committee::member::BuildContext;
+
+    /// A committee config from JSON in the config's spelling (TOML tables read the same way).
+    fn config(json: serde_json::Value) -> CommitteeConfig {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn build(member: &dyn Member, c: &CommitteeConfig) -> Result<(nn::VarStore, Box<dyn crate::committee::MemberNet>), NnError> {
+        let _torch_rng = crate::torch_rng_lock();
+        let vs = nn::VarStore::new(Device::Cpu);
+        let net = member.build(&vs.root(), &BuildContext { committee: c, vocab: 50, pos_vocab: 20 })?;
+        Ok((vs, net))
+    }
+
+    #[test]
+    fn builtin_members_in_order_and_the_text_ones() {
+        let r = Registry::builtin();
+        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm"]);
+        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm"]);
+        for name in r.names() {
+            let m = r.get(name).unwrap();
+            assert_eq!(m.name(), name);
+            assert_eq!(m.view(), af_core::View::SecondSentence);
+            assert!(!m.describe().is_empty());
+            m.settings(&CommitteeConfig::default()).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_member_table_overlays_the_flat_key() {
+        let registry = Registry::builtin();
+        let cnn = registry.lookup(&MemberName::new("cnn")).unwrap();
+        let flat = config(serde_json::json!({ "cnn-widths": [2, 3], "cnn-filters": 6 }));
+        let (vs, net) = build(cnn, &flat).unwrap();
+        assert_eq!(net.width(), 6 * 2);
+        assert_eq!(vs.variables()["conv3.weight"].size(), [6, 100 + 16, 3]);
+
+        let own = config(serde_json::json!({ "cnn-widths": [2, 3], "cnn-filters": 6, "member": { "cnn": { "filters": 4 } } }));
+        let (vs, net) = build(cnn, &own).unwrap();
+        assert_eq!(net.width(), 4 * 2);
+        assert_eq!(vs.variables()["conv2.weight"].size(), [4, 100 + 16, 2]);
+        assert_eq!(cnn.settings(&own).unwrap(), serde_json::json!({ "embedding": 100, "indicator-embedding": 16, "widths": [2, 3], "filters": 4, "dropout": 0.2 }));
+
+        let pos = config(serde_json::json!({ "pos-words": 7, "lstm-hidden": 5, "member": { "pos-lstm": { "words": 3 } } }));
+        let s = PosLstmSettings::resolve(&pos).unwrap();
+        assert_eq!((s.words, s.hidden), (3, 5));
+        // Another member's table leaves this one alone.
+        assert_eq!(LstmSettings::resolve(&config(serde_json::json!({ "member": { "pos-lstm": { "hidden": 9 } } }))).unwrap().hidden, 200);
+    }
+
+    #[test]
+    fn bad_member_settings_name_the_table_and_key() {
+        let registry = Registry::builtin();
+        let cnn = registry.get("cnn").unwrap();
+        let unknown = config(serde_json::json!({ "member": { "cnn": { "filter": 4 } } }));
+        let e = cnn.settings(&unknown).unwrap_err();
+        assert!(e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"), "{e}");
+        let e = build(cnn, &unknown).err().unwrap().to_string();
+        assert!(e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"), "{e}");
+        // A member with no keys of its own still refuses a table with keys.
+        let e = registry.get("bow").unwrap().settings(&config(serde_json::json!({ "member": { "bow": { "embedding": 4 } } }))).unwrap_err();
+        assert!(e.starts_with("[committee.member.bow]: ") && e.contains("`embedding`"), "{e}");
+
+        let e = cnn.settings(&config(serde_json::json!({ "member": { "cnn": { "filters": 0 } } }))).unwrap_err();
+        assert_eq!(e, "[committee.member.cnn] filters = 0: must be positive");
+        let e = cnn.settings(&config(serde_json::json!({ "cnn-filters": 0 }))).unwrap_err();
+        assert_eq!(e, "[committee] cnn-filters = 0: must be positive");
+        let e = cnn.settings(&config(serde_json::json!({ "member": { "cnn": { "widths": [] } } }))).unwrap_err();
+        assert_eq!(e, "[committee.member.cnn] widths = []: needs at least one positive width");
+        let e = registry.get("mlp").unwrap().settings(&config(serde_json::json!({ "member": { "mlp": { "dropout": 1.5 } } }))).unwrap_err();
+        assert_eq!(e, "[committee.member.mlp] dropout = 1.5: must be in [0, 1)");
+        let e = registry.get("ngram").unwrap().settings(&config(serde_json::json!({ "embedding": 0 }))).unwrap_err();
+        assert_eq!(e, "[committee] embedding = 0: must be positive");
+    }
+
+    #[test]
+    fn unknown_and_duplicate_members_are_errors() {
+        let mut registry = Registry::builtin();
+        let e = registry.lookup(&MemberName::new("rnn")).err().unwrap().to_string();
+        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm");
+        let e = registry.register(Cnn).unwrap_err();
+        assert!(matches!(&e, NnError::DuplicateMember(name) if name == "cnn"), "{e}");
+        assert_eq!(registry.names().len(), 6);
+    }
+}

@@ -1,0 +1,102 @@
+//! `ngram`: fastText-style, the mean of a candidate's word and hashed word-bigram embeddings (the
+//! audit's n-gram bag).
+//!
+//! `[committee.member.ngram]`: `buckets` (hash buckets for the bigrams, default
+//! `[committee] ngram-buckets`).
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::Tensor;
+
+use super::{embedding_size, masked_mean, member_table, overlay, positive, text_dropout, to_json};
+use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::{Batch, CommitteeConfig};
+use crate::NnError;
+
+const NAME: &str = "ngram";
+
+/// Spreads word bigrams over the buckets (a large prime keeps pairs apart).
+const BIGRAM_PRIME: i64 = 1_000_003;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NgramSettings {
+    pub embedding: i64,
+    pub buckets: i64,
+    pub dropout: f64,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Table {
+    buckets: Option<i64>,
+}
+
+impl NgramSettings {
+    pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
+        let t: Table = member_table(c, NAME)?;
+        Ok(Self {
+            embedding: embedding_size(c)?,
+            buckets: positive(overlay(NAME, t.buckets, "buckets", c.ngram_buckets, "ngram-buckets"))?,
+            dropout: text_dropout(c)?,
+        })
+    }
+}
+
+pub struct Ngram;
+
+impl Member for Ngram {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn describe(&self) -> &'static str {
+        "fastText-style mean of word and hashed word-bigram embeddings"
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        &[Column::Words]
+    }
+
+    fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
+        NgramSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
+        let s = NgramSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
+        // fastText's initialisation: small uniform, so the many rare bigrams start as near-zero
+        // rather than as noise that drowns the mean.
+        let bound = 1.0 / s.embedding as f64;
+        let embedding = nn::embedding(
+            p / "embedding",
+            ctx.vocab + s.buckets,
+            s.embedding,
+            nn::EmbeddingConfig { padding_idx: 0, ws_init: nn::Init::Uniform { lo: -bound, up: bound }, ..Default::default() },
+        );
+        Ok(Box::new(NgramNet { embedding, vocab: ctx.vocab, settings: s }))
+    }
+}
+
+/// Word ids 0..vocab, bigram buckets after them.
+#[derive(Debug)]
+struct NgramNet {
+    embedding: nn::Embedding,
+    vocab: i64,
+    settings: NgramSettings,
+}
+
+impl MemberNet for NgramNet {
+    fn width(&self) -> i64 {
+        self.settings.embedding
+    }
+
+    fn represent(&self, b: &Batch, train: bool) -> Tensor {
+        let t = b.words.size()[1];
+        let (left, right) = (b.words.narrow(1, 0, t - 1), b.words.narrow(1, 1, t - 1));
+        let bigrams = (left * BIGRAM_PRIME + right).remainder(self.settings.buckets) + self.vocab;
+        let ids = Tensor::cat(&[&b.words, &bigrams], 1);
+        let bigram_mask = b.mask.narrow(1, 0, t - 1).logical_and(&b.mask.narrow(1, 1, t - 1));
+        let mask = Tensor::cat(&[&b.mask, &bigram_mask], 1);
+        masked_mean(&self.embedding.forward(&ids), &mask).dropout(self.settings.dropout, train)
+    }
+}

@@ -1,0 +1,29 @@
+//! af-pipeline is af as a library: what `af run` and every other command do, without arguments
+//! to parse or anything printed. It owns
+//! - the stage runner ([`runner`]): the ordered stages, their fingerprints, skipping what is up
+//!   to date, and the records of time and memory each stage leaves (`stage.json`);
+//! - one module per stage ([`stages`]), each returning its report for the caller to show;
+//! - the libtorch committee behind af-filter's `Committee` trait ([`committee`]) and the
+//!   candidate table it reads, built from text ([`table`]);
+//! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
+//!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
+//! - loading configs against the member registry, devices and threads ([`setup`]).
+//!
+//! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
+//! `anyhow` chains: the pipeline is orchestration, its errors are messages with their causes for
+//! a person (docs/decisions.md), while the crates below it keep typed errors.
+
+pub mod aflite;
+pub mod audit;
+pub mod committee;
+pub mod features;
+pub mod progress;
+pub mod resources;
+pub mod runner;
+pub mod setup;
+pub mod stages;
+pub mod table;
+
+pub use progress::{Bar, NoProgress, Progress};
+pub use runner::{StageName, ALL_STAGES};
+pub use setup::{load_config, load_config_with};

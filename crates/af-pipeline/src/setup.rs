@@ -1,0 +1,123 @@
+//! What every command sets up first: the config (checked against the member registry), the
+//! tagger, the device and the thread pools.
+
+use std::path::{Path, PathBuf};
+
+use af_core::Config;
+use af_nn::committee::{Column, Registry};
+use anyhow::Context;
+
+/// Loads the named config, or `configs/default.toml` when none is named, and checks it against
+/// the built-in members.
+pub fn load_config(file: Option<&Path>) -> anyhow::Result<Config> {
+    load_config_with(file, &Registry::builtin())
+}
+
+/// [`load_config`] against a given registry (a test's, with members of its own).
+pub fn load_config_with(file: Option<&Path>, registry: &Registry) -> anyhow::Result<Config> {
+    let path = match file {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let p = PathBuf::from("configs/default.toml");
+            if !p.exists() {
+                anyhow::bail!("no config given and configs/default.toml is not in the current directory: pass a config file");
+            }
+            p
+        }
+    };
+    let config = Config::load(&path)?;
+    if let Err(e) = check_members(&config, registry) {
+        // The line where the offending name first appears, when it is quoted in the file.
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let line = text.lines().position(|l| l.contains(&format!("\"{}\"", e.name)) || l.contains(&format!(".{}]", e.name)));
+        return Err(match line {
+            Some(l) => af_core::ConfigError::Parse { path, line: l + 1, column: 1, message: e.message },
+            None => af_core::ConfigError::Invalid { path, message: e.message },
+        }
+        .into());
+    }
+    Ok(config)
+}
+
+/// A member setting the registry refuses: the name at fault and the whole message.
+#[derive(Debug)]
+pub struct MemberCheckError {
+    pub name: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for MemberCheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What af-core cannot check because the members are af-nn's: every member a config names
+/// exists, each member table belongs to a member and is valid, and the audit's detectors read
+/// text (a dataset to audit has no LM features).
+pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberCheckError> {
+    let fail = |name: &str, message: String| MemberCheckError { name: name.to_string(), message };
+    let known = || registry.names().join(", ");
+    for phase in &config.filter.stages {
+        for m in &phase.members {
+            registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[[filter.stages]] `{}`: {e}", phase.name)))?;
+        }
+    }
+    if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
+        registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
+    }
+    for name in config.committee.member.keys() {
+        let member = registry
+            .get(name)
+            .ok_or_else(|| fail(name, format!("[committee.member.{name}]: no member is called `{name}` (the members are {})", known())))?;
+        member.settings(&config.committee).map_err(|message| fail(name, message))?;
+    }
+    for m in &config.audit.models {
+        let member = registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;
+        if member.columns().contains(&Column::Features) {
+            return Err(fail(
+                m.as_str(),
+                format!("[audit] models: `{m}` reads LM features, which a dataset to audit does not have (text members: {})", registry.text_members().join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tagger a config names, or the built-in one.
+pub fn load_tagger(model: Option<&Path>) -> anyhow::Result<af_text::Tagger> {
+    match model {
+        None => Ok(af_text::Tagger::builtin()),
+        Some(p) => {
+            let bytes = std::fs::read(p).with_context(|| format!("cannot read tagger model {}", p.display()))?;
+            af_text::Tagger::from_bytes(&bytes).with_context(|| format!("tagger model {}", p.display()))
+        }
+    }
+}
+
+/// The device the config's `[run] device` asks for, checked against what libtorch can use.
+pub fn device(config: &Config) -> anyhow::Result<tch::Device> {
+    device_named(&config.run.device)
+}
+
+/// A device named as in configs and `--device` (`auto`, `cpu`, `cuda`, `cuda:N`), checked.
+pub fn device_named(name: &str) -> anyhow::Result<tch::Device> {
+    let request = af_core::config::parse_device(name).map_err(anyhow::Error::msg)?;
+    Ok(af_nn::select_device(request)?)
+}
+
+/// Sets rayon's and libtorch's thread counts from the config (once per process for rayon).
+pub fn init_threads(config: &Config) {
+    rayon::ThreadPoolBuilder::new().num_threads(config.run.threads).build_global().ok();
+    af_nn::runtime::set_threads(config.run.threads);
+}
+
+/// Makes `out` an empty directory for a command's outputs; one that holds files is replaced only
+/// with `force`.
+pub fn empty_out_dir(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some() {
+        anyhow::ensure!(force, "{} is not empty: pass --force to replace what is there", out.display());
+        std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+}

@@ -1,0 +1,274 @@
+//! The stages in-process, on the fixtures with tiny models: what each writes, how the pairs stage
+//! reads its inputs, the runner's skipping and forcing, LM pretraining, and the filter, export and
+//! report stages agreeing with each other.
+
+mod common;
+
+use af_pipeline::runner::{self, StageRun};
+use af_pipeline::stages::StageReport;
+use af_pipeline::StageName::{self, Export, Filter, Generate, Lm, Pairs};
+use common::*;
+
+#[test]
+fn pairs_writes_items_report_config_and_the_runner_skips_what_is_up_to_date() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let config = load(&cfg);
+    let stages = until(Generate);
+    let all = |what: &'static str| stages.iter().map(|&s| (Some(s), what)).collect::<Vec<_>>();
+    let mut outcomes = Vec::new();
+    let mut reported_items = None;
+    runner::run_stages(&config, stages, &[], &af_pipeline::NoProgress, |r| {
+        if let StageRun::Done { report: StageReport::Pairs(p), .. } = r {
+            reported_items = Some(p.items as u64);
+        }
+        outcomes.push(outcome(r));
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(outcomes, all("done"), "every stage it is given runs");
+
+    let run = d.path().join("run/pairs");
+    let items = std::fs::read_to_string(run.join("items.jsonl")).unwrap();
+    let report = json(&run.join("report.json"));
+    assert_eq!(reported_items, report["items"].as_u64(), "the returned report is the one written");
+    assert_eq!(items.lines().count() as u64, report["items"].as_u64().unwrap());
+    let dropped: u64 = report["dropped"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(report["items"].as_u64().unwrap() + dropped, report["candidate_pairs"].as_u64().unwrap());
+    assert_eq!(report["candidate_pairs"], 122, "163 captions in 41 videos make 122 pairs");
+    // Every item: the second sentence is exactly noun phrase + ending, and folds are 0..5.
+    for line in items.lines() {
+        let item: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(item["fold"].as_u64().unwrap() < 5);
+        assert!(!item["noun_phrase"].as_str().unwrap().is_empty());
+        assert!(item["ending_tokens"].as_u64().unwrap() >= 5);
+    }
+    assert!(std::fs::read_to_string(run.join("config.toml")).unwrap().contains("[pairs]"));
+    assert!(run.join("vocab.tsv").exists() && run.join("stage.json").exists());
+    assert!(d.path().join("run/generate/stage.json").exists());
+
+    assert_eq!(run_stages(&config, stages, &[]), all("up-to-date"), "up-to-date stages are skipped");
+    assert_eq!(run_stages(&config, stages, &[Pairs]), all("done"), "a forced stage reruns, and what depends on it");
+    assert_eq!(std::fs::read_to_string(run.join("items.jsonl")).unwrap(), items, "same seed, same items");
+
+    // A changed config is not up to date.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("threads = 1", "threads = 1\nseed = 99");
+    std::fs::write(&cfg, text).unwrap();
+    let changed = load(&cfg);
+    assert!(!runner::up_to_date(&changed, Pairs).unwrap());
+    assert_eq!(run_stages(&changed, &[Pairs], &[]), [(Some(Pairs), "done")]);
+}
+
+#[test]
+fn csv_jsonl_and_text_inputs_make_items_together() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let f = repo().join("fixtures/inputs");
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "[pairs]\nmin-context-tokens = 3\nmin-ending-tokens = 2\n\n\
+             [[pairs.inputs]]\npath = \"{0}/sentences.csv\"\nformat = \"csv\"\ngroup-field = \"video\"\ntext-field = \"caption\"\n\n\
+             [[pairs.inputs]]\npath = \"{0}/pairs.jsonl\"\nformat = \"jsonl\"\ngroup-field = \"video\"\ncontext-field = \"context\"\nsentence2-field = \"next\"\nid-field = \"id\"\n\n\
+             [[pairs.inputs]]\npath = \"{0}/prose\"\nformat = \"text\"\n",
+            f.display()
+        ),
+    );
+    let run = run_stage(&load(&cfg), Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(matches!(run, StageRun::Done { report: StageReport::Pairs(_), .. }));
+    let items = std::fs::read_to_string(d.path().join("run/pairs/items.jsonl")).unwrap();
+    let ids: Vec<String> = items
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
+    // CSV: v1 has three rows (not adjacent), v2 two; JSONL: two given pairs; prose: one file.
+    for id in ["v1-0", "v1-1", "v2-0", "p1", "p2", "village-1"] {
+        assert!(ids.contains(&id.to_string()), "{id} missing from {ids:?}");
+    }
+    let v1: serde_json::Value = serde_json::from_str(items.lines().find(|l| l.contains("\"v1-1\"")).unwrap()).unwrap();
+    assert_eq!(v1["context"], "The man then picks up a guitar and starts playing a song.", "trimmed, in group order");
+    assert_eq!(v1["noun_phrase"], "He");
+}
+
+#[test]
+fn duplicate_item_ids_across_inputs_are_an_error() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let input = captions_input();
+    let cfg = config_in(d.path(), &format!("{input}\n{input}"));
+    let e = format!("{:#}", run_stage(&load(&cfg), Pairs, true).err().expect("two inputs with the same items"));
+    assert!(e.contains("duplicate item id `v_fixture000-0`"), "{e}");
+}
+
+#[test]
+fn inputs_are_identified_by_content_not_by_mtime() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("captions.json");
+    let original = std::fs::read(repo().join("fixtures/captions/captions.json")).unwrap();
+    std::fs::write(&input, &original).unwrap();
+    let cfg = config_in(d.path(), &format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", input.display()));
+    let config = load(&cfg);
+    assert_eq!(run_stages(&config, until(Pairs), &[]), [(Some(Pairs), "done")]);
+    // Rewritten with the same bytes (a copy, a re-mount): still up to date. The pause makes the
+    // rewrite's modification time differ from the first write's.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&input, &original).unwrap();
+    assert_eq!(run_stages(&config, until(Pairs), &[]), [(Some(Pairs), "up-to-date")], "same content, same fingerprint");
+    // Different bytes: rerun.
+    let changed = String::from_utf8(original).unwrap().replacen("A man", "A woman", 1);
+    std::fs::write(&input, changed).unwrap();
+    assert_eq!(run_stages(&config, until(Pairs), &[]), [(Some(Pairs), "done")]);
+}
+
+#[test]
+fn lm_pretrains_on_prose_then_fine_tunes_each_fold() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let prose = repo().join("fixtures/inputs/prose");
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "[lm]\nmin-count = 1\nembedding = 8\nhidden = 8\nmax-epochs = 1\npretrain-epochs = 2\n\n\
+             [[lm.pretrain]]\npath = \"{}\"\nformat = \"text\"\n\n{}",
+            prose.display(),
+            captions_input()
+        ),
+    );
+    let config = load(&cfg);
+    let early = format!("{:#}", run_stage(&config, Lm, false).err().expect("no pairs yet"));
+    assert!(early.contains("needs the `pairs` stage's outputs"), "{early}");
+    run_stage(&config, Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    let StageRun::Done { report: StageReport::Lm(lm), .. } = run_stage(&config, Lm, false).unwrap_or_else(|e| panic!("{e:#}")) else {
+        panic!("the lm stage ran to the end")
+    };
+    assert_eq!(lm.pretrain_sequences, 4, "5 sentences of prose in one file make 4 pairs");
+    assert_eq!(lm.folds.len(), 5);
+    let report = json(&d.path().join("run/lm/report.json"));
+    assert_eq!(report["pretrain_sequences"], 4);
+    let progress = json(&d.path().join("run/lm/pretrain/progress.json"));
+    assert_eq!(progress["history"].as_array().unwrap().len(), 2);
+    assert_eq!(report["folds"].as_array().unwrap().len(), 5);
+    for k in 0..5 {
+        assert!(d.path().join(format!("run/lm/fold-{k}/best.safetensors")).exists());
+    }
+}
+
+#[test]
+fn filter_export_and_report_agree() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let config = load(&fixture_config(d.path(), 3, 3, ""));
+    let outcomes = run_stages(&config, af_pipeline::ALL_STAGES, &[]);
+    assert!(outcomes.iter().all(|o| o.1 == "done"), "{outcomes:?}");
+    let run = d.path().join("run");
+    let state = json(&run.join("filter/state.json"));
+    let iterations = state["iterations"].as_array().unwrap();
+    assert!(!iterations.is_empty() && iterations.len() <= 6);
+    assert!(state["finished"].as_bool().unwrap());
+
+    // metrics.csv: one row per iteration and head, heads of the stage's committee plus joint.
+    let metrics = std::fs::read_to_string(run.join("filter/metrics.csv")).unwrap();
+    let rows: Vec<&str> = metrics.lines().skip(1).collect();
+    let heads: usize = iterations.iter().map(|i| i["heads"].as_array().unwrap().len()).sum();
+    assert_eq!(rows.len(), heads);
+    assert!(rows[0].starts_with("0,mlp,joint,true,"), "{}", rows[0]);
+    assert!(rows.iter().any(|r| r.contains(",full,pos-lstm,")) || iterations.len() <= 3);
+
+    // The history replays onto the random start to give the final assignment.
+    let history = std::fs::read_to_string(run.join("filter/history.csv")).unwrap();
+    let swaps: usize = iterations.iter().map(|i| i["swaps"].as_u64().unwrap() as usize).sum();
+    assert_eq!(history.lines().count(), swaps + 1);
+
+    // dataset.jsonl: one line per item in the pool, k distinct distractors, none the gold.
+    let dataset = std::fs::read_to_string(run.join("export/dataset.jsonl")).unwrap();
+    let random = std::fs::read_to_string(run.join("export/random.jsonl")).unwrap();
+    let items = std::fs::read_to_string(run.join("pairs/items.jsonl")).unwrap().lines().count();
+    assert_eq!(dataset.lines().count(), items);
+    assert_eq!(random.lines().count(), items);
+    let mut differs = 0;
+    for (a, r) in dataset.lines().zip(random.lines()) {
+        let (a, r): (serde_json::Value, serde_json::Value) = (serde_json::from_str(a).unwrap(), serde_json::from_str(r).unwrap());
+        assert_eq!(a["id"], r["id"]);
+        let ends: Vec<&str> = a["distractors"].as_array().unwrap().iter().map(|d| d["ending"].as_str().unwrap()).collect();
+        assert_eq!(ends.len(), 3);
+        assert!(!ends.contains(&a["gold"]["ending"].as_str().unwrap()));
+        let mut ids: Vec<u64> = a["distractors"].as_array().unwrap().iter().map(|d| d["candidate"].as_u64().unwrap()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 3);
+        assert_eq!(a["distractors"][0]["features"].as_object().unwrap().len(), 8);
+        differs += usize::from(a["distractors"] != r["distractors"]);
+    }
+    assert_eq!(differs > 0, swaps > 0, "AF changed exactly the items it swapped in");
+
+    // SWAG's full CSV: header with 3 distractor columns, one row per item.
+    let full = std::fs::read_to_string(run.join("export/dataset-full.csv")).unwrap();
+    assert!(full.starts_with("video-id,fold-ind,startphrase,gold-ending,distractor-0,distractor-1,distractor-2,gold-source,"));
+    let mut reader = csv::Reader::from_reader(full.as_bytes());
+    assert_eq!(reader.records().count(), items);
+
+    // With k = 3 the regular layout is SWAG's own, header for header.
+    let regular = std::fs::read_to_string(run.join("export/swag/train.csv")).unwrap();
+    let header = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label";
+    assert_eq!(regular.lines().next().unwrap(), header);
+    if let Some(data) = shared_data("filter_export_and_report_agree (SWAG header)") {
+        let sample = std::fs::read_to_string(data.join("format-samples/swag/train.csv")).unwrap();
+        assert_eq!(sample.lines().next().unwrap(), header);
+    }
+
+    let eval = json(&run.join("export/evaluation.json"));
+    for side in ["af", "random"] {
+        let names: Vec<&str> = eval[side]["detectors"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["joint", "mlp", "bow", "cnn", "pos-lstm", "longest-ending", "shortest-ending"]);
+        for d in eval[side]["detectors"].as_array().unwrap() {
+            let (a, lo, hi) = (d["accuracy"].as_f64().unwrap(), d["ci_low"].as_f64().unwrap(), d["ci_high"].as_f64().unwrap());
+            assert!(lo <= a && a <= hi, "{d}");
+        }
+    }
+
+    // The audit's detectors the committee (mlp, bow, cnn, pos-lstm on noun phrase + ending) never
+    // was: every [audit] model on every view but the CNN on the committee's own view, token
+    // statistics and baselines, on both datasets.
+    let audit = &eval["audit"];
+    assert_eq!(audit["models"], serde_json::json!(["ngram", "cnn", "lstm"]));
+    assert_eq!(audit["left_out_as_committee_members"], serde_json::json!(["cnn/second-sentence"]));
+    let compared: Vec<&str> = audit["comparison"].as_array().unwrap().iter().map(|c| c["detector"].as_str().unwrap()).collect();
+    assert_eq!(
+        compared,
+        [
+            "random", "shortest-ending", "longest-ending", "token-statistics/ending", "ngram/ending", "cnn/ending", "lstm/ending",
+            "ngram/second-sentence", "lstm/second-sentence", "ngram/full", "cnn/full", "lstm/full"
+        ]
+    );
+    for name in ["af", "random"] {
+        let full = json(&run.join(format!("export/audit-{name}.json")));
+        assert_eq!(full["detectors"].as_array().unwrap().len(), compared.len());
+    }
+    let csv_rows = std::fs::read_to_string(run.join("export/audit-comparison.csv")).unwrap().lines().count();
+    assert_eq!(csv_rows, compared.len() + 1);
+
+    // The report: self-contained, the plot in both formats.
+    let html = std::fs::read_to_string(run.join("report/report.html")).unwrap();
+    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg", "Compute", "Generation arithmetic: fp32"] {
+        assert!(html.contains(needle), "report lacks {needle}");
+    }
+    // Every stage records its time and peak host memory (no device memory on the CPU).
+    for stage in [Pairs, Lm, Generate, Filter, Export].map(StageName::dir_name) {
+        let record = json(&run.join(format!("{stage}/stage.json")));
+        assert!(record["peak_host_bytes"].as_u64().is_some_and(|b| b > 10 << 20), "{stage}: {record}");
+        assert!(record["device_bytes"].is_null(), "{stage}: {record}");
+    }
+    // The filter leaves its table for the export, which loads it rather than tagging again.
+    assert!(run.join("filter/table/table.json").exists() && run.join("filter/table/part-000.safetensors").exists());
+    let table = json(&run.join("filter/table.json"));
+    assert!(table["rows"].as_u64().unwrap() > 0 && table["peak_host_bytes_after_table"].as_u64().is_some());
+    assert!(!html.contains(" src=") && !html.contains("<link") && !html.contains("<script"), "nothing is fetched");
+    assert_eq!(&std::fs::read(run.join("report/accuracy.png")).unwrap()[1..4], b"PNG");
+    assert!(std::fs::read_to_string(run.join("report/accuracy.svg")).unwrap().contains("chance"));
+
+    // The report is rebuilt from the run directory's files alone (what `af report RUN_DIR` does).
+    std::fs::remove_file(run.join("report/report.html")).unwrap();
+    af_pipeline::stages::report::write(&run, &run.join("report")).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(std::fs::read_to_string(run.join("report/report.html")).unwrap(), html);
+}
