@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use af_core::config::{InputFormat, InputSpec, RecordLayout};
 use af_core::Document;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
+use crate::error::{parse_json, parse_json_naming, strip_bom, unique_columns};
 use crate::{read_utf8, ReadError};
 
 /// Reads one configured input.
@@ -31,8 +32,8 @@ struct Video {
     sentences: Vec<String>,
 }
 
-/// `{video_id: {"sentences": [...], ...}, ...}` in file order; a repeated video id is an error
-/// (a JSON object would silently keep the last one).
+/// `{video_id: {"sentences": [...], ...}, ...}` in file order (serde_json's map would sort the
+/// ids); a repeated id is refused before, by `parse_json_naming`.
 struct Videos(Vec<(String, Video)>);
 
 impl<'de> Deserialize<'de> for Videos {
@@ -44,12 +45,8 @@ impl<'de> Deserialize<'de> for Videos {
                 f.write_str("an object mapping video ids to {\"sentences\": [...]}")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Videos, A::Error> {
-                let mut seen = HashMap::new();
                 let mut out = Vec::new();
                 while let Some(id) = map.next_key::<String>()? {
-                    if seen.insert(id.clone(), ()).is_some() {
-                        return Err(de::Error::custom(format!("duplicate video id `{id}`")));
-                    }
                     let video: Video = map.next_value()?;
                     out.push((id, video));
                 }
@@ -62,10 +59,11 @@ impl<'de> Deserialize<'de> for Videos {
 
 pub fn read_activitynet(path: &Path) -> Result<Vec<Document>, ReadError> {
     let text = read_utf8(path)?;
+    let text = strip_bom(&text);
     if text.trim().is_empty() {
         return Err(ReadError::Invalid { path: path.to_path_buf(), message: "empty file".into() });
     }
-    let videos: Videos = serde_json::from_str(&text).map_err(|e| ReadError::json(path, &e, 0))?;
+    let videos: Videos = parse_json_naming(path, text, 0, "video id")?;
     Ok(videos
         .0
         .into_iter()
@@ -92,7 +90,7 @@ struct Records {
 
 fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
     let text = read_utf8(path)?;
-    let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).from_reader(text.as_bytes());
+    let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).from_reader(strip_bom(&text).as_bytes());
     let csv_err = |e: csv::Error| {
         let line = e.position().map_or(0, |p| p.line() as usize);
         let message = match e.kind() {
@@ -103,10 +101,12 @@ fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
         };
         ReadError::Record { path: path.to_path_buf(), line, message }
     };
-    let columns: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(str::to_string).collect();
+    let header = reader.headers().map_err(csv_err)?;
+    let columns: Vec<String> = header.iter().map(str::to_string).collect();
     if columns.is_empty() || columns.iter().all(String::is_empty) {
         return Err(ReadError::Invalid { path: path.to_path_buf(), message: "empty file (no header row)".into() });
     }
+    unique_columns(path, header.position().map_or(1, |p| p.line() as usize), columns.iter().map(String::as_str))?;
     let mut rows = Vec::new();
     for row in reader.records() {
         let row = row.map_err(csv_err)?;
@@ -119,13 +119,14 @@ fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
 
 fn jsonl_records(path: &Path) -> Result<Records, ReadError> {
     let text = read_utf8(path)?;
+    let text = strip_bom(&text);
     let mut rows = Vec::new();
     let mut columns: Vec<String> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| ReadError::json(path, &e, i))?;
+        let value: serde_json::Value = parse_json(path, line, i)?;
         let serde_json::Value::Object(obj) = value else {
             return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: "expected a JSON object".into() });
         };
@@ -265,12 +266,13 @@ pub fn read_text(path: &Path) -> Result<Vec<Document>, ReadError> {
     let mut docs = Vec::new();
     for file in files {
         let text = read_utf8(&file)?;
+        let text = strip_bom(&text);
         let group = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         docs.push(Document {
             origin: file.display().to_string(),
             group,
             id: None,
-            sentences: af_text::sentences::split_sentences(&text),
+            sentences: af_text::sentences::split_sentences(text),
         });
     }
     Ok(docs)

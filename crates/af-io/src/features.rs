@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::error::{parse_json, strip_bom, unique_columns, unique_keys};
 use crate::ReadError;
 
 /// A dense [rows, dim] matrix, row-major, as f32.
@@ -16,11 +17,13 @@ pub struct FeatureMatrix {
 /// Reads a feature matrix, the format chosen by the file's extension.
 pub fn read_features(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
-    match path.extension().and_then(|e| e.to_str()) {
+    let formats = "af reads .npy, .safetensors or .csv";
+    match path.extension().map(|e| e.to_string_lossy()).as_deref() {
         Some("npy") => read_npy(path),
         Some("safetensors") => read_safetensors(path),
         Some("csv") => read_csv(path),
-        other => Err(invalid(format!("unknown feature file type {other:?}: expected .npy, .safetensors or .csv"))),
+        Some(other) => Err(invalid(format!("unknown feature file type `.{other}`: {formats}"))),
+        None => Err(invalid(format!("no file extension: {formats}"))),
     }
 }
 
@@ -28,12 +31,57 @@ fn bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
     std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })
 }
 
-/// Decodes little-endian f32 or f64 values.
-fn decode(raw: &[u8], width: usize) -> Vec<f32> {
-    match width {
-        4 => raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        _ => raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).collect(),
+/// Decodes little-endian f32 or f64 values of a matrix `dim` wide. A value that is not finite as
+/// f32 (NaN, an infinity, or a float64 beyond float32's range) is an error naming its place: the
+/// classifiers would turn it into confident, wrong predictions without a word.
+fn decode(raw: &[u8], width: usize, dim: usize) -> Result<Vec<f32>, String> {
+    let mut out = Vec::with_capacity(raw.len() / width);
+    for (i, c) in raw.chunks_exact(width).enumerate() {
+        let (v, wide) = match width {
+            4 => {
+                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                (v, f64::from(v))
+            }
+            _ => {
+                let w = f64::from_le_bytes(c.try_into().expect("8 bytes"));
+                (w as f32, w)
+            }
+        };
+        if !v.is_finite() {
+            let what = if wide.is_finite() { format!("{wide:e} is beyond float32") } else { wide.to_string() };
+            return Err(format!("row {}, column {} (counting from 0) is not finite: {what}", i / dim, i % dim));
+        }
+        out.push(v);
     }
+    Ok(out)
+}
+
+/// A NumPy dtype string in words: `<f2` is float16, `>f4` big-endian float32; None if unknown.
+fn dtype_in_words(descr: &str) -> Option<String> {
+    let (order, code) = match descr.chars().next()? {
+        o @ ('<' | '>' | '|' | '=') => (o, &descr[1..]),
+        _ => ('=', descr),
+    };
+    let mut chars = code.chars();
+    let kind = chars.next()?;
+    let bytes: Option<usize> = chars.as_str().parse().ok();
+    let sized = |name: &str| bytes.map_or_else(|| name.to_string(), |b| format!("{name}{}", b * 8));
+    let words = match kind {
+        'f' => sized("float"),
+        'i' => sized("int"),
+        'u' => sized("uint"),
+        'c' => sized("complex"),
+        'b' => "bool".into(),
+        'U' => "text".into(),
+        'S' | 'a' => "bytes".into(),
+        'O' => "Python objects".into(),
+        'M' => "datetime".into(),
+        'm' => "timedelta".into(),
+        'V' => "raw bytes".into(),
+        _ => return None,
+    };
+    let multibyte = matches!(kind, 'f' | 'i' | 'u' | 'c') && bytes.is_some_and(|b| b > 1);
+    Some(if order == '>' && multibyte { format!("big-endian {words}") } else { words })
 }
 
 /// NumPy's format: magic, version, a header dict (`descr`, `fortran_order`, `shape`), then data.
@@ -46,23 +94,40 @@ fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let (header_len, start) = match b[6] {
         1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
         2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
-        v => return Err(invalid(format!("unsupported .npy version {v}"))),
+        2 | 3 => return Err(invalid("truncated header".into())),
+        v => return Err(invalid(format!("format version {v}: af reads versions 1, 2 and 3"))),
     };
     let header = b.get(start..start + header_len).ok_or_else(|| invalid("truncated header".into()))?;
     let header = String::from_utf8_lossy(header);
     let field = |key: &str| -> Option<String> {
         let at = header.find(&format!("'{key}'"))?;
         let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
-        let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find(',').unwrap_or(rest.len()) };
+        let end = match rest.chars().next()? {
+            '(' => rest.find(')')? + 1,
+            '[' => rest.find(']')? + 1,
+            _ => rest.find([',', '}']).unwrap_or(rest.len()),
+        };
         Some(rest[..end].trim().to_string())
     };
-    let width = match field("descr").as_deref() {
-        Some("'<f4'") => 4,
-        Some("'<f8'") => 8,
-        other => return Err(invalid(format!("dtype {other:?}: af reads little-endian float32 ('<f4') or float64 ('<f8')"))),
+    let descr = field("descr").ok_or_else(|| invalid("no dtype (`descr`) in the header".into()))?;
+    let reads = "af reads float32 (`<f4`) or float64 (`<f8`)";
+    if descr.starts_with('[') {
+        return Err(invalid(format!("a structured dtype (named fields): {reads}")));
+    }
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let width = match descr {
+        "<f4" => 4,
+        "<f8" => 8,
+        other => {
+            let words = dtype_in_words(other).map(|w| format!(" ({w})")).unwrap_or_default();
+            return Err(invalid(format!("dtype `{other}`{words}: {reads}")));
+        }
     };
-    if field("fortran_order").as_deref() != Some("False") {
-        return Err(invalid("Fortran-ordered array: save it with np.ascontiguousarray first".into()));
+    match field("fortran_order").as_deref() {
+        Some("False") => {}
+        Some("True") => return Err(invalid("Fortran-ordered array: save it with np.ascontiguousarray first".into())),
+        Some(other) => return Err(invalid(format!("fortran_order is `{other}`, expected True or False"))),
+        None => return Err(invalid("no fortran_order in the header".into())),
     }
     let shape = field("shape").ok_or_else(|| invalid("no shape in the header".into()))?;
     let dims: Vec<usize> = shape
@@ -71,12 +136,17 @@ fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
         .filter(|s| !s.trim().is_empty())
         .map(|s| s.trim().parse().map_err(|_| invalid(format!("shape {shape} is not numbers"))))
         .collect::<Result<_, _>>()?;
-    let [rows, dim] = dims[..] else { return Err(invalid(format!("shape {shape}: expected a 2-D matrix"))) };
+    let [rows, dim] = dims[..] else {
+        let n = dims.len();
+        return Err(invalid(format!("shape {shape} has {n} dimension{}: af reads a 2-D matrix (instances, features)", if n == 1 { "" } else { "s" })));
+    };
+    let need = rows.checked_mul(dim).and_then(|n| n.checked_mul(width)).ok_or_else(|| invalid(format!("shape ({rows}, {dim}) is too large")))?;
     let data = &b[start + header_len..];
-    if data.len() != rows * dim * width {
-        return Err(invalid(format!("{} data bytes for shape ({rows}, {dim}) of {width}-byte floats", data.len())));
+    if data.len() != need {
+        let dtype = if width == 4 { "float32" } else { "float64" };
+        return Err(invalid(format!("{} bytes of data: shape ({rows}, {dim}) of {dtype} needs {need}", data.len())));
     }
-    Ok(FeatureMatrix { rows, dim, data: decode(data, width) })
+    Ok(FeatureMatrix { rows, dim, data: decode(data, width, dim).map_err(invalid)? })
 }
 
 /// safetensors: an 8-byte header length, a JSON header naming each tensor's dtype, shape and byte
@@ -85,8 +155,11 @@ fn read_safetensors(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
     let b = bytes(path)?;
     let n = u64::from_le_bytes(b.get(..8).ok_or_else(|| invalid("shorter than a safetensors header".into()))?.try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value = serde_json::from_slice(b.get(8..8 + n).ok_or_else(|| invalid("truncated header".into()))?)
-        .map_err(|e| invalid(format!("header is not JSON: {e}")))?;
+    let start = 8usize.checked_add(n).filter(|&s| s <= b.len()).ok_or_else(|| invalid("truncated header".into()))?;
+    let text = std::str::from_utf8(&b[8..start]).map_err(|_| invalid("header is not UTF-8".into()))?;
+    let header: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(format!("header is not JSON: {e}")))?;
+    // Parsed, so any error now is a repeated key: two tensors of one name would read as one.
+    unique_keys(text, "key").map_err(|e| invalid(format!("header: {}", crate::error::json_message(&e))))?;
     let tensors: Vec<(&String, &serde_json::Value)> = header.as_object().into_iter().flatten().filter(|(k, _)| *k != "__metadata__").collect();
     let [(name, t)] = tensors[..] else {
         return Err(invalid(format!("{} tensors in the file; af needs exactly one (the feature matrix)", tensors.len())));
@@ -94,22 +167,32 @@ fn read_safetensors(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let width = match t["dtype"].as_str() {
         Some("F32") => 4,
         Some("F64") => 8,
-        other => return Err(invalid(format!("tensor `{name}` has dtype {other:?}: expected F32 or F64"))),
+        Some(other) => return Err(invalid(format!("tensor `{name}` has dtype {other}: af reads F32 or F64"))),
+        None => return Err(invalid(format!("tensor `{name}` has no dtype: af reads F32 or F64"))),
     };
     let shape: Vec<usize> = t["shape"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
-    let [rows, dim] = shape[..] else { return Err(invalid(format!("tensor `{name}` has shape {shape:?}: expected 2-D"))) };
+    let [rows, dim] = shape[..] else { return Err(invalid(format!("tensor `{name}` has shape {}: expected 2-D", t["shape"]))) };
     let offsets: Vec<usize> = t["data_offsets"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
     let [a, z] = offsets[..] else { return Err(invalid(format!("tensor `{name}` has no data_offsets"))) };
-    let data = b.get(8 + n + a..8 + n + z).ok_or_else(|| invalid(format!("tensor `{name}`'s data lies outside the file")))?;
-    if data.len() != rows * dim * width {
-        return Err(invalid(format!("tensor `{name}`: {} bytes for shape [{rows}, {dim}]", data.len())));
+    let data = start
+        .checked_add(a)
+        .zip(start.checked_add(z))
+        .and_then(|(a, z)| b.get(a..z))
+        .ok_or_else(|| invalid(format!("tensor `{name}`'s data lies outside the file")))?;
+    let need = rows.checked_mul(dim).and_then(|n| n.checked_mul(width)).ok_or_else(|| invalid(format!("tensor `{name}` has shape [{rows}, {dim}], too large")))?;
+    if data.len() != need {
+        return Err(invalid(format!("tensor `{name}`: {} bytes of data: shape [{rows}, {dim}] of {} needs {need}", data.len(), t["dtype"].as_str().unwrap_or_default())));
     }
-    Ok(FeatureMatrix { rows, dim, data: decode(data, width) })
+    let data = decode(data, width, dim).map_err(|e| invalid(format!("tensor `{name}`: {e}")))?;
+    Ok(FeatureMatrix { rows, dim, data })
 }
 
 /// Numbers separated by commas, one instance per line; a first line that is not numbers is a header.
 fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let text = crate::read_utf8(path)?;
+    // The csv crate is not used here, so the mark is skipped by hand: else the first row of
+    // numbers would not parse and be taken for a header.
+    let text = strip_bom(&text);
     let mut data = Vec::new();
     let mut dim = None;
     let mut rows = 0;
@@ -120,12 +203,18 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
         let parsed: Result<Vec<f32>, _> = line.split(',').map(|v| v.trim().parse::<f32>()).collect();
         let values = match parsed {
             Ok(v) => v,
-            Err(_) if i == 0 => continue,
+            Err(_) if i == 0 => {
+                unique_columns(path, 1, line.split(',').map(str::trim))?;
+                continue;
+            }
             Err(_) => {
                 let bad = line.split(',').position(|v| v.trim().parse::<f32>().is_err()).unwrap_or(0);
                 return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("column {} is not a number", bad + 1) });
             }
         };
+        if let Some(c) = values.iter().position(|v| !v.is_finite()) {
+            return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("column {} is not finite", c + 1) });
+        }
         match dim {
             None => dim = Some(values.len()),
             Some(d) if d != values.len() => {
@@ -180,13 +269,14 @@ pub struct InstanceFields {
 
 pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instance>, ReadError> {
     let text = crate::read_utf8(path)?;
+    let text = strip_bom(&text);
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let record = |message: String| ReadError::Record { path: path.to_path_buf(), line: i + 1, message };
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| ReadError::json(path, &e, i))?;
+        let v: serde_json::Value = parse_json(path, line, i)?;
         let text_of = |key: &str| -> Result<String, ReadError> {
             match &v[key] {
                 serde_json::Value::String(s) => Ok(s.clone()),
@@ -197,7 +287,20 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
             }
         };
         let id = text_of(&fields.id)?;
-        let label = text_of(&fields.label)?;
+        // Anything else would become a class of its own (`1.5`, `true`) or merge with one (`1.0`).
+        let label = match v.get(&fields.label) {
+            None => return Err(record(format!("no field `{}`", fields.label))),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+            Some(other) => {
+                let found = match other {
+                    serde_json::Value::Array(_) => "a list".to_string(),
+                    serde_json::Value::Object(_) => "an object".to_string(),
+                    scalar => scalar.to_string(),
+                };
+                return Err(record(format!("field `{}` is {found}, expected an integer or a string", fields.label)));
+            }
+        };
         let group = match &fields.group {
             Some(g) => text_of(g)?,
             None if fields.twins_from_id => crate::questions::twin_group(&id).to_string(),

@@ -12,6 +12,7 @@ use af_core::{Blank, Question};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::error::{json_message, strip_bom, unique_columns, unique_keys};
 use crate::{read_utf8, ReadError};
 
 /// The layouts [`read_questions`] understands.
@@ -67,27 +68,30 @@ pub struct QuestionFile {
 /// unless `format` names it.
 pub fn read_questions(path: &Path, format: Option<QuestionFormat>, skip_bad: bool) -> Result<QuestionFile, ReadError> {
     let text = read_utf8(path)?;
+    let text = strip_bom(&text);
     let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
     let format = match format {
         Some(f) => f,
-        None => detect(&text).ok_or_else(|| {
+        None => detect(text).ok_or_else(|| {
             invalid(format!("cannot tell the layout from the first line; name it with --format ({})", QuestionFormat::NAMES))
         })?,
     };
     let rows: Vec<(usize, Result<Question, String>)> = match format {
-        QuestionFormat::Swag | QuestionFormat::SwagFull => csv_rows(path, &text)?
+        QuestionFormat::Swag | QuestionFormat::SwagFull => csv_rows(path, text)?
             .into_iter()
             .map(|(line, row)| (line, if format == QuestionFormat::Swag { swag(&row, line) } else { swag_full(&row, line) }))
             .collect(),
         _ => {
             let mut rows = Vec::new();
             for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                let value = match serde_json::from_str::<Value>(line) {
+                let value = match unique_keys(line, "key").and_then(|()| serde_json::from_str::<Value>(line)) {
                     Ok(v) => v,
+                    Err(e) if e.is_data() => {
+                        rows.push((i + 1, Err(json_message(&e))));
+                        continue;
+                    }
                     Err(e) => {
-                        let message = e.to_string();
-                        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-                        rows.push((i + 1, Err(format!("malformed JSON at column {}: {message}", e.column()))));
+                        rows.push((i + 1, Err(format!("malformed JSON at column {}: {}", e.column(), json_message(&e)))));
                         continue;
                     }
                 };
@@ -103,7 +107,17 @@ pub fn read_questions(path: &Path, format: Option<QuestionFormat>, skip_bad: boo
         }
     };
     let (mut questions, mut skipped) = (Vec::new(), Vec::new());
+    // Every layout's ids are unique (WinoGrande's twins are `X-1` and `X-2`; SWAG's are the index
+    // column or video and line), so a repeated one is a second copy or a mistake.
+    let mut first_line: HashMap<String, usize> = HashMap::new();
     for (line, row) in rows {
+        let row = row.and_then(|q| match first_line.get(&q.id) {
+            Some(first) => Err(format!("duplicate id `{}` (first on line {first})", q.id)),
+            None => {
+                first_line.insert(q.id.clone(), line);
+                Ok(q)
+            }
+        });
         match row {
             Ok(q) => questions.push(q),
             Err(reason) if skip_bad => skipped.push(SkippedRow { line, reason }),
@@ -147,12 +161,9 @@ type Row = HashMap<String, String>;
 
 fn csv_rows(path: &Path, text: &str) -> Result<Vec<(usize, Row)>, ReadError> {
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| ReadError::Invalid { path: path.to_path_buf(), message: e.to_string() })?
-        .iter()
-        .map(str::to_string)
-        .collect();
+    let header = reader.headers().map_err(|e| ReadError::Invalid { path: path.to_path_buf(), message: e.to_string() })?;
+    unique_columns(path, header.position().map_or(1, |p| p.line() as usize), header.iter())?;
+    let header: Vec<String> = header.iter().map(str::to_string).collect();
     let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| ReadError::Record {
