@@ -372,6 +372,9 @@ pub struct CommitteeConfig {
     pub clip_norm: f64,
     /// Candidates per forward pass when scoring the pool.
     pub score_batch: usize,
+    /// A candidate (or an audited option) longer than this many tokens keeps its last this-many:
+    /// memory stays bounded by the batch, whatever one row holds. Rows cut are counted.
+    pub max_tokens: usize,
     /// Arithmetic of scoring (training is always fp32): see [`Precision`].
     #[serde(skip_serializing_if = "Precision::is_auto")]
     pub precision: Precision,
@@ -404,6 +407,7 @@ impl Default for CommitteeConfig {
             learning_rate: 1e-3,
             clip_norm: 1.0,
             score_batch: 8192,
+            max_tokens: 256,
             precision: Precision::Auto,
             member: BTreeMap::new(),
         }
@@ -706,6 +710,9 @@ impl Config {
         }
         if c.cnn_widths.is_empty() || c.cnn_widths.iter().any(|&w| w < 1) {
             return Err("[committee] cnn-widths needs at least one positive width".into());
+        }
+        if c.max_tokens == 0 || c.max_tokens > i16::MAX as usize {
+            return Err(format!("[committee] max-tokens = {}: between 1 and {} (lengths are stored as 16-bit integers)", c.max_tokens, i16::MAX));
         }
         if c.epochs == 0 || c.batch_items == 0 || c.score_batch == 0 || c.max_vocab < 10 {
             return Err("[committee] epochs, batch-items and score-batch must be positive, max-vocab at least 10".into());

@@ -91,7 +91,7 @@ impl CandidateTable {
         Self::from_flat(
             FlatTokens { words: words.masked_select(&present), pos: pos.masked_select(&present), indicator: indicator.masked_select(&present) },
             features,
-            lengths.into_iter().map(|l| l as u16).collect(),
+            lengths.into_iter().map(|l| u16::try_from(l).expect("a row is at most max-tokens (< 2^15) long")).collect(),
             vocab,
             pos_vocab,
             min_len as i64,
@@ -157,7 +157,7 @@ impl CandidateTable {
         std::fs::create_dir_all(dir).map_err(|e| bad(dir, &e))?;
         let per = rows_per_file.max(1);
         let files = (self.rows + per - 1) / per;
-        let lengths = Tensor::from_slice(&self.lengths.iter().map(|&l| l as i16).collect::<Vec<_>>());
+        let lengths = Tensor::from_slice(&self.lengths.iter().map(|&l| i16::try_from(l).expect("a row is at most max-tokens (< 2^15) long")).collect::<Vec<_>>());
         let mut token = 0i64;
         for f in 0..files {
             let (start, n) = (f * per, per.min(self.rows - f * per));
@@ -216,6 +216,9 @@ impl CandidateTable {
                     return Err(bad(&path, format!("`{name}` is {:?} {:?}, expected {len} rows of {:?}", src.size(), src.kind(), dst.kind())));
                 }
                 dst.narrow(0, at, len).copy_(src);
+            }
+            if let Some(l) = file_lengths.iter().find(|&&l| l < 0) {
+                return Err(bad(&path, format!("a row of {l} tokens: not a table this af wrote")));
             }
             lengths.extend(file_lengths.into_iter().map(|l| l as u16));
             row += n;
@@ -284,7 +287,9 @@ impl TableAssembler {
             tags.extend_from_slice(c.tags);
             indicator.extend((0..c.interned.len()).map(|j| if c.marked.contains(&j) { INDICATOR_NOUN_PHRASE as i8 } else { INDICATOR_ENDING as i8 }));
             features.extend_from_slice(&c.features);
-            self.lengths.push(c.interned.len() as u16);
+            // The table builder cuts rows to `[committee] max-tokens`, which validation keeps
+            // below 2^15 (lengths are saved as i16).
+            self.lengths.push(u16::try_from(c.interned.len()).ok().filter(|&l| l <= i16::MAX as u16).expect("rows are cut to max-tokens"));
         }
         self.chunks.push((
             Tensor::from_slice(&interned).to(self.device),

@@ -25,6 +25,8 @@ pub struct TorchLearner<'a> {
     pub registry: &'a Registry,
     pub tagger: &'a Tagger,
     pub device: Device,
+    /// The most options any detector's table cut to `[committee] max-tokens`.
+    pub options_cut: usize,
 }
 
 impl Learner for TorchLearner<'_> {
@@ -34,7 +36,8 @@ impl Learner for TorchLearner<'_> {
         let options: Vec<(&[String], std::ops::Range<usize>)> =
             train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
-        let table = crate::table::sentence_table(&options, counted, self.config, self.tagger, self.device);
+        let (table, cut) = crate::table::sentence_table(&options, counted, self.config, self.tagger, self.device);
+        self.options_cut = self.options_cut.max(cut);
         let mut questions = Vec::with_capacity(train.len());
         let mut at = 0i64;
         for q in train {
@@ -71,6 +74,9 @@ struct AuditFile<'a> {
     settings: Settings<'a>,
     device: String,
     seconds: f64,
+    /// Options longer than `[committee] max-tokens` in the widest view, cut to their last
+    /// max-tokens tokens before the learned detectors read them.
+    options_cut_to_max_tokens: usize,
     report: &'a AuditReport,
 }
 
@@ -117,6 +123,9 @@ pub struct AuditRun {
     pub dataset: PathBuf,
     pub out: PathBuf,
     pub seconds: f64,
+    /// Options the learned detectors read cut to `max_tokens` (the most in any view).
+    pub options_cut: usize,
+    pub max_tokens: usize,
     pub report: AuditReport,
 }
 
@@ -132,7 +141,7 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
 
     let start = std::time::Instant::now();
-    let report = audit_questions(&file, eval_file.as_ref(), config, &registry, &[], request.seed, &tagger, device, progress)?;
+    let (report, options_cut) = audit_questions(&file, eval_file.as_ref(), config, &registry, &[], request.seed, &tagger, device, progress)?;
     let seconds = start.elapsed().as_secs_f64();
 
     let skipped_rows = std::iter::once(&file)
@@ -152,10 +161,11 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
         settings,
         device: format!("{device:?}"),
         seconds,
+        options_cut_to_max_tokens: options_cut,
         report: &report,
     };
     write_outputs(request.out, &record)?;
-    Ok(AuditRun { dataset: request.dataset.to_path_buf(), out: request.out.to_path_buf(), seconds, report })
+    Ok(AuditRun { dataset: request.dataset.to_path_buf(), out: request.out.to_path_buf(), seconds, options_cut, max_tokens: config.committee.max_tokens, report })
 }
 
 /// Runs the audit with a progress bar over the learned detectors.
@@ -170,8 +180,8 @@ pub fn audit_questions(
     tagger: &Tagger,
     device: Device,
     progress: &dyn Progress,
-) -> anyhow::Result<AuditReport> {
-    let mut learner = TorchLearner { config: &config.committee, registry, tagger, device };
+) -> anyhow::Result<(AuditReport, usize)> {
+    let mut learner = TorchLearner { config: &config.committee, registry, tagger, device, options_cut: 0 };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
         bar.set_length(total as u64);
@@ -181,7 +191,16 @@ pub fn audit_questions(
     let report = af_audit::audit(file.questions.clone(), eval.map(|f| f.questions.clone()), &config.audit, exclude, seed, &mut learner, &mut progress)
         .with_context(|| format!("auditing {}", file.path.display()))?;
     bar.finish();
-    Ok(report)
+    if learner.options_cut > 0 {
+        tracing::warn!(
+            "{}: {} options are longer than [committee] max-tokens = {} and were cut to their last {} tokens",
+            file.path.display(),
+            learner.options_cut,
+            config.committee.max_tokens,
+            config.committee.max_tokens
+        );
+    }
+    Ok((report, learner.options_cut))
 }
 
 fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
@@ -413,6 +432,9 @@ impl std::fmt::Display for AuditRun {
             )?;
         }
         write!(f, "\n  tokens: {} tested, {} significant (Holm)", report.tokens.tested, report.tokens.significant)?;
+        if self.options_cut > 0 {
+            write!(f, "\n  {} options longer than {} tokens were cut to their last {} ([committee] max-tokens)", self.options_cut, self.max_tokens, self.max_tokens)?;
+        }
         write!(f, "\naudit: {:.1} s; outputs in {}", self.seconds, self.out.display())
     }
 }

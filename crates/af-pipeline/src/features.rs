@@ -65,7 +65,7 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
     let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
     let device = crate::setup::device_named(&a.device)?;
     let refs: Vec<(&[String], std::ops::Range<usize>)> = sentences.iter().map(|(w, m)| (w.as_slice(), m.clone())).collect();
-    let table = crate::table::sentence_table(&refs, refs.len(), &config, &tagger, device);
+    let (table, _) = crate::table::sentence_table(&refs, refs.len(), &config, &tagger, device);
 
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
     let mut rng = {

@@ -25,6 +25,8 @@ pub struct TableSummary {
     pub feature_std: [f64; 8],
     /// The table's tensors on the device.
     pub device_bytes: u64,
+    /// Rows longer than `[committee] max-tokens`, cut to their last max-tokens tokens.
+    pub truncated_rows: usize,
 }
 
 /// One sentence for the table: lowercased tokens, the marked range, raw LM features.
@@ -51,6 +53,8 @@ pub struct TableBuilder<'a> {
     assembler: TableAssembler,
     sum: [f64; 8],
     sq: [f64; 8],
+    /// Rows longer than `[committee] max-tokens`, cut to it.
+    truncated_rows: usize,
 }
 
 impl<'a> TableBuilder<'a> {
@@ -64,18 +68,29 @@ impl<'a> TableBuilder<'a> {
             assembler: TableAssembler::new(device),
             sum: [0.0; 8],
             sq: [0.0; 8],
+            truncated_rows: 0,
         }
     }
 
     pub fn push(&mut self, sentences: &[TableSentence]) {
-        let tags: Vec<Vec<u8>> = sentences
+        // A row keeps its last `max-tokens` tokens: the ending, which tells a question's options
+        // apart, is at the end; the shared context or noun phrase at the start goes first.
+        let cap = self.config.max_tokens;
+        let kept: Vec<(&[String], std::ops::Range<usize>)> = sentences
+            .iter()
+            .map(|s| {
+                let skip = s.words.len().saturating_sub(cap);
+                (&s.words[skip..], s.marked.start.saturating_sub(skip)..s.marked.end.saturating_sub(skip))
+            })
+            .collect();
+        self.truncated_rows += sentences.iter().filter(|s| s.words.len() > cap).count();
+        let tags: Vec<Vec<u8>> = kept
             .par_iter()
-            .map(|s| self.tagger.tag_ids(&s.words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
+            .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
             .collect();
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
-        for s in sentences {
-            let row: Vec<u32> = s
-                .words
+        for (s, (words, _)) in sentences.iter().zip(&kept) {
+            let row: Vec<u32> = words
                 .iter()
                 .map(|w| match self.interned.get(w) {
                     Some(&id) => id,
@@ -102,9 +117,10 @@ impl<'a> TableBuilder<'a> {
         }
         let raw: Vec<RawCandidate> = sentences
             .iter()
+            .zip(&kept)
             .zip(&ids)
             .zip(&tags)
-            .map(|((s, interned), tags)| RawCandidate { interned, tags, marked: s.marked.clone(), features: s.features })
+            .map(|(((s, (_, marked)), interned), tags)| RawCandidate { interned, tags, marked: marked.clone(), features: s.features })
             .collect();
         self.assembler.push(&raw);
     }
@@ -158,6 +174,7 @@ impl<'a> TableBuilder<'a> {
             feature_mean: mean,
             feature_std: std,
             device_bytes: table.bytes(),
+            truncated_rows: self.truncated_rows,
         };
         (table, summary)
     }
@@ -195,8 +212,8 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
 
 /// The table of sentences without LM features (an audit's options, WinoGrande's filled-in
 /// sentences): each sentence's lowercased tokens and its marked range; vocabularies from the
-/// first `counted` sentences.
-pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> CandidateTable {
+/// first `counted` sentences. Also returns how many sentences were cut to `max-tokens`.
+pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> (CandidateTable, usize) {
     let mut builder = TableBuilder::new(tagger, c, device);
     let rows: Vec<TableSentence> = sentences
         .iter()
@@ -204,7 +221,8 @@ pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted
         .map(|(i, (w, marked))| TableSentence { words: w.to_vec(), marked: marked.clone(), features: [0.0; 8], counted: i < counted })
         .collect();
     builder.push(&rows);
-    builder.finish(false).0
+    let (table, summary) = builder.finish(false);
+    (table, summary.truncated_rows)
 }
 
 #[cfg(test)]
@@ -219,6 +237,21 @@ mod tests {
 
     fn same(a: &tch::Tensor, b: &tch::Tensor) -> bool {
         a.size() == b.size() && a.kind() == b.kind() && a.equal(b)
+    }
+
+    #[test]
+    fn a_row_longer_than_max_tokens_keeps_its_last_tokens_and_is_counted() {
+        let tagger = crate::setup::load_tagger(None).unwrap();
+        let config = CommitteeConfig { max_tokens: 4, max_vocab: 20, ..Default::default() };
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let long = words("the man on the left runs away");
+        let short = words("a dog sits");
+        let (table, cut) = sentence_table(&[(&long, 0..2), (&short, 0..1)], 2, &config, &tagger, Device::Cpu);
+        assert_eq!(cut, 1);
+        assert_eq!(table.lengths, [4, 3]);
+        // "the man" was marked; cut to "left runs away" plus one, nothing of it is left.
+        let ind = Vec::<i64>::try_from(table.indicator.narrow(0, 0, 4).to_kind(tch::Kind::Int64)).unwrap();
+        assert_eq!(ind, [2, 2, 2, 2]);
     }
 
     #[test]

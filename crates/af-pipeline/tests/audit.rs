@@ -157,3 +157,29 @@ fn real_winogrande_and_swag_samples_are_read_and_audited() {
     let e = af_io::questions::read_questions(&data.join("format-samples/swag/test.csv"), None, false).unwrap_err().to_string();
     assert!(e.contains("cannot be audited"), "{e}");
 }
+
+/// Issue 17: one option of 65,600 words (more than a 16-bit length holds) used to panic in the
+/// table; it is cut to `[committee] max-tokens` and the cut is counted, printed and recorded.
+#[test]
+fn a_very_long_option_is_cut_to_max_tokens_and_counted() {
+    let _torch = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let long = vec!["word"; 65_600].join(" ");
+    let lines: Vec<String> = (0..40)
+        .map(|i| {
+            let endings = if i == 7 { vec![long.clone(), "a short one .".into()] } else { vec![format!("ending {i} a ."), format!("other {i} b .")] };
+            serde_json::json!({"id": format!("q{i}"), "group": format!("g{i}"), "context": "someone does something .", "endings": endings, "label": i % 2}).to_string()
+        })
+        .collect();
+    let dataset = dir.path().join("long.jsonl");
+    std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+    let mut config = small_config(dir.path());
+    config.audit.models = vec![MemberName::new("ngram")];
+    config.audit.views = vec![af_core::View::Ending];
+    config.committee.max_tokens = 64;
+    let out = dir.path().join("out");
+    let run = audit_with(&config, &dataset, &out, false).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(run.options_cut, 1);
+    assert!(run.to_string().contains("1 options longer than 64 tokens were cut"), "{run}");
+    assert_eq!(json(&out.join("audit.json"))["options_cut_to_max_tokens"], 1);
+}

@@ -184,7 +184,7 @@ fn audit_comparison(
             questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
             skipped: Vec::new(),
         };
-        let report = crate::audit::audit_questions(&file, None, config, registry, &exclude, config.run.seed, &tagger, device, ctx.progress)?;
+        let (report, _) = crate::audit::audit_questions(&file, None, config, registry, &exclude, config.run.seed, &tagger, device, ctx.progress)?;
         af_core::atomic::write(ctx.dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
         reports.push(report);
     }
