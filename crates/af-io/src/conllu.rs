@@ -10,7 +10,7 @@ use crate::{read_utf8, ReadError};
 /// as UPOS is given on the words). Each sentence's tags are the tagger's training tags.
 pub fn read_conllu(path: &Path) -> Result<Vec<TaggedSentence>, ReadError> {
     let text = read_utf8(path)?;
-    let text = crate::error::strip_bom(&text);
+    let text = crate::text::strip_bom(&text);
     let mut out = Vec::new();
     let mut current = TaggedSentence { words: Vec::new(), tags: Vec::new() };
     for (i, line) in text.lines().enumerate() {

@@ -10,7 +10,7 @@ use af_core::Document;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::error::{parse_json, parse_json_naming, strip_bom, unique_columns};
+use crate::text::{parse_json, parse_json_naming, strip_bom, unique_columns};
 use crate::{read_utf8, ReadError};
 
 /// Reads one configured input.

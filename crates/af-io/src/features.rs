@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::{parse_json, strip_bom, unique_columns, unique_keys};
+use crate::text::{parse_json, strip_bom, unique_columns, unique_keys};
 use crate::ReadError;
 
 /// A dense [rows, dim] matrix, row-major, as f32.
@@ -159,7 +159,7 @@ fn read_safetensors(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let text = std::str::from_utf8(&b[8..start]).map_err(|_| invalid("header is not UTF-8".into()))?;
     let header: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(format!("header is not JSON: {e}")))?;
     // Parsed, so any error now is a repeated key: two tensors of one name would read as one.
-    unique_keys(text, "key").map_err(|e| invalid(format!("header: {}", crate::error::json_message(&e))))?;
+    unique_keys(text, "key").map_err(|e| invalid(format!("header: {}", crate::text::json_message(&e))))?;
     let tensors: Vec<(&String, &serde_json::Value)> = header.as_object().into_iter().flatten().filter(|(k, _)| *k != "__metadata__").collect();
     let [(name, t)] = tensors[..] else {
         return Err(invalid(format!("{} tensors in the file; af needs exactly one (the feature matrix)", tensors.len())));

@@ -21,7 +21,7 @@ pub fn write_items(path: &Path, items: &[Item]) -> std::io::Result<()> {
 pub fn read_items(path: &Path) -> Result<Vec<Item>, ReadError> {
     let text = read_utf8(path)?;
     // `Item` refuses repeated and unknown fields itself, so no `parse_json` pass is needed here.
-    let text = crate::error::strip_bom(&text);
+    let text = crate::text::strip_bom(&text);
     let mut items = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         items.push(serde_json::from_str(line).map_err(|e| ReadError::json(path, &e, i))?);

@@ -13,6 +13,7 @@ pub mod items;
 pub mod pool;
 pub mod pool_index;
 pub mod questions;
+mod text;
 
 pub use error::ReadError;
 

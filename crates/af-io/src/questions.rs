@@ -12,7 +12,7 @@ use af_core::{Blank, Question};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{json_message, strip_bom, unique_columns, unique_keys};
+use crate::text::{json_message, strip_bom, unique_columns, unique_keys};
 use crate::{read_utf8, ReadError};
 
 /// The layouts [`read_questions`] understands.
