@@ -115,6 +115,14 @@ pub trait Stage: Sync {
         false
     }
 
+    /// Whether a killed run of it continues where it stopped (LM checkpoints, pool parts, AF
+    /// iterations): such a stage works in its own directory. One that is not works beside it
+    /// and replaces the last good outputs only when it has finished, so that a failure (a bad
+    /// input found halfway) leaves them as they were.
+    fn resumable(&self) -> bool {
+        false
+    }
+
     /// What its outputs depend on besides the upstream stage's outputs (the runner adds those):
     /// its config sections, the seed, the content of its input files.
     fn inputs(&self, config: &Config) -> anyhow::Result<serde_json::Value>;
@@ -179,22 +187,44 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
             );
         }
     }
-    prepare_dir(&dir, &stamp, force, shard.is_some())?;
+    let resumable = stage.stage().resumable();
+    let work = if resumable {
+        prepare_dir(&dir, &stamp, force, shard.is_some())?;
+        dir.clone()
+    } else {
+        let work = config.run.dir.join(format!(".{}.next", stage.dir_name()));
+        if work.exists() {
+            std::fs::remove_dir_all(&work).with_context(|| format!("cannot clear {}", work.display()))?;
+        }
+        std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+        work
+    };
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();
-    let ctx = StageContext { config, dir: dir.clone(), shard, progress };
-    let (report, complete) = stage.stage().run(&ctx)?;
+    let ctx = StageContext { config, dir: work.clone(), shard, progress };
+    let (report, complete) = match stage.stage().run(&ctx) {
+        Ok(done) => done,
+        Err(e) => {
+            if !resumable {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            return Err(e);
+        }
+    };
     if !complete {
         return Ok(StageRun::Partial { report });
     }
-    af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
+    af_core::atomic::write(work.join("config.toml"), config.to_toml().as_bytes())?;
     let seconds = start.elapsed().as_secs_f64();
     // Only stages that put tensors on the device ask it (asking creates a CUDA context).
     let device = if stage.stage().uses_device() { Some(crate::setup::device(config)?) } else { None };
     let resources = crate::resources::measure(host_at_start, device);
     let record = StageRecord { stage, fingerprint: stamp, seconds, af_version: env!("CARGO_PKG_VERSION").to_string(), resources };
-    af_core::atomic::write(&record_path, serde_json::to_string_pretty(&record)?.as_bytes())?;
+    af_core::atomic::write(work.join("stage.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    if !resumable {
+        replace_dir(&work, &dir)?;
+    }
     let gb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));
     tracing::info!(
         "{}: done in {:.1} s (peak host memory {}, device memory {}), outputs in {}",
@@ -218,6 +248,25 @@ fn started_with(dir: &Path, fingerprint: &serde_json::Value) -> bool {
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .is_some_and(|v| &v == fingerprint)
+}
+
+/// Puts the finished `work` directory where `dir` is. A crash between the two renames leaves
+/// the old outputs in `.NAME.old` and the new, complete ones in `work`; neither is taken for
+/// the stage's outputs (they have no `stage.json` where the runner looks), so the stage reruns.
+fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let old = dir.with_file_name(format!(".{name}.old"));
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("cannot clear {}", old.display()))?;
+    }
+    if dir.exists() {
+        std::fs::rename(dir, &old).with_context(|| format!("cannot move {} aside", dir.display()))?;
+    }
+    std::fs::rename(work, dir).with_context(|| format!("cannot move {} to {}", work.display(), dir.display()))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove {}", old.display()))?;
+    }
+    Ok(())
 }
 
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.

@@ -272,3 +272,31 @@ fn filter_export_and_report_agree() {
     af_pipeline::stages::report::write(&run, &run.join("report")).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(std::fs::read_to_string(run.join("report/report.html")).unwrap(), html);
 }
+
+/// Issue 17: a successful `pairs`, then an input that fails halfway (its header lacks the
+/// configured column): the failure leaves the last good outputs as they were and writes nothing.
+#[test]
+fn a_failed_stage_leaves_the_last_good_outputs_as_they_were() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("captions.csv");
+    let good = "video,caption\nv1,A man walks into the room with a dog.\nv1,He sits down on the old couch and reads.\nv1,The dog jumps up next to him on the couch.\n";
+    std::fs::write(&input, good).unwrap();
+    let layout = format!(
+        "[pairs]\nmin-context-tokens = 3\nmin-ending-tokens = 2\n\n[[pairs.inputs]]\npath = \"{}\"\nformat = \"csv\"\ngroup-field = \"video\"\ntext-field = \"caption\"\n",
+        input.display()
+    );
+    let cfg = config_in(d.path(), &layout);
+    run_stage(&load(&cfg), Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    let pairs = d.path().join("run/pairs");
+    let read = |name: &str| std::fs::read(pairs.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let before: Vec<Vec<u8>> = ["items.jsonl", "vocab.tsv", "stage.json", "report.json", "config.toml"].iter().map(|n| read(n)).collect();
+    std::fs::write(&input, good.replace("caption", "text")).unwrap();
+    let e = format!("{:#}", run_stage(&load(&cfg), Pairs, true).err().expect("the column is missing"));
+    assert!(e.contains("caption"), "{e}");
+    let after: Vec<Vec<u8>> = ["items.jsonl", "vocab.tsv", "stage.json", "report.json", "config.toml"].iter().map(|n| read(n)).collect();
+    assert!(before == after, "the last good outputs are untouched");
+    assert!(!pairs.join("started.json").exists());
+    let left: Vec<String> = std::fs::read_dir(d.path().join("run")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, ["pairs"], "no work directory is left behind");
+}

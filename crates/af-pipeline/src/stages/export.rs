@@ -75,7 +75,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let random_questions = pool_questions(&chosen, &random, &splits);
     af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
     af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&random_questions)?)?;
-    write_layouts(&ctx.dir, &questions, &e.task)?;
+    write_layouts(&ctx.dir, &config.run.dir.join("export"), &questions, &e.task)?;
     if e.annotation {
         write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
     }
@@ -296,8 +296,9 @@ fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Op
     Ok(())
 }
 
-/// The AF dataset in every published layout, one file per split (docs/formats.md).
-fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
+/// The AF dataset in every published layout, one file per split (docs/formats.md), written into
+/// `dir`; the lm-eval task names its files where they will be once the stage is done (`final_dir`).
+fn write_layouts(dir: &Path, final_dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
     use af_io::export;
     let names = [("train", "train", "train"), ("validation", "val", "validation")  , ("test", "test", "test")];
     let mut lm_files = Vec::new();
@@ -310,9 +311,9 @@ fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> any
         af_core::atomic::write(dir.join(format!("swag/{swag_name}_full.csv")), &export::swag_full(&part)?)?;
         af_core::atomic::write(dir.join(format!("hellaswag/hellaswag_{swag_name}.jsonl")), export::hellaswag(&part).as_bytes())?;
         af_core::atomic::write(dir.join(format!("hf/{hf_name}.jsonl")), export::hf_jsonl(&part).as_bytes())?;
-        let lm_path = dir.join(format!("lm-eval/{task}_{hf_name}.jsonl"));
-        af_core::atomic::write(&lm_path, export::lm_eval_jsonl(&part).as_bytes())?;
-        lm_files.push((hf_name, std::path::absolute(&lm_path)?));
+        let lm_name = format!("lm-eval/{task}_{hf_name}.jsonl");
+        af_core::atomic::write(dir.join(&lm_name), export::lm_eval_jsonl(&part).as_bytes())?;
+        lm_files.push((hf_name, std::path::absolute(final_dir.join(&lm_name))?));
     }
     af_core::atomic::write(dir.join(format!("lm-eval/{task}.yaml")), export::lm_eval_yaml(task, &lm_files).as_bytes())?;
     Ok(())

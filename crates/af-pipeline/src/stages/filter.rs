@@ -222,6 +222,10 @@ impl crate::runner::Stage for Filter {
         true
     }
 
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
         Ok(json!({

@@ -464,6 +464,10 @@ impl crate::runner::Stage for Generate {
         true
     }
 
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
         Ok(json!({"seed": config.run.seed, "generate": config.generate}))

@@ -177,6 +177,10 @@ impl crate::runner::Stage for Lm {
         true
     }
 
+    fn resumable(&self) -> bool {
+        true
+    }
+
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use crate::runner::file_stamp;
         use serde_json::json;
