@@ -4,20 +4,12 @@
 
 mod common;
 
-use af_audit::synthetic::{questions, Planted};
 use common::{af, stderr};
 
 #[test]
 fn bad_rows_stop_with_file_and_line_and_unknown_models_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("bad.jsonl");
-    let mut text = String::new();
-    for (i, q) in questions(200, 4, Planted::Nothing, 5).iter().enumerate() {
-        let label = if i == 7 { serde_json::json!(9) } else { serde_json::json!(q.label) };
-        text.push_str(&serde_json::json!({"context": q.context, "endings": q.endings, "label": label}).to_string());
-        text.push('\n');
-    }
-    std::fs::write(&p, text).unwrap();
+    common::write_bad_labels(dir.path());
     let o = af(&["audit", "bad.jsonl", "--models", "ngram"], dir.path());
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);

@@ -107,14 +107,7 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
 fn bad_rows_are_skipped_and_counted_when_asked() {
     let _lock = lock();
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("bad.jsonl");
-    let mut text = String::new();
-    for (i, q) in questions(200, 4, Planted::Nothing, 5).iter().enumerate() {
-        let label = if i == 7 { serde_json::json!(9) } else { serde_json::json!(q.label) };
-        text.push_str(&serde_json::json!({"context": q.context, "endings": q.endings, "label": label}).to_string());
-        text.push('\n');
-    }
-    std::fs::write(&p, text).unwrap();
+    let p = common::write_bad_labels(dir.path());
     // The defaults with the n-gram detector alone, on one CPU thread (`af audit bad.jsonl
     // --models ngram --skip-bad --threads 1 --device cpu`).
     let mut config = Config::default();

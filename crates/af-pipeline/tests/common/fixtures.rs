@@ -1,0 +1,69 @@
+//! Fixtures both test trees use (af-pipeline's in-process tests and af-cli's binary tests, which
+//! include this file by path): the repository, the shared data, small configs on the project's
+//! fixtures, and a multiple-choice file with bad rows.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// `../shared/data` (or $AF_SHARED_DATA), or None after saying SKIPPED where the test runner does
+/// not hide it (a direct write to stderr is not captured).
+pub fn shared_data(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("AF_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared/data"));
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {} is absent (real data is not part of the repository)", dir.display());
+    None
+}
+
+/// `[lm]`, `[generate]`, `[committee]` and `[filter]` sections small enough for a test to run
+/// every stage in seconds.
+pub const TINY_MODELS: &str = "[lm]\nmin-count = 1\nembedding = 16\nhidden = 16\nbatch-size = 16\nmax-epochs = 2\n\n\
+    [generate]\nendings = 15\nmax-tokens = 10\nblock-items = 32\nbatch-sequences = 512\n\n\
+    [committee]\nembedding = 8\nindicator-embedding = 4\nmlp-hidden = 16\ncnn-filters = 4\nlstm-hidden = 8\njoint-hidden = 8\n\
+    epochs = 1\nbatch-items = 16\nmax-vocab = 500\n\n\
+    [filter]\nk = 3\n\n\
+    [[filter.stages]]\nname = \"mlp\"\nmembers = [\"mlp\"]\niterations = 2\n\n\
+    [[filter.stages]]\nname = \"full\"\nmembers = [\"mlp\", \"bow\", \"cnn\", \"pos-lstm\"]\niterations = 2\n\n";
+
+/// A config in a fresh directory whose run dir is inside it; `inputs` is the rest of the TOML.
+/// Relative paths resolve against the config's directory, so no test depends on the process's
+/// working directory.
+pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {
+    let p = dir.join("config.toml");
+    std::fs::write(&p, format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}")).unwrap();
+    p
+}
+
+/// The caption fixture as the pairs stage's input.
+pub fn captions_input() -> String {
+    format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", repo().join("fixtures/captions/captions.json").display())
+}
+
+/// A config on the caption fixture with tiny models and `mlp`/`full` stages of the given lengths.
+pub fn fixture_config(dir: &Path, mlp: usize, full: usize, extra: &str) -> PathBuf {
+    let tiny = TINY_MODELS.replace("iterations = 2\n\n[[filter.stages]]", &format!("iterations = {mlp}\n\n[[filter.stages]]"));
+    let tiny = tiny.replacen("pos-lstm\"]\niterations = 2", &format!("pos-lstm\"]\niterations = {full}"), 1);
+    assert_ne!(tiny, TINY_MODELS.to_string(), "the stage lengths were replaced");
+    config_in(dir, &format!("{tiny}{extra}\n{}", captions_input()))
+}
+
+/// 200 generic 4-way questions in `dir/bad.jsonl` whose 8th line has the label 9 (out of range).
+pub fn write_bad_labels(dir: &Path) -> PathBuf {
+    use af_audit::synthetic::{questions, Planted};
+    let p = dir.join("bad.jsonl");
+    let mut text = String::new();
+    for (i, q) in questions(200, 4, Planted::Nothing, 5).iter().enumerate() {
+        let label = if i == 7 { serde_json::json!(9) } else { serde_json::json!(q.label) };
+        text.push_str(&serde_json::json!({"context": q.context, "endings": q.endings, "label": label}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
