@@ -136,11 +136,19 @@ pub fn train(
             let bwd: Vec<&[i64]> = chunk.iter().map(|&i| reversed_train[i].as_slice()).collect();
             let loss = lm.loss(&lm.forward, &pad_batch(&fwd, settings.device), true)
                 + lm.loss(&lm.backward, &pad_batch(&bwd, settings.device), true);
+            let value = loss.double_value(&[]);
+            if !value.is_finite() {
+                return Err(NnError::NonFinite {
+                    what: format!("the LM's training loss (epoch {epoch})"),
+                    value,
+                    kept: format!("the checkpoints of the epochs before are kept in {}", dir.display()),
+                });
+            }
             opt.zero_grad();
             loss.backward();
             opt.clip_grad_norm(settings.clip_norm);
             opt.step();
-            loss_sum += loss.double_value(&[]);
+            loss_sum += value;
             batches += 1;
             on_batch();
         }

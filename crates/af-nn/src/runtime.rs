@@ -28,6 +28,9 @@ pub enum NnError {
     /// A member's settings: the message names the key.
     #[error("{0}")]
     InvalidSettings(String),
+    /// A NaN or infinite number where training needs finite ones: stopping beats training on.
+    #[error("{what} is not finite ({value}); {kept}")]
+    NonFinite { what: String, value: f64, kept: String },
 }
 
 /// What happened to `libtorch_cuda.so`.

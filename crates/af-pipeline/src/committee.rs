@@ -33,6 +33,8 @@ pub enum CommitteeError {
     },
     #[error("training the committee failed")]
     Train(#[source] NnError),
+    #[error("head `{head}` scored candidate {candidate} of item `{item}` {score}: a committee's scores must be finite")]
+    NonFiniteScore { head: String, item: String, candidate: usize, score: f32 },
 }
 
 impl TorchCommittee<'_> {
@@ -60,6 +62,20 @@ impl af_filter::Committee for TorchCommittee<'_> {
         let (_vs, model) = self.train(&phase.members, &questions, seed)?;
         let rows: Vec<i64> = heldout.iter().flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c))).map(|(i, c)| self.pool.row(i, c)).collect();
         let scores = nnc::score(&model, self.table, &rows, self.config.score_batch);
+        for (head, flat) in &scores {
+            if let Some(at) = flat.iter().position(|s| !s.is_finite()) {
+                // Row `at` of the held-out items' candidates, in order: find its item.
+                let (mut item, mut first) = (0, 0);
+                for &i in heldout {
+                    if at < first + self.pool.sizes[i] + 1 {
+                        item = i;
+                        break;
+                    }
+                    first += self.pool.sizes[i] + 1;
+                }
+                return Err(CommitteeError::NonFiniteScore { head: head.clone(), item: self.pool.items[item].id.clone(), candidate: at - first, score: flat[at] });
+            }
+        }
         let heads = model.heads();
         Ok(scores
             .into_iter()

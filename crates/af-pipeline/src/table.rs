@@ -187,6 +187,16 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
     let mut item_at = 0;
     let mut builder = TableBuilder::new(tagger, c, device);
     pool.for_each_part(|first, part| -> anyhow::Result<()> {
+        // A NaN feature would spread to every row through the standardisation.
+        if let Some((c, f)) = part.iter().find_map(|c| c.features.iter().position(|x| !x.is_finite()).map(|f| (c, f))) {
+            anyhow::bail!(
+                "candidate {} of item `{}` in the pool has a non-finite LM feature ({} = {}): rerun the generate stage (`af run --force generate`)",
+                c.candidate,
+                c.item_id,
+                af_core::LM_FEATURES[f],
+                c.features[f]
+            );
+        }
         // The item of each row: items are in row order, so walk forward.
         let mut items = Vec::with_capacity(part.len());
         for r in first..first + part.len() {
@@ -237,6 +247,20 @@ mod tests {
 
     fn same(a: &tch::Tensor, b: &tch::Tensor) -> bool {
         a.size() == b.size() && a.kind() == b.kind() && a.equal(b)
+    }
+
+    /// Issue 17: a NaN LM feature in the pool is an error naming the candidate, not a table of NaN.
+    #[test]
+    fn a_non_finite_feature_in_the_pool_is_an_error() {
+        let dir = run_dir(4, 3, 4);
+        let part = af_io::pool::part_path(&dir.path().join("generate/pool"), 0);
+        let mut rows = af_io::pool::read_part(&part).unwrap();
+        rows[6].features[3] = f32::NAN;
+        af_io::pool::write_part(&part, &rows).unwrap();
+        let pool = Pool::load(dir.path()).unwrap();
+        let tagger = crate::setup::load_tagger(None).unwrap();
+        let e = candidate_table(&pool, &CommitteeConfig::default(), &tagger, Device::Cpu).err().unwrap().to_string();
+        assert!(e.contains("candidate 2 of item `item-1`") && e.contains("= NaN"), "{e}");
     }
 
     #[test]

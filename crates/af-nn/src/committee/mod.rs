@@ -209,11 +209,19 @@ pub fn train(
                 .map(|h| h.scores.view([chunk.len() as i64, width]).cross_entropy_for_logits(&target))
                 .reduce(|a, b| a + b)
                 .expect("a committee has at least one head");
+            let value = loss.double_value(&[]);
+            if !value.is_finite() {
+                return Err(NnError::NonFinite {
+                    what: format!("the committee's training loss (epoch {})", epoch + 1),
+                    value,
+                    kept: "nothing of this iteration is kept (a NaN LM feature or too high a learning rate are the usual causes)".into(),
+                });
+            }
             opt.zero_grad();
             loss.backward();
             opt.clip_grad_norm(config.clip_norm);
             opt.step();
-            loss_sum += loss.double_value(&[]);
+            loss_sum += value;
             steps += 1;
         }
         report.train_loss.push(loss_sum / steps.max(1) as f64);
@@ -477,6 +485,28 @@ mod tests {
         std::fs::remove_file(dir.path().join("part-003.safetensors")).unwrap();
         let e = CandidateTable::load(dir.path(), Device::Cpu).err().unwrap().to_string();
         assert!(e.contains("part-003.safetensors"), "{e}");
+    }
+
+    /// Issue 17: a NaN reaching the loss stops training with an error instead of training on.
+    #[test]
+    fn a_nan_loss_is_an_error() {
+        let _torch_rng = crate::torch_rng_lock();
+        tch::manual_seed(3);
+        let inputs: Vec<CandidateInput> = (0..40)
+            .map(|i| CandidateInput {
+                words: vec![2 + (i % 5) as i32, 3],
+                pos: vec![2, 3],
+                marked: 0..1,
+                features: std::array::from_fn(|f| if i == 6 && f == 2 { f32::NAN } else { f as f32 / 8.0 }),
+            })
+            .collect();
+        let table = table_of(&inputs, 40, 24, 5);
+        let questions: Vec<Vec<i64>> = (0..10).map(|q| (4 * q..4 * q + 4).collect()).collect();
+        let vs = nn::VarStore::new(Device::Cpu);
+        let settings = small(1, 0.0, 16, 1e-3);
+        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &af_core::member_names(&["mlp"]), true, &table).unwrap();
+        let e = train(&vs, &model, &table, &questions, &settings, 1).unwrap_err().to_string();
+        assert!(e.contains("training loss (epoch 1) is not finite (NaN)"), "{e}");
     }
 
     #[test]
