@@ -260,6 +260,20 @@ pub enum RecordLayout {
 }
 
 impl InputSpec {
+    /// An input of `format` at `path` with no field names and the default delimiter.
+    pub fn new(path: impl Into<PathBuf>, format: InputFormat) -> Self {
+        Self {
+            path: path.into(),
+            format,
+            group_field: None,
+            text_field: None,
+            context_field: None,
+            sentence2_field: None,
+            id_field: None,
+            delimiter: None,
+        }
+    }
+
     /// Checks that the fields given make one of the two record layouts.
     pub fn record_layout(&self) -> Result<RecordLayout, String> {
         let both = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some();
@@ -705,11 +719,10 @@ impl Config {
             return Err(format!("[audit] alpha = {}: must be strictly between 0 and 0.5", a.alpha));
         }
         let (c, f) = (&self.committee, &self.filter);
-        if c.embedding < 1 || c.indicator_embedding < 1 || c.mlp_hidden < 1 || c.cnn_filters < 1 || c.lstm_hidden < 1 || c.joint_hidden < 1 || c.ngram_buckets < 1 {
-            return Err("[committee] sizes must be positive".into());
-        }
-        if c.cnn_widths.is_empty() || c.cnn_widths.iter().any(|&w| w < 1) {
-            return Err("[committee] cnn-widths needs at least one positive width".into());
+        // A member's own settings (mlp-hidden, cnn-widths, [committee.member.NAME], ...) are
+        // checked by the member, when the config is loaded against the registry (af-nn).
+        if c.embedding < 1 || c.indicator_embedding < 1 || c.joint_hidden < 1 {
+            return Err("[committee] embedding, indicator-embedding and joint-hidden must be positive".into());
         }
         if c.max_tokens == 0 || c.max_tokens > i16::MAX as usize {
             return Err(format!("[committee] max-tokens = {}: between 1 and {} (lengths are stored as 16-bit integers)", c.max_tokens, i16::MAX));
@@ -717,8 +730,8 @@ impl Config {
         if c.epochs == 0 || c.batch_items == 0 || c.score_batch == 0 || c.max_vocab < 10 {
             return Err("[committee] epochs, batch-items and score-batch must be positive, max-vocab at least 10".into());
         }
-        if !(0.0..1.0).contains(&c.dropout) || !(0.0..1.0).contains(&c.mlp_dropout) || !(0.0..0.5).contains(&c.validation_share) {
-            return Err("[committee] needs 0 <= dropout, mlp-dropout < 1 and 0 <= validation-share < 0.5".into());
+        if !(0.0..1.0).contains(&c.dropout) || !(0.0..0.5).contains(&c.validation_share) {
+            return Err("[committee] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into());
         }
         if f.k == 0 {
             return Err("[filter] k must be at least 1".into());

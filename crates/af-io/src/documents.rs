@@ -283,16 +283,7 @@ mod tests {
     use super::*;
 
     fn spec(path: &Path, format: InputFormat) -> InputSpec {
-        InputSpec {
-            path: path.to_path_buf(),
-            format,
-            group_field: None,
-            text_field: None,
-            context_field: None,
-            sentence2_field: None,
-            id_field: None,
-            delimiter: None,
-        }
+        InputSpec::new(path, format)
     }
 
     fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {

@@ -231,20 +231,26 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
 
 /// Writes a [rows, dim] float32 matrix as `.npy` (version 1.0, C order), atomically.
 pub fn write_npy(path: &Path, m: &FeatureMatrix) -> std::io::Result<()> {
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", m.rows, m.dim);
-    // NumPy pads the header so the data starts on a 64-byte boundary.
+    let data: Vec<u8> = m.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", m.rows, m.dim);
+    af_core::atomic::write(path, &npy_bytes(&header, &data))
+}
+
+/// A version-1.0 `.npy` file: the magic, the header dictionary `header` (NumPy's Python-literal
+/// syntax, e.g. `{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }`) padded so the
+/// data starts on a 64-byte boundary, then `data` as it is.
+pub fn npy_bytes(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = header.to_string();
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + m.data.len() * 4);
+    let mut out = Vec::with_capacity(10 + header.len() + data.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for v in &m.data {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    af_core::atomic::write(path, &out)
+    out.extend_from_slice(data);
+    out
 }
 
 /// One instance of a JSONL file: its id, label and group (its id when no group is given), and the
@@ -319,16 +325,7 @@ mod tests {
     use super::*;
 
     fn npy(shape: &str, descr: &str, data: &[u8]) -> Vec<u8> {
-        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((header.len() as u16).to_le_bytes());
-        out.extend(header.as_bytes());
-        out.extend(data);
-        out
+        npy_bytes(&format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"), data)
     }
 
     #[test]

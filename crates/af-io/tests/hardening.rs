@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use af_core::config::{InputFormat, InputSpec};
 use af_io::documents::read_input;
-use af_io::features::{read_features, read_instances, InstanceFields};
+use af_io::features::{npy_bytes, read_features, read_instances, InstanceFields};
 use af_io::questions::{read_questions, QuestionFormat};
 
 fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
@@ -19,21 +19,9 @@ fn err<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) -> String {
 }
 
 fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    npy_with_header(&format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}"), data)
+    npy_bytes(&format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}"), data)
 }
 
-fn npy_with_header(dict: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = dict.to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
 
 fn le32(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -51,16 +39,7 @@ fn safetensors(header: &str, data: &[u8]) -> Vec<u8> {
 }
 
 fn spec(path: &Path, format: InputFormat) -> InputSpec {
-    InputSpec {
-        path: path.to_path_buf(),
-        format,
-        group_field: None,
-        text_field: None,
-        context_field: None,
-        sentence2_field: None,
-        id_field: None,
-        delimiter: None,
-    }
+    InputSpec::new(path, format)
 }
 
 fn fields(id: &str, label: &str) -> InstanceFields {
@@ -267,11 +246,11 @@ fn npy_errors_say_what_was_found_and_what_af_reads() {
     expect(npy("'|O'", "(1, 1)", &[0; 8]), &format!("dtype `|O` (Python objects): {tail}"));
     expect(npy("[('a', '<f4'), ('b', '<f4')]", "(1,)", &[0; 8]), &format!("a structured dtype (named fields): {tail}"));
 
-    expect(npy_with_header("{'fortran_order': False, 'shape': (1, 1), }", &[0; 4]), "no dtype (`descr`) in the header");
-    expect(npy_with_header("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 1), }", &[0; 4]), "Fortran-ordered array: save it with np.ascontiguousarray first");
-    expect(npy_with_header("{'descr': '<f4', 'shape': (1, 1), }", &[0; 4]), "no fortran_order in the header");
+    expect(npy_bytes("{'fortran_order': False, 'shape': (1, 1), }", &[0; 4]), "no dtype (`descr`) in the header");
+    expect(npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 1), }", &[0; 4]), "Fortran-ordered array: save it with np.ascontiguousarray first");
+    expect(npy_bytes("{'descr': '<f4', 'shape': (1, 1), }", &[0; 4]), "no fortran_order in the header");
     // A writer that leaves out the trailing comma is read too.
-    std::fs::write(&p, npy_with_header("{'descr': '<f4', 'shape': (1, 1), 'fortran_order': False}", &[0; 4])).unwrap();
+    std::fs::write(&p, npy_bytes("{'descr': '<f4', 'shape': (1, 1), 'fortran_order': False}", &[0; 4])).unwrap();
     assert_eq!(read_features(&p).unwrap().data, [0.0]);
     expect(npy("'<f4'", "(3,)", &[0; 12]), "shape (3,) has 1 dimension: af reads a 2-D matrix (instances, features)");
     expect(npy("'<f4'", "(2, 2)", &[0; 12]), "12 bytes of data: shape (2, 2) of float32 needs 16");

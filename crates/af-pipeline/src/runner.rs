@@ -107,8 +107,6 @@ pub struct StageContext<'a> {
 /// A stage of the pipeline: what its outputs depend on, and how to make them. One per module of
 /// [`crate::stages`], listed in order in [`ALL_STAGES`].
 pub trait Stage: Sync {
-    fn name(&self) -> StageName;
-
     /// Whether it puts tensors on the device (only those ask the device for its memory, since
     /// asking creates a CUDA context).
     fn uses_device(&self) -> bool {
@@ -178,7 +176,8 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     }
     if let Some(up) = stage.upstream() {
         let up_dir = config.run.dir.join(up.dir_name());
-        if !is_up_to_date(&up_dir.join("stage.json"), &fingerprint(config, up)?) {
+        // The stage's fingerprint holds its upstream's: no second pass over the input files.
+        if !is_up_to_date(&up_dir.join("stage.json"), &stamp["upstream"]) {
             anyhow::bail!(
                 "the `{}` stage needs the `{}` stage's outputs for this config, and {} has none that are up to date: run `af run CONFIG` (it runs what is missing)",
                 stage.dir_name(),

@@ -53,8 +53,8 @@ impl std::fmt::Display for MemberCheckError {
 }
 
 /// What af-core cannot check because the members are af-nn's: every member a config names
-/// exists, each member table belongs to a member and is valid, and the audit's detectors read
-/// text (a dataset to audit has no LM features).
+/// exists, each member table belongs to a member, every member's settings are valid, and the
+/// audit's detectors read text (a dataset to audit has no LM features).
 pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberCheckError> {
     let fail = |name: &str, message: String| MemberCheckError { name: name.to_string(), message };
     let known = || registry.names().join(", ");
@@ -66,10 +66,13 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
     if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
         registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
     }
-    for name in config.committee.member.keys() {
-        let member = registry
-            .get(name)
-            .ok_or_else(|| fail(name, format!("[committee.member.{name}]: no member is called `{name}` (the members are {})", known())))?;
+    if let Some(name) = config.committee.member.keys().find(|name| registry.get(name).is_none()) {
+        return Err(fail(name, format!("[committee.member.{name}]: no member is called `{name}` (the members are {})", known())));
+    }
+    // Every member's settings, used or not: the flat keys are shared, and a bad one is a bad
+    // config whichever phase would have met it first.
+    for name in registry.names() {
+        let member = registry.get(name).expect("a registered name");
         member.settings(&config.committee).map_err(|message| fail(name, message))?;
     }
     for m in &config.audit.models {

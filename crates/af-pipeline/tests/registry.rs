@@ -62,6 +62,10 @@ fn a_registered_member_is_accepted_by_configs_that_name_it_and_refused_elsewhere
     assert!(Registry::builtin().register(UnknownShare).is_ok());
     let mut twice = registry();
     assert!(twice.register(UnknownShare).is_err(), "a name is registered once");
+    // A member's flat key is checked by the member itself, when the config is loaded.
+    std::fs::write(&file, "[committee]\ncnn-filters = 0\n").unwrap();
+    let e = format!("{:#}", af_pipeline::load_config(Some(&file)).unwrap_err());
+    assert!(e.contains("[committee] cnn-filters = 0: must be positive"), "{e}");
 }
 
 #[test]

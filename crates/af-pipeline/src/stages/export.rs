@@ -446,10 +446,6 @@ fn evaluate(
 pub struct Export;
 
 impl crate::runner::Stage for Export {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Export
-    }
-
     fn uses_device(&self) -> bool {
         true
     }

@@ -19,12 +19,8 @@ use crate::committee::{load, random_assignment, saved_table_dir, TorchCommittee}
 use crate::runner::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
-    run_with(ctx, &Registry::builtin())
-}
-
-/// The stage with the members of `registry` (a test's may hold members of its own).
-pub fn run_with(ctx: &StageContext, registry: &Registry) -> anyhow::Result<FilterReport> {
     let config = ctx.config;
+    let registry = &Registry::builtin();
     let (pool, table, summary, device) = load(config)?;
     let host_after_table = crate::resources::host_peak_bytes();
     let k = config.filter.k;
@@ -214,10 +210,6 @@ const COMMITTEE_VERSION: u32 = 2;
 pub struct Filter;
 
 impl crate::runner::Stage for Filter {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Filter
-    }
-
     fn uses_device(&self) -> bool {
         true
     }

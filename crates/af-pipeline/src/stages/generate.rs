@@ -456,10 +456,6 @@ fn samples(pool: &std::path::Path, items: &[Item], n_items: usize, per_item: usi
 pub struct Generate;
 
 impl crate::runner::Stage for Generate {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Generate
-    }
-
     fn uses_device(&self) -> bool {
         true
     }

@@ -169,10 +169,6 @@ fn split_validation(items: &[Item], fold: u32, share: f64, seed: u64) -> (Vec<us
 pub struct Lm;
 
 impl crate::runner::Stage for Lm {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Lm
-    }
-
     fn uses_device(&self) -> bool {
         true
     }

@@ -40,10 +40,6 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
 pub struct Pairs;
 
 impl crate::runner::Stage for Pairs {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Pairs
-    }
-
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use crate::runner::file_stamp;
         use serde_json::json;

@@ -236,10 +236,6 @@ fn question(v: &Value) -> anyhow::Result<Question> {
 pub struct Report;
 
 impl crate::runner::Stage for Report {
-    fn name(&self) -> crate::runner::StageName {
-        crate::runner::StageName::Report
-    }
-
     fn inputs(&self, _config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         // The report reads only upstream outputs.
         Ok(serde_json::json!({}))
