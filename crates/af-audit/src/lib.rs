@@ -181,7 +181,7 @@ fn learner_question(t: &Tokenized, label: usize, view: View) -> LearnerQuestion 
 }
 
 /// Credit of one question: 1/(options tied at the top) when the right one is among them.
-fn credit(scores: &[f32], label: usize) -> f64 {
+pub fn credit(scores: &[f32], label: usize) -> f64 {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if scores[label] < max {
         return 0.0;

@@ -117,6 +117,14 @@ enum Command {
     /// `endings`, `label`) and af's own dataset.jsonl; writes audit.json, audit.md, audit.html,
     /// detectors.csv, tokens.csv and detectors.svg.
     Audit(commands::audit::AuditArgs),
+    /// Ablations over committee composition: filter the run's pool with each composition of
+    /// [ablate] (leave-one-out by default), then score every composition's dataset, and the
+    /// random assignment, with every detector on one shared split (the cross-matrix).
+    ///
+    /// Needs the run's pool (`af run CONFIG --until generate`). Each composition's AF run is in
+    /// RUN_DIR/ablate/NAME, resumes after a kill and is skipped when up to date; writes
+    /// cross-matrix.csv, summary.csv, cross-matrix.svg/.png and ablate.html (docs/formats.md).
+    Ablate(commands::ablate::AblateArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -260,6 +268,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(c) => commands::bench::run(c),
+        Command::Ablate(a) => commands::ablate::run(a),
         Command::Aflite(a) => commands::aflite::run(a),
         Command::Audit(a) => commands::audit::run(a),
         Command::Assemble(a) => commands::assemble::run(a),

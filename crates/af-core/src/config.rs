@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::ablate::AblateConfig;
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}")]
@@ -38,6 +40,9 @@ pub struct Config {
     pub filter: FilterConfig,
     pub export: ExportConfig,
     pub audit: AuditConfig,
+    /// `af ablate` only; absent from the resolved config of a run that does not set it.
+    #[serde(skip_serializing_if = "AblateConfig::is_default")]
+    pub ablate: AblateConfig,
 }
 
 /// Where artifacts go and what every stage shares.

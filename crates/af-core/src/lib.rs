@@ -3,6 +3,7 @@
 //! `deny_unknown_fields`), and the small helpers for writing files so that a crash never leaves a
 //! half-written artifact. It has no libtorch and no I/O format beyond TOML.
 
+pub mod ablate;
 pub mod atomic;
 pub mod config;
 pub mod hash;
@@ -10,6 +11,7 @@ pub mod item;
 pub mod question;
 pub mod split;
 
+pub use ablate::{AblateConfig, Composition};
 pub use config::{
     member_names, AuditConfig, BudgetRule, CommitteeConfig, Config, ConfigError, ExportConfig, FilterConfig, LmConfig, MemberName, Phase, SwapHead, View,
     JOINT_HEAD, SWAG_COMMITTEE,

@@ -7,12 +7,15 @@
 //!   candidate table it reads, built from text ([`table`]);
 //! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
+//! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
+//!   cross-matrix of every detector on every composition's dataset;
 //! - loading configs against the member registry, devices and threads ([`setup`]).
 //!
 //! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
 //! `anyhow` chains: the pipeline is orchestration, its errors are messages with their causes for
 //! a person (docs/decisions.md), while the crates below it keep typed errors.
 
+pub mod ablate;
 pub mod aflite;
 pub mod audit;
 pub mod committee;

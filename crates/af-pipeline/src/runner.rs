@@ -242,7 +242,7 @@ pub fn resumable(config: &Config, stage: StageName) -> anyhow::Result<bool> {
 }
 
 /// Whether `dir/started.json` holds `fingerprint`.
-fn started_with(dir: &Path, fingerprint: &serde_json::Value) -> bool {
+pub(crate) fn started_with(dir: &Path, fingerprint: &serde_json::Value) -> bool {
     std::fs::read_to_string(dir.join("started.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -269,7 +269,7 @@ fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
-fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
     let started = dir.join("started.json");
     let same = started_with(dir, fingerprint);
     if dir.exists() && (force || !same) {
@@ -296,14 +296,14 @@ pub fn up_to_date(config: &Config, stage: StageName) -> anyhow::Result<bool> {
     Ok(is_up_to_date(&config.run.dir.join(stage.dir_name()).join("stage.json"), &fingerprint(config, stage)?))
 }
 
-fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
+pub(crate) fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
     let Ok(text) = std::fs::read_to_string(record_path) else { return false };
     serde_json::from_str::<StageRecord>(&text).is_ok_and(|r| &r.fingerprint == fingerprint)
 }
 
 /// What a stage's outputs depend on: its own inputs and, under `upstream`, its upstream stage's
 /// fingerprint, so that a change upstream reruns everything after it.
-fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
     let mut stamp = stage.stage().inputs(config)?;
     if let Some(up) = stage.upstream() {
         stamp["upstream"] = fingerprint(config, up)?;

@@ -29,7 +29,8 @@ pub fn load_config_with(file: Option<&Path>, registry: &Registry) -> anyhow::Res
     if let Err(e) = check_members(&config, registry) {
         // The line where the offending name first appears, when it is quoted in the file.
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let line = text.lines().position(|l| l.contains(&format!("\"{}\"", e.name)) || l.contains(&format!(".{}]", e.name)));
+        let quoted = |l: &str| l.contains(&format!("\"{}\"", e.name)) || l.contains(&format!(".{}]", e.name));
+        let line = if e.name.is_empty() { None } else { text.lines().position(quoted) };
         return Err(match line {
             Some(l) => af_core::ConfigError::Parse { path, line: l + 1, column: 1, message: e.message },
             None => af_core::ConfigError::Invalid { path, message: e.message },
@@ -62,6 +63,14 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
         for m in &phase.members {
             registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[[filter.stages]] `{}`: {e}", phase.name)))?;
         }
+    }
+    for m in config.ablate.members.iter().chain(config.ablate.compositions.iter().flat_map(|c| &c.members)) {
+        registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[ablate]: {e}")))?;
+    }
+    // The design's own rules, once its names are known to be members; a config that leaves
+    // [ablate] alone is not held to them (its leave-one-out may not fit a single-member schedule).
+    if !config.ablate.is_default() {
+        config.ablate.compositions(&config.filter).map_err(|message| fail("", message))?;
     }
     if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
         registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;

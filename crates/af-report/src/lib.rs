@@ -3,8 +3,10 @@
 //! with everything inlined so it opens anywhere without a network. It knows nothing of how the
 //! numbers were made: the CLI reads the run directory and hands them over.
 
+mod heatmap;
 mod html;
 mod plot;
 
+pub use heatmap::{heatmap_png, heatmap_svg, Heatmap};
 pub use html::{escape, table, Page, Question, Section};
 pub use plot::{accuracy_png, accuracy_svg, bars_svg, detectors_svg, histogram_svg, DetectorBar, lines_png, lines_svg, Curve, LinePlot, PlotError};

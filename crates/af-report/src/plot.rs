@@ -16,13 +16,13 @@ pub enum PlotError {
     Empty(&'static str),
 }
 
-fn draw_err<E: std::fmt::Display>(e: E) -> PlotError {
+pub(crate) fn draw_err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError::Draw(e.to_string())
 }
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The font is valid: a test draws with it.

@@ -1,3 +1,4 @@
+pub mod ablate;
 pub mod aflite;
 pub mod assemble;
 pub mod audit;

@@ -100,26 +100,26 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
 
 /// The candidates the export writes (every gold and every assigned distractor), read from the
 /// pool's parts in one streaming pass.
-struct Chosen<'a> {
+pub(crate) struct Chosen<'a> {
     pool: &'a Pool,
     rows: std::collections::HashMap<i64, Candidate>,
 }
 
 impl<'a> Chosen<'a> {
-    fn read(pool: &'a Pool, assignments: &[&Assignment]) -> anyhow::Result<Self> {
+    pub(crate) fn read(pool: &'a Pool, assignments: &[&Assignment]) -> anyhow::Result<Self> {
         let wanted = (0..pool.items.len())
             .flat_map(|i| std::iter::once(0).chain(assignments.iter().flat_map(move |a| a.distractors[i].iter().copied())).map(move |c| pool.row(i, c)));
         Ok(Self { pool, rows: pool.fetch(wanted)? })
     }
 
     /// Candidate `c` of item `i` (0 is its gold ending).
-    fn get(&self, i: usize, c: u32) -> &Candidate {
+    pub(crate) fn get(&self, i: usize, c: u32) -> &Candidate {
         &self.rows[&self.pool.row(i, c)]
     }
 }
 
 /// The pool's questions under an assignment, gold first, with their published split.
-fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
+pub(crate) fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
     chosen
         .pool
         .items

@@ -12,6 +12,7 @@
 use af_filter::{chance, FilterState};
 use af_io::pool_index::Pool;
 use af_nn::committee::Registry;
+use af_nn::table::CandidateTable;
 use anyhow::Context;
 use serde::Serialize;
 
@@ -20,10 +21,8 @@ use crate::runner::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     let config = ctx.config;
-    let registry = &Registry::builtin();
     let (pool, table, summary, device) = load(config)?;
     let host_after_table = crate::resources::host_peak_bytes();
-    let k = config.filter.k;
     tracing::info!(
         "filter: {} items, {} candidates ({} words, {} POS-view ids, {:.1} tokens on average, up to {}; {:.2} GB on {device:?})",
         pool.items.len(),
@@ -40,6 +39,14 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
     // For the export stage, which would otherwise tag the whole pool again.
     table.save(&saved_table_dir(config), 1 << 20)?;
+    filter_pool(ctx, &pool, &table, device, &Registry::builtin())
+}
+
+/// The AF loop over a loaded pool and table, into `ctx.dir` (resuming from its `state.json`):
+/// the filter stage's, and each of `af ablate`'s compositions.
+pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, device: tch::Device, registry: &Registry) -> anyhow::Result<FilterReport> {
+    let config = ctx.config;
+    let k = config.filter.k;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
         let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
@@ -61,19 +68,19 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     };
     let groups = pool.groups();
     let max_iterations: usize = config.filter.stages.iter().map(|s| s.iterations).sum();
-    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, registry, device };
+    let mut committee = TorchCommittee { pool, table, config: &config.committee, registry, device };
     let bar = ctx.progress.bar("filter", max_iterations as u64);
     bar.set_position(state.iterations.len() as u64);
     // history.csv is derived from the state: written whole now (a crash may have left it with a
     // partial or extra iteration), then appended to, so that an iteration's cost does not grow
     // with the swaps of all the iterations before it.
     let history_path = ctx.dir.join("history.csv");
-    af_core::atomic::write(&history_path, &history_csv(&state.swaps, &pool, true)?)?;
+    af_core::atomic::write(&history_path, &history_csv(&state.swaps, pool, true)?)?;
     while !state.finished {
         let before = state.swaps.len();
         let more = state.step(&mut committee, &groups, &config.filter, config.run.seed)?;
         save(ctx, &state)?;
-        append(&history_path, &history_csv(&state.swaps[before..], &pool, false)?)?;
+        append(&history_path, &history_csv(&state.swaps[before..], pool, false)?)?;
         if let Some(it) = state.iterations.last() {
             let driving = it.heads.iter().find(|h| h.head == it.driving_head).expect("the driving head has metrics");
             tracing::debug!(
@@ -94,7 +101,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
         }
     }
     bar.finish();
-    write_report(ctx, &state, &pool, k)
+    write_report(ctx, &state, pool, k)
 }
 
 fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
@@ -152,7 +159,7 @@ pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
 }
 
 /// `filter/report.json`.
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 pub struct FilterReport {
     pub items: usize,
     pub k: usize,

@@ -20,6 +20,7 @@ pub fn lock() -> MutexGuard<'static, ()> {
 }
 
 mod fixtures;
+#[allow(unused_imports)] // not every test binary uses every fixture
 pub use fixtures::*;
 
 pub fn load(path: &Path) -> Config {

@@ -1,0 +1,651 @@
+//! `af ablate`: one pool filtered by several committee compositions (`[ablate]`), and the
+//! cross-matrix that asks of each filtered dataset whether what its committee removed is also gone
+//! for detectors it never trained against.
+//!
+//! Every composition starts from the same pool, candidate table (built once here) and random
+//! assignment, so differences come from the committee alone. Files under `<run>/ablate/`
+//! (docs/formats.md):
+//! - `NAME/`: the composition's AF run as the filter stage writes it (`state.json`, `metrics.csv`,
+//!   `history.csv`, `report.json`), with `started.json`, `config.toml` and `stage.json`. It
+//!   resumes after a kill and is skipped when up to date; one started by another config is
+//!   refused unless forced.
+//! - `NAME/cross.json`, `random/cross.json`: every detector on that dataset, kept while the
+//!   dataset and the detectors are the same, so adding a composition evaluates only the new one.
+//! - `cross-matrix.csv` (long format), `summary.csv`, `cross-matrix.svg` and `.png`,
+//!   `ablate.html` and `ablate.json` (every number above, the split and the compositions).
+//!
+//! The detectors, all on one group split shared by every dataset: each member trained fresh
+//! alone (`committee:MEMBER`), the joint committee of every ablated member (`committee:joint`),
+//! and every audit detector (`[audit]`: baselines, token statistics, learned partial-input views).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use af_core::ablate::{Composition, RANDOM};
+use af_core::{CommitteeConfig, Config, MemberName};
+use af_filter::Assignment;
+use af_io::pool_index::Pool;
+use af_nn::committee::{self as nnc, Registry};
+use af_nn::table::CandidateTable;
+use anyhow::Context;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::committee::{random_assignment, TorchCommittee};
+use crate::progress::Progress;
+use crate::runner::{self, StageContext, StageName, StageRecord};
+use crate::stages::export::{pool_questions, Chosen};
+use crate::stages::filter::{filter_pool, FilterReport};
+
+/// What `af ablate` is asked to do.
+pub struct AblateRequest<'a> {
+    pub config: &'a Config,
+    pub registry: &'a Registry,
+    /// Discard every composition's run and evaluation and start over.
+    pub force: bool,
+}
+
+/// Whether a composition's AF run was done now or found done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    UpToDate,
+    Ran,
+}
+
+/// One composition's AF run.
+#[derive(Serialize)]
+pub struct CompositionRun {
+    pub name: String,
+    pub members: Vec<MemberName>,
+    pub stages: Vec<af_core::Phase>,
+    pub outcome: Outcome,
+    pub report: FilterReport,
+    pub dir: PathBuf,
+}
+
+/// One detector's score on one dataset, as `cross.json` keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DetectorScore {
+    pub detector: String,
+    /// `committee`, `baseline`, `token-statistics` or `learned`.
+    pub family: String,
+    /// The member the detector is (learned and committee detectors).
+    pub model: Option<String>,
+    /// The view a learned detector reads.
+    pub view: Option<String>,
+    pub questions: usize,
+    pub accuracy: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub chance: f64,
+    pub edge: f64,
+    pub p_value: f64,
+}
+
+/// A cell of the cross-matrix: a detector on a composition's dataset (or the random assignment).
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub composition: String,
+    #[serde(flatten)]
+    pub score: DetectorScore,
+    /// The composition's committee held this detector (the same member on the view it reads).
+    pub in_composition: bool,
+}
+
+/// A composition at a glance: how far its own driving head got, and the mean edge left to the
+/// detectors inside it and outside it ("transfer": what it removed for detectors it never saw).
+#[derive(Clone, Debug, Serialize)]
+pub struct SummaryRow {
+    pub composition: String,
+    pub members: String,
+    pub driving_head_first: Option<f64>,
+    pub driving_head_last: Option<f64>,
+    pub chance: f64,
+    pub detectors_inside: usize,
+    pub mean_edge_inside: Option<f64>,
+    pub detectors_outside: usize,
+    pub mean_edge_outside: Option<f64>,
+}
+
+/// A finished ablation.
+pub struct AblateRun {
+    pub dir: PathBuf,
+    pub compositions: Vec<CompositionRun>,
+    pub cells: Vec<Cell>,
+    pub summary: Vec<SummaryRow>,
+    pub seconds: f64,
+}
+
+/// What `cross.json` holds: the scores, and what they were measured on and with.
+#[derive(Serialize, Deserialize)]
+struct CrossFile {
+    fingerprint: serde_json::Value,
+    split: SplitSizes,
+    detectors: Vec<DetectorScore>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct SplitSizes {
+    pub train: usize,
+    pub eval: usize,
+}
+
+/// Bumped when the cross-matrix computes other numbers from the same inputs.
+const CROSS_VERSION: u32 = 1;
+
+/// Runs every composition that is not up to date, then the cross-matrix; `done` hears of each
+/// composition as it is settled.
+pub fn run(request: &AblateRequest, progress: &dyn Progress, done: impl FnMut(&CompositionRun)) -> anyhow::Result<AblateRun> {
+    let config = request.config;
+    let generate = StageName::Generate;
+    if !runner::up_to_date(config, generate)? {
+        anyhow::bail!(
+            "af ablate filters the pool of this config's run, and {} has none that is up to date: run `af run CONFIG --until generate` first",
+            config.run.dir.join(generate.dir_name()).display()
+        );
+    }
+    let upstream = runner::fingerprint(config, generate)?;
+    let load = || -> anyhow::Result<(Pool, CandidateTable, tch::Device)> {
+        let (pool, table, _summary, device) = crate::committee::load(config)?;
+        Ok((pool, table, device))
+    };
+    run_on(request, &upstream, load, progress, done)
+}
+
+/// [`run`] on the pool `load` gives, which `upstream` identifies (the generate stage's
+/// fingerprint, for `af ablate`): compositions are checked, and other configs' runs refused,
+/// before it is called.
+pub fn run_on(
+    request: &AblateRequest,
+    upstream: &serde_json::Value,
+    load: impl FnOnce() -> anyhow::Result<(Pool, CandidateTable, tch::Device)>,
+    progress: &dyn Progress,
+    mut done: impl FnMut(&CompositionRun),
+) -> anyhow::Result<AblateRun> {
+    let start = Instant::now();
+    let config = request.config;
+    let compositions = plan(config, request.registry)?;
+    let dir = config.run.dir.join("ablate");
+    // Refuse another config's runs before any work, as `af filter --resume` does.
+    let mut stamps = Vec::new();
+    for c in &compositions {
+        let cdir = dir.join(&c.name);
+        let stamp = composition_stamp(&composition_config(config, c), upstream)?;
+        if !request.force && cdir.join("started.json").exists() && !runner::started_with(&cdir, &stamp) {
+            anyhow::bail!(
+                "{} holds the run of composition `{}` started with another config (committee, schedule, seed or pool differ); resuming it would mix the two: pass --force to start the compositions over",
+                cdir.display(),
+                c.name
+            );
+        }
+        stamps.push(stamp);
+    }
+    crate::setup::init_threads(config);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    af_core::atomic::write(dir.join("config.toml"), config.to_toml().as_bytes())?;
+    let (pool, table, device) = load()?;
+
+    let bar = progress.bar("compositions", compositions.len() as u64);
+    let mut runs = Vec::new();
+    for (c, stamp) in compositions.iter().zip(&stamps) {
+        bar.set_message(c.name.clone());
+        let run = run_composition(config, c, stamp, &dir.join(&c.name), request, &pool, &table, device, progress)?;
+        done(&run);
+        runs.push(run);
+        bar.inc(1);
+    }
+    bar.finish();
+
+    let (cells, split) = cross_matrix(config, request, &compositions, &runs, &stamps, upstream, &pool, &table, device, &dir, progress)?;
+    let summary = summarise(&compositions, &runs, &cells, af_filter::chance(config.filter.k));
+    let seconds = start.elapsed().as_secs_f64();
+    write_outputs(&dir, config, &runs, &cells, &summary, split, seconds)?;
+    Ok(AblateRun { dir, compositions: runs, cells, summary, seconds })
+}
+
+/// The compositions of `[ablate]`, each member checked against the registry.
+pub fn plan(config: &Config, registry: &Registry) -> anyhow::Result<Vec<Composition>> {
+    let compositions = config.ablate.compositions(&config.filter).map_err(anyhow::Error::msg)?;
+    for c in &compositions {
+        for m in c.members.iter().chain(c.stages.iter().flat_map(|p| &p.members)) {
+            registry.lookup(m).with_context(|| format!("[ablate] composition `{}`", c.name))?;
+        }
+    }
+    Ok(compositions)
+}
+
+/// The config a composition's AF run is: the run's, with the composition's schedule.
+fn composition_config(config: &Config, c: &Composition) -> Config {
+    let mut own = config.clone();
+    own.filter.stages.clone_from(&c.stages);
+    own
+}
+
+/// What a composition's run depends on: what the filter stage's does, with its schedule.
+fn composition_stamp(config: &Config, upstream: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    use crate::runner::Stage;
+    let mut stamp = crate::stages::filter::Filter.inputs(config)?;
+    stamp["upstream"] = upstream.clone();
+    Ok(stamp)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_composition(
+    config: &Config,
+    c: &Composition,
+    stamp: &serde_json::Value,
+    cdir: &Path,
+    request: &AblateRequest,
+    pool: &Pool,
+    table: &CandidateTable,
+    device: tch::Device,
+    progress: &dyn Progress,
+) -> anyhow::Result<CompositionRun> {
+    let own = composition_config(config, c);
+    let report_path = cdir.join("report.json");
+    let finished = |outcome, report| CompositionRun { name: c.name.clone(), members: c.members.clone(), stages: c.stages.clone(), outcome, report, dir: cdir.to_path_buf() };
+    if !request.force && runner::is_up_to_date(&cdir.join("stage.json"), stamp) {
+        let text = std::fs::read_to_string(&report_path).with_context(|| format!("cannot read {}", report_path.display()))?;
+        let report: FilterReport = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", report_path.display()))?;
+        return Ok(finished(Outcome::UpToDate, report));
+    }
+    runner::prepare_dir(cdir, stamp, request.force, false)?;
+    crate::resources::reset_host_peak();
+    let host_at_start = crate::resources::host_bytes();
+    let start = Instant::now();
+    let ctx = StageContext { config: &own, dir: cdir.to_path_buf(), shard: None, progress };
+    let report = filter_pool(&ctx, pool, table, device, request.registry).with_context(|| format!("composition `{}`", c.name))?;
+    af_core::atomic::write(cdir.join("config.toml"), own.to_toml().as_bytes())?;
+    let record = StageRecord {
+        stage: StageName::Filter,
+        fingerprint: stamp.clone(),
+        seconds: start.elapsed().as_secs_f64(),
+        af_version: env!("CARGO_PKG_VERSION").to_string(),
+        resources: crate::resources::measure(host_at_start, Some(device)),
+    };
+    af_core::atomic::write(cdir.join("stage.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    Ok(finished(Outcome::Ran, report))
+}
+
+/// Every dataset (the random assignment, then each composition's) scored by every detector.
+#[allow(clippy::too_many_arguments)]
+fn cross_matrix(
+    config: &Config,
+    request: &AblateRequest,
+    compositions: &[Composition],
+    runs: &[CompositionRun],
+    stamps: &[serde_json::Value],
+    upstream: &serde_json::Value,
+    pool: &Pool,
+    table: &CandidateTable,
+    device: tch::Device,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> anyhow::Result<(Vec<Cell>, SplitSizes)> {
+    let members = config.ablate.members(&config.filter);
+    let random = random_assignment(pool, config.filter.k, config.run.seed)?;
+    let mut datasets: Vec<(&str, Assignment, serde_json::Value)> =
+        vec![(RANDOM, random, json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}))];
+    for (run, stamp) in runs.iter().zip(stamps) {
+        let path = run.dir.join("state.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let state: af_filter::FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
+        datasets.push((&run.name, state.assignment, stamp.clone()));
+    }
+    // One group split for every dataset and detector.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
+    let (train, eval) = af_filter::split_by_group(&pool.groups(), 1.0 - config.audit.eval_share, &mut rng);
+    let split = SplitSizes { train: train.len(), eval: eval.len() };
+    let assignments: Vec<&Assignment> = datasets.iter().map(|d| &d.1).collect();
+    let chosen = Chosen::read(pool, &assignments)?;
+    let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
+    let bar = progress.bar("cross-matrix", datasets.len() as u64);
+    let mut scores = Vec::new();
+    for (name, assignment, stamp) in &datasets {
+        bar.set_message(name.to_string());
+        let path = dir.join(name).join("cross.json");
+        let fingerprint = json!({
+            "version": CROSS_VERSION,
+            "dataset": stamp,
+            "members": members,
+            "committee": config.committee,
+            "audit": config.audit,
+            "seed": config.run.seed,
+        });
+        let kept = (!request.force)
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten()
+            .and_then(|t| serde_json::from_str::<CrossFile>(&t).ok())
+            .filter(|f| f.fingerprint == fingerprint);
+        let detectors = match kept {
+            Some(file) => file.detectors,
+            None => {
+                let mut detectors = committee_detectors(config, request.registry, &members, pool, table, device, assignment, &train, &eval)?;
+                let questions = pool_questions(&chosen, assignment, &vec![""; pool.items.len()]);
+                detectors.extend(audit_detectors(config, request.registry, name, &questions, &train, &eval, &tagger, device, dir, progress)?);
+                std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+                let file = CrossFile { fingerprint, split, detectors };
+                af_core::atomic::write(&path, serde_json::to_string_pretty(&file)?.as_bytes())?;
+                file.detectors
+            }
+        };
+        scores.push((name.to_string(), detectors));
+        bar.inc(1);
+    }
+    bar.finish();
+    let members = &members;
+    let cells = scores
+        .into_iter()
+        .flat_map(|(name, detectors)| {
+            let composition = compositions.iter().find(|c| c.name == name);
+            detectors.into_iter().map(move |score| Cell {
+                in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry)),
+                composition: name.clone(),
+                score,
+            })
+        })
+        .collect();
+    Ok((cells, split))
+}
+
+/// Whether a composition's committee held this detector: the member itself (alone, or every
+/// ablated member for the joint committee), or an audit detector of the same architecture on
+/// the view that member reads.
+fn held_by(c: &Composition, score: &DetectorScore, members: &[MemberName], registry: &Registry) -> bool {
+    match (score.family.as_str(), score.model.as_deref()) {
+        ("committee", Some(af_core::JOINT_HEAD)) => members.iter().all(|m| c.members.contains(m)),
+        ("committee", Some(model)) => c.members.iter().any(|m| m == model),
+        ("learned", Some(model)) => c
+            .members
+            .iter()
+            .any(|m| m == model && registry.lookup(m).is_ok_and(|member| Some(member.view().name()) == score.view.as_deref())),
+        _ => false,
+    }
+}
+
+/// Each ablated member trained fresh alone, then the joint committee of all of them, on the
+/// training items' questions; scored on the evaluation items'.
+#[allow(clippy::too_many_arguments)]
+fn committee_detectors(
+    config: &Config,
+    registry: &Registry,
+    members: &[MemberName],
+    pool: &Pool,
+    table: &CandidateTable,
+    device: tch::Device,
+    assignment: &Assignment,
+    train: &[usize],
+    eval: &[usize],
+) -> anyhow::Result<Vec<DetectorScore>> {
+    let alone = CommitteeConfig { joint: false, ..config.committee.clone() };
+    let joint = CommitteeConfig { joint: true, ..config.committee.clone() };
+    let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members.iter().map(|m| (m.clone(), vec![m.clone()], &alone)).collect();
+    runs.push((MemberName::new(af_core::JOINT_HEAD), members.to_vec(), &joint));
+    let width = assignment.k + 1;
+    let chance = af_filter::chance(assignment.k);
+    let mut out = Vec::new();
+    for (head, on, committee_config) in runs {
+        let name = format!("committee:{head}");
+        let committee = TorchCommittee { pool, table, config: committee_config, registry, device };
+        let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
+        let (_vs, model) = committee.train(&on, &questions, config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes())).with_context(|| format!("detector {name}"))?;
+        let rows: Vec<i64> = eval.iter().flat_map(|&i| committee.question(i, assignment)).collect();
+        let flat = nnc::score(&model, table, &rows, committee_config.score_batch)
+            .into_iter()
+            .find(|(h, _)| h.as_str() == head.as_str())
+            .with_context(|| format!("detector {name}: the committee has no head `{head}`"))?
+            .1;
+        let right: f64 = flat.chunks(width).map(|s| af_audit::credit(s, 0)).sum();
+        let (ci_low, ci_high) = af_audit::stats::wilson(right, eval.len());
+        let accuracy = right / eval.len().max(1) as f64;
+        out.push(DetectorScore {
+            detector: name,
+            family: "committee".into(),
+            model: Some(head.to_string()),
+            view: None,
+            questions: eval.len(),
+            accuracy,
+            ci_low,
+            ci_high,
+            chance,
+            edge: accuracy - chance,
+            p_value: af_audit::stats::above_chance_p(right, &vec![chance; eval.len()]),
+        });
+    }
+    Ok(out)
+}
+
+/// The audit's detectors (none excluded) trained on the training items' questions and measured
+/// on the evaluation items'.
+#[allow(clippy::too_many_arguments)]
+fn audit_detectors(
+    config: &Config,
+    registry: &Registry,
+    name: &str,
+    questions: &[af_core::Question],
+    train: &[usize],
+    eval: &[usize],
+    tagger: &af_text::Tagger,
+    device: tch::Device,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> anyhow::Result<Vec<DetectorScore>> {
+    let file = |idx: &[usize], part: &str| af_io::questions::QuestionFile {
+        path: dir.join(name).join(format!("{part} questions")),
+        format: af_io::questions::QuestionFormat::Af,
+        questions: idx.iter().map(|&i| af_core::Question { split: None, ..questions[i].clone() }).collect(),
+        skipped: Vec::new(),
+    };
+    let (report, _) = crate::audit::audit_questions(&file(train, "training"), Some(&file(eval, "evaluation")), config, registry, &[], config.run.seed, tagger, device, progress)?;
+    Ok(report
+        .detectors
+        .into_iter()
+        .map(|d| DetectorScore {
+            detector: d.name,
+            family: d.family,
+            model: d.model,
+            view: d.view,
+            questions: d.eval_questions,
+            accuracy: d.accuracy,
+            ci_low: d.ci_low,
+            ci_high: d.ci_high,
+            chance: d.chance,
+            edge: d.edge,
+            p_value: d.p_value,
+        })
+        .collect())
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn summarise(compositions: &[Composition], runs: &[CompositionRun], cells: &[Cell], chance: f64) -> Vec<SummaryRow> {
+    let row = |name: &str, members: String, run: Option<&CompositionRun>| {
+        let mine: Vec<&Cell> = cells.iter().filter(|c| c.composition == name).collect();
+        // The random baseline is a check of the scoring, not a detector anything could fool.
+        let (inside, outside): (Vec<&Cell>, Vec<&Cell>) = mine.into_iter().filter(|c| c.score.detector != "random").partition(|c| c.in_composition);
+        let edges = |v: &[&Cell]| v.iter().map(|c| c.score.edge).collect::<Vec<_>>();
+        SummaryRow {
+            composition: name.to_string(),
+            members,
+            driving_head_first: run.map(|r| r.report.driving_head_first),
+            driving_head_last: run.map(|r| r.report.driving_head_last),
+            chance,
+            detectors_inside: inside.len(),
+            mean_edge_inside: mean(&edges(&inside)),
+            detectors_outside: outside.len(),
+            mean_edge_outside: mean(&edges(&outside)),
+        }
+    };
+    std::iter::once(row(RANDOM, String::new(), None))
+        .chain(compositions.iter().zip(runs).map(|(c, r)| row(&c.name, c.members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), Some(r))))
+        .collect()
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or(String::new(), |x| format!("{x:.4}"))
+}
+
+fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[Cell], summary: &[SummaryRow], split: SplitSizes, seconds: f64) -> anyhow::Result<()> {
+    let csv_bytes = |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"));
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["composition", "detector", "family", "questions", "accuracy", "ci_low", "ci_high", "chance", "edge", "p_value", "in_composition"])?;
+    for c in cells {
+        let s = &c.score;
+        w.write_record([
+            c.composition.clone(),
+            s.detector.clone(),
+            s.family.clone(),
+            s.questions.to_string(),
+            format!("{:.4}", s.accuracy),
+            format!("{:.4}", s.ci_low),
+            format!("{:.4}", s.ci_high),
+            format!("{:.4}", s.chance),
+            format!("{:.4}", s.edge),
+            format!("{:.3e}", s.p_value),
+            c.in_composition.to_string(),
+        ])?;
+    }
+    af_core::atomic::write(dir.join("cross-matrix.csv"), &csv_bytes(w)?)?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["composition", "members", "driving_head_first", "driving_head_last", "chance", "detectors_inside", "mean_edge_inside", "detectors_outside", "mean_edge_outside"])?;
+    for r in summary {
+        w.write_record([
+            r.composition.clone(),
+            r.members.clone(),
+            opt(r.driving_head_first),
+            opt(r.driving_head_last),
+            format!("{:.4}", r.chance),
+            r.detectors_inside.to_string(),
+            opt(r.mean_edge_inside),
+            r.detectors_outside.to_string(),
+            opt(r.mean_edge_outside),
+        ])?;
+    }
+    af_core::atomic::write(dir.join("summary.csv"), &csv_bytes(w)?)?;
+    let record = json!({
+        "run": config.run.dir,
+        "k": config.filter.k,
+        "chance": af_filter::chance(config.filter.k),
+        "split": split,
+        "members": config.ablate.members(&config.filter),
+        "compositions": runs,
+        "summary": summary,
+        "cells": cells,
+        "seconds": seconds,
+    });
+    af_core::atomic::write(dir.join("ablate.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    let map = heatmap(summary, cells);
+    let svg = af_report::heatmap_svg(&map)?;
+    af_core::atomic::write(dir.join("cross-matrix.svg"), svg.as_bytes())?;
+    af_report::heatmap_png(&map, &dir.join("cross-matrix.png"))?;
+    af_core::atomic::write(dir.join("ablate.html"), html(summary, cells, runs, &svg, split).as_bytes())?;
+    Ok(())
+}
+
+/// Detectors down, datasets across (detector names are long, dataset names short).
+fn heatmap(summary: &[SummaryRow], cells: &[Cell]) -> af_report::Heatmap<'static> {
+    let columns: Vec<String> = summary.iter().map(|r| r.composition.clone()).collect();
+    let mut rows: Vec<String> = Vec::new();
+    for c in cells {
+        if !rows.contains(&c.score.detector) {
+            rows.push(c.score.detector.clone());
+        }
+    }
+    let find = |d: &str, comp: &str| cells.iter().find(|c| c.score.detector == d && c.composition == comp);
+    let values = rows.iter().map(|d| columns.iter().map(|comp| find(d, comp).map(|c| c.score.edge)).collect()).collect();
+    let marked = rows.iter().map(|d| columns.iter().map(|comp| find(d, comp).is_some_and(|c| c.in_composition)).collect()).collect();
+    af_report::Heatmap {
+        title: "Cross-matrix: each detector's edge over chance on each dataset",
+        legend: "red: the detector beats chance, blue: below it; outlined: the composition's committee held this detector",
+        rows,
+        columns,
+        values,
+        marked,
+    }
+}
+
+fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &str, split: SplitSizes) -> String {
+    let summary_rows: Vec<Vec<String>> = summary
+        .iter()
+        .map(|r| {
+            vec![
+                r.composition.clone(),
+                r.members.clone(),
+                r.driving_head_first.zip(r.driving_head_last).map_or("-".into(), |(a, b)| format!("{a:.3} → {b:.3}")),
+                r.mean_edge_inside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_inside)),
+                r.mean_edge_outside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_outside)),
+            ]
+        })
+        .collect();
+    let cell_rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|c| {
+            let s = &c.score;
+            vec![
+                c.composition.clone(),
+                s.detector.clone(),
+                format!("{:.3}", s.accuracy),
+                format!("{:.3}-{:.3}", s.ci_low, s.ci_high),
+                format!("{:.3}", s.chance),
+                format!("{:+.3}", s.edge),
+                if c.in_composition { "yes" } else { "" }.into(),
+            ]
+        })
+        .collect();
+    let schedules: String = runs
+        .iter()
+        .map(|r| {
+            let phases: Vec<String> = r.stages.iter().map(|p| format!("{} ({}, up to {} iterations)", p.name, p.members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), p.iterations)).collect();
+            format!(
+                "<li><b>{}</b>: {}; ran {} iterations, {} swaps, {:.0} s</li>",
+                af_report::escape(&r.name),
+                af_report::escape(&phases.join(", then ")),
+                r.report.iterations,
+                r.report.swaps,
+                r.report.seconds
+            )
+        })
+        .collect();
+    af_report::Page {
+        title: "Ablation over committee compositions".into(),
+        subtitle: format!(
+            "{} compositions and the random assignment, every detector on one group split ({} training, {} evaluation items); every number is in ablate.json and cross-matrix.csv",
+            runs.len(),
+            split.train,
+            split.eval
+        ),
+        sections: vec![
+            af_report::Section {
+                title: "Summary".into(),
+                html: format!(
+                    "<p>Own driving head: first and last held-out accuracy of the AF run. Inside / outside: the mean edge over chance of the detectors the composition's committee held / did not hold (their number in brackets); the outside edge is what the composition's filtering leaves to detectors it never trained against.</p>{}",
+                    af_report::table(&["composition", "members", "own driving head", "mean edge inside", "mean edge outside"], &summary_rows)
+                ),
+            },
+            af_report::Section { title: "Cross-matrix".into(), html: svg.to_string() },
+            af_report::Section { title: "Schedules".into(), html: format!("<ul>{schedules}</ul>") },
+            af_report::Section {
+                title: "Every cell".into(),
+                html: af_report::table(&["dataset", "detector", "accuracy", "95% interval", "chance", "edge", "in composition"], &cell_rows),
+            },
+        ],
+        questions: Vec::new(),
+    }
+    .render()
+}
+
+impl std::fmt::Display for AblateRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ablate: {} compositions; mean edge over chance of the detectors inside / outside each committee", self.compositions.len())?;
+        let show = |x: Option<f64>| x.map_or("    -".to_string(), |x| format!("{x:+.3}"));
+        for r in &self.summary {
+            let driving = r.driving_head_last.map_or(String::new(), |x| format!("  own driving head -> {x:.3}"));
+            write!(f, "\n  {:<22} inside {}  outside {}{driving}", r.composition, show(r.mean_edge_inside), show(r.mean_edge_outside))?;
+        }
+        write!(f, "\nablate: {:.1} s; cross-matrix in {}", self.seconds, self.dir.join("ablate.html").display())
+    }
+}

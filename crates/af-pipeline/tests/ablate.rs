@@ -1,0 +1,185 @@
+//! `af ablate` on a pool with two planted cues, each visible to exactly one member: a word in the
+//! ending that only `bow` reads (and the audit's n-gram detector), and an LM feature that only
+//! `mlp` reads. A composition removes the cue of its own members and leaves the other's, and the
+//! cross-matrix shows it; runs are skipped when up to date, a new composition runs alone, and a
+//! changed config is refused.
+
+mod common;
+
+use af_core::ablate::{CompositionSpec, Design};
+use af_core::{member_names, Candidate, Config, Item, MemberName, Phase, View};
+use af_io::pool_index::Pool;
+use af_nn::committee::Registry;
+use af_pipeline::ablate::{AblateRequest, AblateRun, Outcome};
+use common::*;
+use rand::{Rng, SeedableRng};
+use tch::Device;
+
+const WORDS: [&str; 16] = ["the", "man", "walks", "dog", "runs", "park", "sits", "woman", "ball", "water", "jumps", "fence", "smiles", "camera", "boy", "car"];
+
+/// 400 items with 12 generated endings each: a generated ending carries the word cue ("zork")
+/// with probability 1/2 and the feature cue (first LM feature raised by 4) with probability 1/2,
+/// independently; gold endings carry neither, and every ending has five tokens.
+fn planted_pool(dir: &std::path::Path) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let ending = |word_cue: bool, rng: &mut rand_chacha::ChaCha8Rng| {
+        let mut w: Vec<&str> = (0..4).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect();
+        if word_cue {
+            w[1] = "zork";
+        }
+        w.join(" ") + " ."
+    };
+    let items: Vec<Item> = (0..400)
+        .map(|i| Item {
+            id: format!("item-{i}"),
+            group: format!("g{}", i / 2),
+            fold: (i % 2) as u32,
+            context: "someone is outside .".into(),
+            noun_phrase: "the man".into(),
+            ending: ending(false, &mut rng),
+            context_tokens: 4,
+            noun_phrase_tokens: 2,
+            ending_tokens: 5,
+        })
+        .collect();
+    std::fs::create_dir_all(dir.join("pairs")).unwrap();
+    af_io::items::write_items(&dir.join("pairs/items.jsonl"), &items).unwrap();
+    let pool = dir.join("generate/pool");
+    std::fs::create_dir_all(&pool).unwrap();
+    let mut rows = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        for c in 0..=12u32 {
+            let (word_cue, feature_cue) = if c == 0 { (false, false) } else { (rng.random_bool(0.5), rng.random_bool(0.5)) };
+            let mut features: [f32; 8] = std::array::from_fn(|_| rng.random_range(2.0..4.0));
+            if feature_cue {
+                features[0] += 4.0;
+            }
+            rows.push(Candidate {
+                item_index: i as u32,
+                item_id: item.id.clone(),
+                fold: item.fold,
+                candidate: c,
+                ending: if c == 0 { item.ending.clone() } else { ending(word_cue, &mut rng) },
+                tokens: 5,
+                truncated: false,
+                features,
+            });
+        }
+    }
+    af_io::pool::write_part(&af_io::pool::part_path(&pool, 0), &rows).unwrap();
+}
+
+fn config(dir: &std::path::Path) -> Config {
+    let mut c = Config::default();
+    c.run.dir = dir.to_path_buf();
+    c.run.threads = 2;
+    c.run.device = "cpu".into();
+    let m = &mut c.committee;
+    (m.embedding, m.mlp_hidden, m.joint_hidden, m.max_vocab, m.cnn_filters, m.lstm_hidden) = (16, 32, 16, 60, 8, 8);
+    (m.epochs, m.batch_items, m.learning_rate, m.validation_share) = (4, 32, 5e-3, 0.0);
+    (c.filter.k, c.filter.patience) = (3, 100);
+    c.filter.stages = vec![Phase { name: "all".into(), members: member_names(&["mlp", "bow"]), iterations: 14 }];
+    c.audit.models = member_names(&["ngram"]);
+    c.audit.views = vec![View::Ending];
+    c.ablate.design = Design::Singletons;
+    c
+}
+
+fn ablate(config: &Config, force: bool) -> anyhow::Result<(AblateRun, Vec<(String, Outcome)>)> {
+    let registry = Registry::builtin();
+    let request = AblateRequest { config, registry: &registry, force };
+    let dir = config.run.dir.clone();
+    let load = || {
+        let pool = Pool::load(&dir)?;
+        let (table, _) = af_pipeline::table::candidate_table(&pool, &config.committee, &af_text::Tagger::builtin(), Device::Cpu)?;
+        Ok((pool, table, Device::Cpu))
+    };
+    let mut outcomes = Vec::new();
+    let run = af_pipeline::ablate::run_on(&request, &serde_json::json!("planted pool"), load, &af_pipeline::NoProgress, |c| outcomes.push((c.name.clone(), c.outcome)))?;
+    Ok((run, outcomes))
+}
+
+fn edge(run: &AblateRun, composition: &str, detector: &str) -> (f64, bool) {
+    let c = run.cells.iter().find(|c| c.composition == composition && c.score.detector == detector).unwrap_or_else(|| panic!("no cell {composition} x {detector}"));
+    (c.score.edge, c.in_composition)
+}
+
+#[test]
+fn each_composition_removes_only_the_cue_its_members_see() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    planted_pool(d.path());
+    let mut config = config(d.path());
+    let (run, outcomes) = ablate(&config, false).unwrap_or_else(|e| panic!("{e:#}"));
+    let names: Vec<&str> = outcomes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["full", "only-mlp", "only-bow"]);
+    assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Ran));
+    let table: Vec<String> = run.cells.iter().map(|c| format!("{} {} {:+.3} {}", c.composition, c.score.detector, c.score.edge, c.in_composition)).collect();
+    let show = table.join("\n");
+
+    // On the random assignment every detector sees its cue (k = 3: chance 0.25, the cue alone gives 0.47).
+    for detector in ["committee:mlp", "committee:bow", "committee:joint", "ngram/ending"] {
+        assert!(edge(&run, "random", detector).0 > 0.15, "{detector} on random:\n{show}");
+    }
+    // Each singleton removes its member's cue and leaves the other's.
+    assert_eq!(edge(&run, "only-bow", "committee:bow"), (edge(&run, "only-bow", "committee:bow").0, true));
+    assert!(edge(&run, "only-bow", "committee:bow").0 < 0.08, "bow's cue removed by bow:\n{show}");
+    assert!(edge(&run, "only-bow", "committee:mlp").0 > 0.15, "mlp's cue left by bow:\n{show}");
+    assert!(!edge(&run, "only-bow", "committee:mlp").1);
+    assert!(edge(&run, "only-mlp", "committee:mlp").0 < 0.08, "mlp's cue removed by mlp:\n{show}");
+    assert!(edge(&run, "only-mlp", "committee:bow").0 > 0.15, "bow's cue left by mlp:\n{show}");
+    // Transfer: the n-gram detector was never in a committee, and reads the word cue only.
+    assert!(!edge(&run, "only-bow", "ngram/ending").1);
+    assert!(edge(&run, "only-bow", "ngram/ending").0 < 0.08, "bow's filtering fools the n-gram detector:\n{show}");
+    assert!(edge(&run, "only-mlp", "ngram/ending").0 > 0.15, "mlp's filtering does not:\n{show}");
+    // The full committee removes both cues: the feature cue for mlp, the word cue for the n-gram
+    // detector. (bow alone is not asked: on a 16-word vocabulary, AF's choice among cue-free
+    // endings leaves word frequencies a fresh bow can learn, which is AF's own artifact.)
+    for detector in ["committee:mlp", "ngram/ending"] {
+        assert!(edge(&run, "full", detector).0 < 0.08, "{detector} on full:\n{show}");
+    }
+    for detector in ["committee:mlp", "committee:bow", "committee:joint"] {
+        assert!(edge(&run, "full", detector).1, "{detector} is in the full committee");
+    }
+    let summary = |name: &str| run.summary.iter().find(|r| r.composition == name).unwrap();
+    assert!(summary("only-bow").mean_edge_outside.unwrap() > summary("full").mean_edge_outside.unwrap_or(0.0));
+    for file in ["cross-matrix.csv", "summary.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
+        assert!(run.dir.join(file).exists(), "{file}");
+    }
+    let csv = std::fs::read_to_string(run.dir.join("cross-matrix.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + run.cells.len());
+    assert!(csv.starts_with("composition,detector,family,questions,accuracy,ci_low,ci_high,chance,edge,p_value,in_composition"));
+
+    // Up to date: nothing runs again; a new composition runs alone.
+    config.ablate.compositions = vec![CompositionSpec { name: "bow-twice".into(), members: member_names(&["bow"]), stages: vec![Phase { name: "b".into(), members: member_names(&["bow"]), iterations: 2 }] }];
+    let before = std::fs::read(run.dir.join("only-bow/cross.json")).unwrap();
+    let (_, outcomes) = ablate(&config, false).unwrap_or_else(|e| panic!("{e:#}"));
+    let ran: Vec<&str> = outcomes.iter().filter(|(_, o)| *o == Outcome::Ran).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(ran, ["bow-twice"]);
+    assert_eq!(std::fs::read(run.dir.join("only-bow/cross.json")).unwrap(), before, "evaluations kept");
+
+    // Another config's runs are refused before any work, and replaced with --force.
+    config.committee.epochs = 3;
+    let Err(e) = ablate(&config, false) else { panic!("a changed config's runs are refused") };
+    let e = format!("{e:#}");
+    assert!(e.contains("started with another config") && e.contains("--force"), "{e}");
+    config.ablate.compositions.clear();
+    config.ablate.design = Design::List;
+    config.ablate.compositions = vec![CompositionSpec { name: "only-bow".into(), members: vec![MemberName::new("bow")], stages: Vec::new() }];
+    config.filter.stages[0].iterations = 1;
+    let (run, outcomes) = ablate(&config, true).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(outcomes, [("only-bow".to_string(), Outcome::Ran)]);
+    assert_eq!(run.compositions[0].report.iterations, 1);
+}
+
+#[test]
+fn a_config_naming_an_unknown_member_in_ablate_fails_on_load() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("c.toml");
+    std::fs::write(&file, "[ablate]\ndesign = \"singletons\"\nmembers = [\"bow\", \"nope\"]\n").unwrap();
+    let e = format!("{:#}", af_pipeline::load_config(Some(&file)).unwrap_err());
+    assert!(e.contains("c.toml:3") && e.contains("unknown committee member `nope`") && e.contains("pos-lstm"), "{e}");
+    std::fs::write(&file, "[ablate]\ndesign = \"leave-one-out\"\nmembers = [\"bow\"]\n").unwrap();
+    let e = format!("{:#}", af_pipeline::load_config(Some(&file)).unwrap_err());
+    assert!(e.contains("leave-one-out") && e.contains("at least 2 members"), "{e}");
+}
