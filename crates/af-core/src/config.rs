@@ -507,6 +507,34 @@ pub struct FilterConfig {
     pub patience: usize,
     /// The schedule's phases, in order.
     pub stages: Vec<Phase>,
+    /// Which of an item's easy distractors go: drawn uniformly (SWAG), or by a softmax over the
+    /// driving head's negated scores (HellaSwag: the more confidently wrong, the likelier).
+    #[serde(skip_serializing_if = "SwapChoice::is_uniform")]
+    pub swap_choice: SwapChoice,
+    /// Temperature of that softmax, in units of the head's scores.
+    #[serde(skip_serializing_if = "is_one")]
+    pub swap_temperature: f64,
+}
+
+/// How the easy distractors an item swaps out are chosen among its easy ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwapChoice {
+    #[default]
+    Uniform,
+    Softmax,
+}
+
+impl SwapChoice {
+    pub fn is_uniform(&self) -> bool {
+        *self == SwapChoice::Uniform
+    }
+}
+
+// Keys that came after a run was first fingerprinted stay out of the serialised config at their
+// default, so that existing runs stay up to date.
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl Default for FilterConfig {
@@ -523,6 +551,8 @@ impl Default for FilterConfig {
                 Phase { name: "mlp".into(), members: member_names(&["mlp"]), iterations: 100 },
                 Phase { name: "full".into(), members: member_names(&SWAG_COMMITTEE), iterations: 40 },
             ],
+            swap_choice: SwapChoice::Uniform,
+            swap_temperature: 1.0,
         }
     }
 }
@@ -743,6 +773,9 @@ impl Config {
         }
         if !(f.train_share > 0.0 && f.train_share < 1.0) {
             return Err(format!("[filter] train-share = {}: must be strictly between 0 and 1", f.train_share));
+        }
+        if !(f.swap_temperature > 0.0 && f.swap_temperature.is_finite()) {
+            return Err(format!("[filter] swap-temperature = {}: must be positive", f.swap_temperature));
         }
         if f.stages.is_empty() {
             return Err("[filter] needs at least one [[filter.stages]]".into());

@@ -1,12 +1,12 @@
 //! The AF loop.
 
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use af_core::{BudgetRule, FilterConfig, Phase, SwapHead};
+use af_core::{BudgetRule, FilterConfig, Phase, SwapChoice, SwapHead};
 
 use crate::Assignment;
 
@@ -160,7 +160,7 @@ impl FilterState {
         let budget = swap_budget(config.budget, config.n_easy, &metrics[driving]);
         let (mut changed, mut swaps) = (0, 0);
         for (h, &item) in heldout.iter().enumerate() {
-            let n = self.swap_item(item, &heads[driving].scores[h], budget, &mut rng, t);
+            let n = self.swap_item(item, &heads[driving].scores[h], budget, (config.swap_choice, config.swap_temperature), &mut rng, t);
             changed += usize::from(n > 0);
             swaps += n;
             let scores = &heads[driving].scores[h];
@@ -196,15 +196,32 @@ impl FilterState {
 
     /// The swap rule for one held-out item: up to `budget` of its assigned distractors that the
     /// driving head scores below the gold ("easy") are replaced by unassigned candidates it
-    /// scores above the gold ("adversarial"), both chosen at random. Returns the swaps made.
-    fn swap_item(&mut self, item: usize, scores: &[f32], budget: usize, rng: &mut ChaCha8Rng, iteration: usize) -> usize {
+    /// scores above the gold ("adversarial"). The adversarial ones are chosen at random, the easy
+    /// ones by `choice`. Returns the swaps made.
+    fn swap_item(&mut self, item: usize, scores: &[f32], budget: usize, choice: (SwapChoice, f64), rng: &mut ChaCha8Rng, iteration: usize) -> usize {
         let gold = scores[0];
         let assigned = &mut self.assignment.distractors[item];
         let mut easy: Vec<usize> = (0..assigned.len()).filter(|&s| scores[assigned[s] as usize] < gold).collect();
         let mut adversarial: Vec<u32> = (1..scores.len() as u32).filter(|c| scores[*c as usize] > gold && !assigned.contains(c)).collect();
         let n = budget.min(easy.len()).min(adversarial.len());
         if n > 0 {
-            easy.shuffle(rng);
+            match choice {
+                (SwapChoice::Uniform, _) => easy.shuffle(rng),
+                (SwapChoice::Softmax, temperature) => {
+                    // Weighted sampling without replacement (Efraimidis-Spirakis): sorting by
+                    // u^(1/w) draws in proportion to w = softmax(-score / temperature).
+                    let low = easy.iter().map(|&s| scores[assigned[s] as usize]).fold(f32::INFINITY, f32::min);
+                    let mut keyed: Vec<(f64, usize)> = easy
+                        .iter()
+                        .map(|&s| {
+                            let w = (-(f64::from(scores[assigned[s] as usize] - low)) / temperature).exp();
+                            (rng.random::<f64>().max(f64::MIN_POSITIVE).ln() / w.max(f64::MIN_POSITIVE), s)
+                        })
+                        .collect();
+                    keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    easy = keyed.into_iter().map(|(_, s)| s).collect();
+                }
+            }
             adversarial.shuffle(rng);
             for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
                 self.swaps.push(Swap { iteration, item, removed: assigned[slot], added });
@@ -323,6 +340,7 @@ mod tests {
             epsilon: 0.05,
             patience: 3,
             stages: vec![phase("all", &["mlp"], 200)],
+            ..FilterConfig::default()
         };
         let pool_sizes = vec![pool; items];
         (StyleCommittee { style, noise }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
@@ -385,6 +403,36 @@ mod tests {
         assert!(stages[5..].iter().all(|s| *s == "full"));
         assert!(state.iterations.len() < 505, "the last stage ended at chance");
         assert_eq!(state.iterations[6].heads.len(), 3, "joint + two members");
+    }
+
+    #[test]
+    fn hellaswag_softmax_swaps_out_the_most_confidently_wrong_distractors_first() {
+        // One item: gold scored 0, distractors 1..=3 scored -4, -1, -2 (all easy), candidates
+        // 4..=9 scored above the gold (adversarial).
+        let scores = [0.0, -4.0, -1.0, -2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let fresh = || {
+            let mut a = Assignment::random(&[9], 3, 1).unwrap();
+            a.distractors[0] = vec![1, 2, 3];
+            FilterState::new(a)
+        };
+        let removed = |choice: (SwapChoice, f64), draws: u64| {
+            let mut counts = [0usize; 4];
+            for d in 0..draws {
+                let mut state = fresh();
+                let mut rng = ChaCha8Rng::seed_from_u64(d);
+                assert_eq!(state.swap_item(0, &scores, 1, choice, &mut rng, 0), 1);
+                counts[state.swaps[0].removed as usize] += 1;
+            }
+            counts
+        };
+        // Near-zero temperature: always the lowest-scored one.
+        assert_eq!(removed((SwapChoice::Softmax, 1e-3), 50), [0, 50, 0, 0]);
+        // Temperature 1: in proportion to exp(-score): 0.846, 0.042 and 0.114 of the time.
+        let c = removed((SwapChoice::Softmax, 1.0), 2000);
+        assert!((1620..1760).contains(&c[1]) && (50..120).contains(&c[2]) && (180..280).contains(&c[3]), "{c:?}");
+        // Uniform: each about a third.
+        let c = removed((SwapChoice::Uniform, 1.0), 3000);
+        assert!(c[1..].iter().all(|&n| (900..1100).contains(&n)), "{c:?}");
     }
 
     #[test]
