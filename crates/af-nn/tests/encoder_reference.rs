@@ -25,6 +25,12 @@ struct Item {
     embedding: Vec<f32>,
 }
 
+/// libtorch's generator is global and tests run on parallel threads: those that seed it hold this.
+fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn model_dir() -> PathBuf {
     let dir = std::env::var_os(ENCODER_DIR_ENV).unwrap_or_else(|| {
         panic!(
@@ -93,6 +99,7 @@ fn legacy_tensor_names_load_like_current_ones() {
         "num_attention_heads": 2, "intermediate_size": inter, "hidden_act": "gelu",
         "max_position_embeddings": positions, "type_vocab_size": 2, "layer_norm_eps": 1e-12
     });
+    let _rng = rng_lock();
     tch::manual_seed(7);
     let mut tensors: Vec<(String, Tensor)> = vec![
         ("embeddings.word_embeddings.weight".into(), Tensor::randn([vocab, h], (Kind::Float, Device::Cpu))),
@@ -176,4 +183,26 @@ fn missing_and_malformed_model_files_name_the_file() {
     std::fs::write(tmp.path().join("config.json"), cfg).unwrap();
     let err = af_nn::encoder::inspect(tmp.path()).unwrap_err().to_string();
     assert!(err.contains("config.json") && err.contains("roberta"), "{err}");
+}
+
+/// The benchmark's stand-in for a model whose weights cannot travel: the architecture and the
+/// tokenizer of the directory, weights drawn from a seed (the same for the same seed).
+#[test]
+fn random_weights_need_only_config_and_tokenizer() {
+    let model = model_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["config.json", "tokenizer.json", "sentence_bert_config.json"] {
+        std::fs::copy(model.join(f), tmp.path().join(f)).unwrap();
+    }
+    let texts = ["A man plays the guitar.", "Two boys kick a ball across the field."];
+    let options = EncoderOptions::default();
+    let _rng = rng_lock();
+    let a = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3).unwrap().encode(&texts).unwrap();
+    let b = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3).unwrap().encode(&texts).unwrap();
+    assert_eq!(a.size(), [2, 384]);
+    assert!(a.allclose(&b, 0.0, 0.0, false));
+    let norms = Vec::<f64>::try_from(a.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)).unwrap();
+    assert!(norms.iter().all(|n| (n - 1.0).abs() < 1e-5), "{norms:?}");
+    let err = Encoder::load(tmp.path(), Device::Cpu, &options).unwrap_err().to_string();
+    assert!(err.contains("has no model.safetensors"), "{err}");
 }

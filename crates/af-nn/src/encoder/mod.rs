@@ -164,8 +164,22 @@ impl std::fmt::Debug for Encoder {
 
 impl Encoder {
     pub fn load(dir: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+        Self::load_inner(dir, device, options, None)
+    }
+
+    /// The directory's architecture and tokenizer with random weights drawn from `seed` (the same
+    /// on every device), for throughput benchmarks where `model.safetensors` cannot travel: it
+    /// need not be there.
+    pub fn load_with_random_weights(dir: &Path, device: Device, options: &EncoderOptions, seed: i64) -> Result<Self, EncoderError> {
+        Self::load_inner(dir, device, options, Some(seed))
+    }
+
+    fn load_inner(dir: &Path, device: Device, options: &EncoderOptions, random: Option<i64>) -> Result<Self, EncoderError> {
         let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
-        let weights = require(dir, WEIGHTS)?;
+        let weights = match random {
+            None => require(dir, WEIGHTS)?,
+            Some(_) => dir.join(WEIGHTS),
+        };
         let tokenizer_path = require(dir, TOKENIZER)?;
         let pooling = config::read_pooling(dir)?;
         let model_max = config::read_max_length(dir, &cfg)?;
@@ -183,7 +197,10 @@ impl Encoder {
         let kind = if options.half && device.is_cuda() { Kind::Half } else { Kind::Float };
         let bert = {
             let _guard = tch::no_grad_guard();
-            Bert::load(&weights, &cfg, device, kind)?
+            match random {
+                None => Bert::load(&weights, &cfg, device, kind)?,
+                Some(seed) => Bert::random(&weights, &cfg, seed, device, kind)?,
+            }
         };
         Ok(Self {
             bert,

@@ -112,6 +112,45 @@ impl Bert {
             let t = if t.is_floating_point() { t.to_kind(Kind::Float) } else { t };
             tensors.insert(canonical_name(&name), t);
         }
+        Self::from_tensors(path, tensors, cfg, device, kind)
+    }
+
+    /// BERT's initialisation (normal, deviation 0.02; LayerNorm 1 and 0) drawn on the CPU from
+    /// `seed`, so the same seed gives the same weights on any device. For benchmarks on machines
+    /// the real weights cannot be carried to: the speed is the architecture's.
+    pub(crate) fn random(path: &Path, cfg: &BertConfig, seed: i64, device: Device, kind: Kind) -> Result<Self, EncoderError> {
+        tch::manual_seed(seed);
+        let (h, i) = (cfg.hidden_size as i64, cfg.intermediate_size as i64);
+        let opts = (Kind::Float, Device::Cpu);
+        let mut tensors = HashMap::new();
+        let normal = |shape: &[i64]| Tensor::randn(shape, opts) * 0.02;
+        tensors.insert("embeddings.word_embeddings.weight".to_string(), normal(&[cfg.vocab_size as i64, h]));
+        tensors.insert("embeddings.position_embeddings.weight".to_string(), normal(&[cfg.max_position_embeddings as i64, h]));
+        tensors.insert("embeddings.token_type_embeddings.weight".to_string(), normal(&[cfg.type_vocab_size as i64, h]));
+        let mut linears = Vec::new();
+        let mut norms = vec!["embeddings.LayerNorm".to_string()];
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}");
+            for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"] {
+                linears.push((format!("{p}.{name}"), h, h));
+            }
+            linears.push((format!("{p}.intermediate.dense"), i, h));
+            linears.push((format!("{p}.output.dense"), h, i));
+            norms.push(format!("{p}.attention.output.LayerNorm"));
+            norms.push(format!("{p}.output.LayerNorm"));
+        }
+        for (name, o, n) in linears {
+            tensors.insert(format!("{name}.weight"), normal(&[o, n]));
+            tensors.insert(format!("{name}.bias"), Tensor::zeros([o], opts));
+        }
+        for name in norms {
+            tensors.insert(format!("{name}.weight"), Tensor::ones([h], opts));
+            tensors.insert(format!("{name}.bias"), Tensor::zeros([h], opts));
+        }
+        Self::from_tensors(path, tensors, cfg, device, kind)
+    }
+
+    fn from_tensors(path: &Path, tensors: HashMap<String, Tensor>, cfg: &BertConfig, device: Device, kind: Kind) -> Result<Self, EncoderError> {
         let mut w = Weights { path, tensors, device, kind };
         let (h, i, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_eps);
         let word = w.take("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
