@@ -6,6 +6,7 @@
 
 pub mod aflite;
 pub mod committee;
+pub mod encoder;
 pub mod lm;
 pub mod lm_files;
 pub mod lm_train;

@@ -116,6 +116,34 @@ pub enum BenchCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Pretrained encoder throughput: sentences per second for caption-like sentences (a
+    /// context and a noun phrase + ending each, 10 to 40 tokens), tokenizing included.
+    Encoder {
+        /// A Hugging Face BERT-family directory (default: $AF_ENCODER_DIR, set by scripts/setup).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long, default_value_t = 2048)]
+        sentences: usize,
+        /// Sentences per forward pass (after sorting by length).
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        /// Timed passes over the sentences (after one warm-up pass over a batch).
+        #[arg(long, default_value_t = 1)]
+        passes: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// Half-precision weights and activations on CUDA (ignored on the CPU).
+        #[arg(long)]
+        half: bool,
+        /// Random weights in the model's architecture (its config.json and tokenizer.json only):
+        /// the same speed, for machines model.safetensors cannot be carried to.
+        #[arg(long)]
+        random_weights: bool,
+        /// Also encode the first 256 sentences on the CPU in fp32 with the same weights and report
+        /// the least cosine between the two (exit 1 under 0.9999 in fp32, 0.999 in fp16).
+        #[arg(long)]
+        check_cpu: bool,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -280,6 +308,9 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Encoder { model, sentences, batch, passes, device, half, random_weights, check_cpu } => {
+            bench_encoder(model, sentences, batch, passes, &device, half, random_weights, check_cpu)
+        }
         BenchCommand::Tagger { conllu, min_tokens, model } => {
             let tagger = super::load_tagger(model.as_deref())?;
             let (source, sentences): (String, Vec<Vec<String>>) = match &conllu {
@@ -321,6 +352,106 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Deterministic caption-like sentences, as the encoder member reads them (ActivityNet style).
+fn caption_sentences(n: usize) -> Vec<String> {
+    const WHO: &[&str] = &["A man", "A young woman", "Two boys", "The girl", "A group of people", "An older man in a red shirt", "The instructor", "A little child"];
+    const DOES: &[&str] = &[
+        "is seen speaking to the camera while holding a guitar",
+        "begins chopping onions on a wooden board in a bright kitchen",
+        "kicks a soccer ball back and forth across a grassy field",
+        "puts on goggles and dives into the swimming pool",
+        "spreads blue paint along the fence with a wide brush",
+        "skis down a snowy mountain, waving at the people below",
+        "lifts a heavy barbell over his head and drops it on the mat",
+        "rides a horse around the ring while a woman watches",
+    ];
+    const THEN: &[&str] = &[
+        "Then the camera pans to the crowd cheering.",
+        "She smiles and continues.",
+        "Afterwards he explains each step to the audience, pointing at the tools on the table.",
+        "The video ends with the closing credits.",
+        "",
+    ];
+    (0..n)
+        .map(|i| {
+            let s = format!("{} {}. {}", WHO[i % WHO.len()], DOES[(i / WHO.len()) % DOES.len()], THEN[(i / 7) % THEN.len()]);
+            s.trim_end().to_string()
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_encoder(model: Option<PathBuf>, n: usize, batch: usize, passes: usize, device: &str, half: bool, random_weights: bool, check_cpu: bool) -> anyhow::Result<ExitCode> {
+    use af_nn::encoder::{Encoder, EncoderOptions, ENCODER_DIR_ENV};
+    let dir = match model {
+        Some(d) => d,
+        None => std::env::var_os(ENCODER_DIR_ENV)
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow::anyhow!("no --model and {ENCODER_DIR_ENV} is not set: run scripts/setup (source <(scripts/setup --env))"))?,
+    };
+    let device = super::device_named(device)?;
+    const SEED: i64 = 19;
+    let load = |device: tch::Device, half: bool| {
+        let options = EncoderOptions { batch_size: batch, max_length: None, half };
+        if random_weights {
+            Encoder::load_with_random_weights(&dir, device, &options, SEED)
+        } else {
+            Encoder::load(&dir, device, &options)
+        }
+    };
+    let start = Instant::now();
+    let encoder = load(device, half)?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    let texts = caption_sentences(n);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let tokens: usize = encoder.tokenize(&refs)?.iter().map(|e| e.len()).sum();
+    let _ = encoder.encode(&refs[..batch.min(refs.len())])?; // warm-up
+    let start = Instant::now();
+    let mut checksum = 0.0;
+    for _ in 0..passes.max(1) {
+        checksum += encoder.encode(&refs)?.sum(tch::Kind::Double).double_value(&[]);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let encoded = n * passes.max(1);
+    let half_used = half && device.is_cuda();
+    let cpu_check = if check_cpu {
+        let some = &refs[..refs.len().min(256)];
+        let here = encoder.encode(some)?;
+        let cpu = load(tch::Device::Cpu, false)?.encode(some)?;
+        // Both are unit vectors: the dot product is the cosine.
+        let least = (&here * &cpu).sum_dim_intlist(1, false, tch::Kind::Double).min().double_value(&[]);
+        let floor = if half_used { 0.999 } else { 0.9999 };
+        Some((least, floor))
+    } else {
+        None
+    };
+    let out = json!({
+        "benchmark": "encoder",
+        "machine": machine(),
+        "device": format!("{device:?}"),
+        "torch_threads": tch::get_num_threads(),
+        "model": dir.display().to_string(),
+        "dim": encoder.dim(),
+        "precision": if half_used { "fp16" } else { "fp32" },
+        "weights": if random_weights { "random (seed 19)" } else { "model.safetensors" },
+        "sentences": n,
+        "passes": passes.max(1),
+        "batch": batch,
+        "mean_tokens": tokens as f64 / n.max(1) as f64,
+        "load_seconds": load_seconds,
+        "seconds": seconds,
+        "sentences_per_second": encoded as f64 / seconds,
+        "tokens_per_second": (tokens * passes.max(1)) as f64 / seconds,
+        "checksum": checksum,
+        "cpu_check": cpu_check.map(|(least, floor)| json!({"sentences": refs.len().min(256), "min_cosine": least, "floor": floor})),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(match cpu_check {
+        Some((least, floor)) if least < floor => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
 }
 
 /// A synthetic candidate table built on the device: random words, lengths 8..=T, the first three

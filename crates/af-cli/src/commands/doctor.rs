@@ -1,4 +1,5 @@
-//! `af doctor`: is libtorch usable here, and can it see the GPU?
+//! `af doctor`: is libtorch usable here, and can it see the GPU? Which pretrained encoder
+//! models are installed?
 
 use std::process::ExitCode;
 
@@ -21,8 +22,23 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
     if gpu_machine && !info.cuda_available {
         problems.push("an NVIDIA driver is installed but libtorch sees no CUDA device: check that libtorch is a CUDA build (torch from PyPI is) and that the driver supports its CUDA version".to_string());
     }
+    // The encoder models af would find: AF_ENCODER_DIR, then those extracted under the cache.
+    let encoders: Vec<_> = af_nn::encoder::known_model_dirs().into_iter().map(|d| (d.clone(), af_nn::encoder::inspect(&d))).collect();
+    for (_, found) in &encoders {
+        if let Err(e) = found {
+            problems.push(format!("encoder model: {e}"));
+        }
+    }
     if json {
         let mut value = serde_json::to_value(&info)?;
+        value["encoders"] = encoders
+            .iter()
+            .map(|(dir, found)| match found {
+                Ok(m) => serde_json::to_value(m),
+                Err(e) => Ok(serde_json::json!({ "dir": dir, "error": e.to_string() })),
+            })
+            .collect::<Result<Vec<_>, _>>()?
+            .into();
         value["problems"] = serde_json::json!(problems);
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -40,6 +56,25 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
         println!("cuDNN available    {}", info.cudnn_available);
         println!("devices            {}", info.devices.join(", "));
         println!("torch threads      {} intra-op, {} inter-op ({} cores)", info.torch_threads, info.torch_interop_threads, info.cpu_cores);
+        if encoders.is_empty() {
+            println!("encoder models     none (scripts/setup installs all-MiniLM-L6-v2 and sets AF_ENCODER_DIR)");
+        }
+        for (i, (dir, found)) in encoders.iter().enumerate() {
+            let label = if i == 0 { "encoder models" } else { "" };
+            match found {
+                Ok(m) => println!(
+                    "{label:<18} {} ({}, {} layers, {}-d, max {} tokens, {} pooling, {:.0} MB)",
+                    dir.display(),
+                    m.model_type.as_deref().unwrap_or("bert"),
+                    m.layers,
+                    m.hidden_size,
+                    m.max_length,
+                    m.pooling,
+                    m.weights_bytes as f64 / 1e6
+                ),
+                Err(_) => println!("{label:<18} {} (unusable: see below)", dir.display()),
+            }
+        }
         for p in &problems {
             eprintln!("problem: {p}");
         }

@@ -1,0 +1,286 @@
+//! A pretrained BERT-family sentence encoder (BERT, MiniLM) on tch: token, position and segment
+//! embeddings with LayerNorm, post-norm self-attention layers, mean pooling over the attention
+//! mask (or the `[CLS]` vector, as the directory's `1_Pooling/config.json` says) and L2
+//! normalisation, as sentence-transformers computes them.
+//!
+//! Everything comes from a Hugging Face model directory: `config.json`, `model.safetensors` and
+//! `tokenizer.json` (plus sentence-transformers' `sentence_bert_config.json` and
+//! `1_Pooling/config.json` when present). Nothing is downloaded. `scripts/setup` installs the
+//! default model, all-MiniLM-L6-v2, and exports its directory as [`ENCODER_DIR_ENV`].
+
+mod config;
+mod model;
+
+use std::path::{Path, PathBuf};
+
+use tch::{Device, Kind, Tensor};
+use thiserror::Error;
+use tokenizers::{Tokenizer, TruncationParams};
+
+pub use config::{Activation, BertConfig, Pooling};
+use model::Bert;
+
+/// The environment variable `scripts/setup --env` sets to the default model's directory.
+pub const ENCODER_DIR_ENV: &str = "AF_ENCODER_DIR";
+
+#[derive(Debug, Error)]
+pub enum EncoderError {
+    #[error("encoder model directory {dir}: {message}")]
+    Dir { dir: PathBuf, message: String },
+    /// A model file that is missing a piece or does not parse: the message says what.
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("tokenizing with {path}: {message}")]
+    Tokenize { path: PathBuf, message: String },
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+/// How an [`Encoder`] runs.
+#[derive(Clone, Debug)]
+pub struct EncoderOptions {
+    /// Texts per forward pass. Texts are sorted by token count first, so a batch pads little.
+    pub batch_size: usize,
+    /// Truncate longer inputs to this many tokens (special tokens included); `None`: the model's
+    /// own limit (sentence-transformers' `max_seq_length`, else the position table).
+    pub max_length: Option<usize>,
+    /// Half precision on CUDA (ignored on the CPU, where f16 matmuls are slow). Pooling and
+    /// normalisation stay in f32.
+    pub half: bool,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        Self { batch_size: 64, max_length: None, half: false }
+    }
+}
+
+/// What a model directory holds, read without loading its weights (for `af doctor`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModelInfo {
+    pub dir: PathBuf,
+    pub model_type: Option<String>,
+    pub hidden_size: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub vocab_size: usize,
+    pub max_length: usize,
+    pub pooling: String,
+    pub weights_bytes: u64,
+}
+
+const CONFIG: &str = "config.json";
+const WEIGHTS: &str = "model.safetensors";
+const TOKENIZER: &str = "tokenizer.json";
+
+fn require(dir: &Path, file: &str) -> Result<PathBuf, EncoderError> {
+    if !dir.is_dir() {
+        return Err(EncoderError::Dir { dir: dir.to_path_buf(), message: "is not a directory".into() });
+    }
+    let path = dir.join(file);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let hint = if file == WEIGHTS && dir.join("pytorch_model.bin").exists() {
+        " (it has pytorch_model.bin: convert it to safetensors, af does not read pickles)"
+    } else {
+        ""
+    };
+    Err(EncoderError::Dir { dir: dir.to_path_buf(), message: format!("has no {file}{hint}") })
+}
+
+/// Reads a model directory's description; fails as [`Encoder::load`] would on a missing file.
+pub fn inspect(dir: &Path) -> Result<ModelInfo, EncoderError> {
+    let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
+    let weights = require(dir, WEIGHTS)?;
+    require(dir, TOKENIZER)?;
+    let pooling = config::read_pooling(dir)?;
+    Ok(ModelInfo {
+        dir: dir.to_path_buf(),
+        model_type: cfg.model_type.clone(),
+        hidden_size: cfg.hidden_size,
+        layers: cfg.num_hidden_layers,
+        heads: cfg.num_attention_heads,
+        vocab_size: cfg.vocab_size,
+        max_length: config::read_max_length(dir, &cfg)?,
+        pooling: format!("{pooling:?}").to_lowercase(),
+        weights_bytes: std::fs::metadata(&weights).map(|m| m.len()).unwrap_or(0),
+    })
+}
+
+/// The model directories af knows of: [`ENCODER_DIR_ENV`] when set, then every directory under
+/// `$HOME/.cache/af/encoders/` (where `scripts/setup` extracts them), without duplicates.
+pub fn known_model_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os(ENCODER_DIR_ENV).filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let root = Path::new(&home).join(".cache/af/encoders");
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+            found.sort();
+            dirs.extend(found);
+        }
+    }
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        let key = d.canonicalize().unwrap_or_else(|_| d.clone());
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    dirs
+}
+
+/// A loaded encoder: frozen weights on one device and the model's tokenizer.
+pub struct Encoder {
+    bert: Bert,
+    tokenizer: Tokenizer,
+    tokenizer_path: PathBuf,
+    pooling: Pooling,
+    max_length: usize,
+    dim: usize,
+    device: Device,
+    batch_size: usize,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("dir", &self.dir)
+            .field("dim", &self.dim)
+            .field("max_length", &self.max_length)
+            .field("pooling", &self.pooling)
+            .field("device", &self.device)
+            .field("kind", &self.bert.kind)
+            .finish()
+    }
+}
+
+impl Encoder {
+    pub fn load(dir: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+        Self::load_inner(dir, device, options, None)
+    }
+
+    /// The directory's architecture and tokenizer with random weights drawn from `seed` (the same
+    /// on every device), for throughput benchmarks where `model.safetensors` cannot travel: it
+    /// need not be there.
+    pub fn load_with_random_weights(dir: &Path, device: Device, options: &EncoderOptions, seed: i64) -> Result<Self, EncoderError> {
+        Self::load_inner(dir, device, options, Some(seed))
+    }
+
+    fn load_inner(dir: &Path, device: Device, options: &EncoderOptions, random: Option<i64>) -> Result<Self, EncoderError> {
+        let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
+        let weights = match random {
+            None => require(dir, WEIGHTS)?,
+            Some(_) => dir.join(WEIGHTS),
+        };
+        let tokenizer_path = require(dir, TOKENIZER)?;
+        let pooling = config::read_pooling(dir)?;
+        let model_max = config::read_max_length(dir, &cfg)?;
+        let max_length = options.max_length.map_or(model_max, |m| m.min(cfg.max_position_embeddings));
+        if max_length < 2 {
+            return Err(EncoderError::Dir { dir: dir.to_path_buf(), message: format!("max length {max_length} leaves no room for a token") });
+        }
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| EncoderError::File { path: tokenizer_path.clone(), message: format!("not a readable tokenizer: {e}") })?;
+        // tokenizer.json carries its own truncation and fixed padding; batches pad themselves here.
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length, ..Default::default() }))
+            .map_err(|e| EncoderError::File { path: tokenizer_path.clone(), message: format!("truncation: {e}") })?;
+        tokenizer.with_padding(None);
+        let kind = if options.half && device.is_cuda() { Kind::Half } else { Kind::Float };
+        let bert = {
+            let _guard = tch::no_grad_guard();
+            match random {
+                None => Bert::load(&weights, &cfg, device, kind)?,
+                Some(seed) => Bert::random(&weights, &cfg, seed, device, kind)?,
+            }
+        };
+        Ok(Self {
+            bert,
+            tokenizer,
+            tokenizer_path,
+            pooling,
+            max_length,
+            dim: cfg.hidden_size,
+            device,
+            batch_size: options.batch_size.max(1),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The length of a sentence vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Token ids (special tokens included, truncated) of each text.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>, EncoderError> {
+        self.tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EncoderError::Tokenize { path: self.tokenizer_path.clone(), message: e.to_string() })
+    }
+
+    /// Normalised sentence vectors, `[texts.len(), dim]` f32 on the CPU, in the order of `texts`.
+    pub fn encode(&self, texts: &[&str]) -> Result<Tensor, EncoderError> {
+        let _guard = tch::no_grad_guard();
+        let mut out = Tensor::zeros([texts.len() as i64, self.dim as i64], (Kind::Float, Device::Cpu));
+        if texts.is_empty() {
+            return Ok(out);
+        }
+        let encodings = self.tokenize(texts)?;
+        // Longest first, so each batch pads to lengths close to its own.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
+        for chunk in order.chunks(self.batch_size) {
+            let len = chunk.iter().map(|&i| encodings[i].len()).max().unwrap_or(1).max(1);
+            let b = chunk.len();
+            let mut ids = vec![0i64; b * len];
+            let mut types = vec![0i64; b * len];
+            let mut mask = vec![0i64; b * len];
+            for (row, &i) in chunk.iter().enumerate() {
+                let e = &encodings[i];
+                for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
+                    ids[row * len + j] = id as i64;
+                    types[row * len + j] = ty as i64;
+                    mask[row * len + j] = m as i64;
+                }
+            }
+            let shape = [b as i64, len as i64];
+            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
+            let types = Tensor::from_slice(&types).view(shape).to_device(self.device);
+            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
+            let hidden = self.bert.forward(&ids, &types, &mask).to_kind(Kind::Float);
+            let pooled = match self.pooling {
+                Pooling::Mean => {
+                    let m = mask.to_kind(Kind::Float).unsqueeze(-1);
+                    (&hidden * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1e-9)
+                }
+                Pooling::Cls => hidden.select(1, 0),
+            };
+            let norm = pooled.norm_scalaropt_dim(2, [1], true).clamp_min(1e-12);
+            let vecs = (pooled / norm).to_device(Device::Cpu);
+            let index = Tensor::from_slice(&chunk.iter().map(|&i| i as i64).collect::<Vec<_>>());
+            let _ = out.index_copy_(0, &index, &vecs);
+        }
+        Ok(out)
+    }
+}
