@@ -16,6 +16,7 @@
 pub mod aflite;
 pub mod audit;
 pub mod committee;
+pub mod datamap;
 pub mod features;
 pub mod progress;
 pub mod resources;

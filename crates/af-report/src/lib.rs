@@ -7,4 +7,5 @@ mod html;
 mod plot;
 
 pub use html::{escape, table, Page, Question, Section};
+pub use plot::{datamap_png, datamap_svg, MapPoint};
 pub use plot::{accuracy_png, accuracy_svg, bars_svg, detectors_svg, histogram_svg, DetectorBar, lines_png, lines_svg, Curve, LinePlot, PlotError};
