@@ -106,6 +106,11 @@ enum Command {
     /// Features from any encoder (.npy, .safetensors, .csv), one row per instance of a JSONL
     /// file; `--winogrande` reads WinoGrande's layout and keeps twins together.
     Aflite(commands::aflite::AfliteArgs),
+    /// Data map (Dataset Cartography) of any multiple-choice file: the committee trains several
+    /// epochs and each question's gold-option probability per epoch gives its confidence,
+    /// variability, correctness and forgetfulness; writes datamap.csv, the map (SVG, PNG) and the
+    /// easy-to-learn / ambiguous / hard-to-learn subsets in the input's own layout.
+    Datamap(commands::datamap::DatamapArgs),
     /// Features for AFLite from af's own encoders: trained on a slice of a WinoGrande-style file
     /// that is then dropped, they encode the rest (features.npy + instances.jsonl).
     Features(commands::features::FeaturesArgs),
@@ -270,6 +275,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(c) => commands::bench::run(c),
         Command::Ablate(a) => commands::ablate::run(a),
         Command::Aflite(a) => commands::aflite::run(a),
+        Command::Datamap(a) => commands::datamap::run(a),
         Command::Audit(a) => commands::audit::run(a),
         Command::Assemble(a) => commands::assemble::run(a),
         Command::Features(a) => commands::features::run(a),

@@ -52,11 +52,31 @@ impl BatchedProbes {
     /// Trains one classifier per row of `train` on the marked instances of `active` and predicts
     /// every active instance with each.
     pub fn fit_predict(&self, active: &[usize], train: &[Vec<bool>]) -> Result<Vec<Vec<u32>>, NnError> {
+        let idx = Tensor::from_slice(&active.iter().map(|&i| i as i64).collect::<Vec<_>>()).to(self.device);
+        let logits = self.fit_logits(active, &self.labels.index_select(0, &idx), train)?;
+        let predicted = logits.argmax(-1, false).to_kind(Kind::Int).to(Device::Cpu);
+        let flat = Vec::<i32>::try_from(&predicted.view([-1])).map_err(NnError::Torch)?;
+        Ok(flat.chunks(active.len()).map(|c| c.iter().map(|&p| p as u32).collect()).collect())
+    }
+
+    /// As [`Self::fit_predict`], but trained on `labels` (one per instance, not only the active
+    /// ones: AFLite's null trains on permuted copies) and returning, per classifier, every active
+    /// instance's class probabilities, row-major [active, classes].
+    pub fn fit_probabilities(&self, active: &[usize], labels: &[u32], train: &[Vec<bool>]) -> Result<Vec<Vec<f32>>, NnError> {
+        let y: Vec<i64> = active.iter().map(|&i| i64::from(labels[i])).collect();
+        let logits = self.fit_logits(active, &Tensor::from_slice(&y).to(self.device), train)?;
+        let p = logits.softmax(-1, Kind::Float).to(Device::Cpu);
+        let flat = Vec::<f32>::try_from(&p.view([-1])).map_err(NnError::Torch)?;
+        Ok(flat.chunks(active.len() * self.classes as usize).map(<[f32]>::to_vec).collect())
+    }
+
+    /// The m classifiers' logits for every active instance, [m, A, C]; `y`: the active
+    /// instances' labels, [A].
+    fn fit_logits(&self, active: &[usize], y: &Tensor, train: &[Vec<bool>]) -> Result<Tensor, NnError> {
         let m = train.len() as i64;
         let idx: Vec<i64> = active.iter().map(|&i| i as i64).collect();
         let idx = Tensor::from_slice(&idx).to(self.device);
         let x = self.x.index_select(0, &idx).unsqueeze(0); // [1, A, d]
-        let y = self.labels.index_select(0, &idx); // [A]
         // Each classifier trains on its own rows only: gather them ([m, t_max, d], padded and
         // masked) rather than computing every classifier's logits over every instance.
         let sides: Vec<Vec<i64>> = train.iter().map(|t| t.iter().enumerate().filter(|(_, &b)| b).map(|(a, _)| a as i64).collect()).collect();
@@ -86,9 +106,7 @@ impl BatchedProbes {
             loss.backward();
             opt.step();
         }
-        let predicted = tch::no_grad(|| (x.matmul(&w) + &b).argmax(-1, false)).to_kind(Kind::Int).to(Device::Cpu);
-        let flat = Vec::<i32>::try_from(&predicted.view([-1])).map_err(NnError::Torch)?;
-        Ok(flat.chunks(active.len()).map(|c| c.iter().map(|&p| p as u32).collect()).collect())
+        Ok(tch::no_grad(|| x.matmul(&w) + &b))
     }
 }
 
@@ -124,5 +142,17 @@ mod tests {
             assert!(planted_right >= 140, "{planted_right} of 150 planted instances predicted");
         }
         assert_eq!(p, probes.fit_predict(&active, &train).unwrap(), "deterministic on CPU");
+        // The probabilities agree with the predictions, and permuted labels give other classifiers.
+        let probs = probes.fit_probabilities(&active, &labels, &train).unwrap();
+        for (row, pr) in p.iter().zip(&probs) {
+            for (a, &pred) in row.iter().enumerate() {
+                let c = &pr[a * 2..a * 2 + 2];
+                assert!((c[0] + c[1] - 1.0).abs() < 1e-5);
+                assert_eq!(pred, u32::from(c[1] > c[0]), "instance {a}: {c:?}");
+            }
+        }
+        let flipped: Vec<u32> = labels.iter().map(|l| 1 - l).collect();
+        let back = probes.fit_probabilities(&active, &flipped, &train).unwrap();
+        assert!((back[0][1] - probs[0][0]).abs() < 1e-4, "flipping every label mirrors the classifier");
     }
 }

@@ -19,6 +19,7 @@ pub mod ablate;
 pub mod aflite;
 pub mod audit;
 pub mod committee;
+pub mod datamap;
 pub mod features;
 pub mod progress;
 pub mod resources;

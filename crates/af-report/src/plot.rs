@@ -324,6 +324,75 @@ pub fn detectors_svg(rows: &[DetectorBar], title: &str, legend: Option<(&str, &s
     Ok(out)
 }
 
+/// One instance of a data map (Dataset Cartography): the spread and mean of its gold-option
+/// probability across epochs, and the share of epochs it was right.
+#[derive(Clone, Copy, Debug)]
+pub struct MapPoint {
+    pub variability: f64,
+    pub confidence: f64,
+    pub correctness: f64,
+}
+
+fn draw_datamap<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, points: &[MapPoint], title: &str) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    register_font();
+    root.fill(&WHITE).map_err(draw_err)?;
+    // The largest spread of values in [0, 1] is 0.5.
+    let max_x = points.iter().map(|p| p.variability).fold(0.0, f64::max).clamp(0.05, 0.5) * 1.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..max_x, 0.0..1.0)
+        .map_err(draw_err)?;
+    chart.configure_mesh().x_desc("variability").y_desc("confidence").label_style((FONT, 14)).draw().map_err(draw_err)?;
+    // Correctness in six bands, red (never right) to green (always right), as the paper's map.
+    let bands = 6;
+    for band in 0..bands {
+        let (low, high) = (band as f64 / bands as f64, (band + 1) as f64 / bands as f64);
+        let inside: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.correctness >= low && (p.correctness < high || (band == bands - 1 && p.correctness <= 1.0)))
+            .map(|p| (p.variability, p.confidence))
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let t = band as f64 / (bands - 1) as f64;
+        let color = RGBColor((215.0 * (1.0 - t) + 30.0 * t) as u8, (48.0 * (1.0 - t) + 150.0 * t) as u8, (39.0 * (1.0 - t) + 60.0 * t) as u8);
+        chart
+            .draw_series(inside.iter().map(|&(x, y)| Circle::new((x, y), 3, color.mix(0.6).filled())))
+            .map_err(draw_err)?
+            .label(format!("correctness {low:.2}-{high:.2} ({})", inside.len()))
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
+    root.present().map_err(draw_err)
+}
+
+/// A data map (variability across, confidence up, coloured by correctness), as SVG text.
+pub fn datamap_svg(points: &[MapPoint], title: &str) -> Result<String, PlotError> {
+    if points.is_empty() {
+        return Err(PlotError::Empty("no instances"));
+    }
+    let mut out = String::new();
+    draw_datamap(SVGBackend::with_string(&mut out, SIZE).into_drawing_area(), points, title)?;
+    Ok(out)
+}
+
+/// The same map as a PNG file, drawn beside it and renamed into place.
+pub fn datamap_png(points: &[MapPoint], title: &str, path: &Path) -> Result<(), PlotError> {
+    if points.is_empty() {
+        return Err(PlotError::Empty("no instances"));
+    }
+    let tmp = path.with_extension("tmp.png");
+    draw_datamap(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), points, title)?;
+    std::fs::rename(&tmp, path).map_err(draw_err)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -362,6 +431,19 @@ mod tests {
         assert_eq!(&bytes[1..4], b"PNG");
         assert!(bytes.len() > 10_000, "a real picture, not an empty frame: {} bytes", bytes.len());
         assert!(matches!(accuracy_svg(&[], 0.1, "x"), Err(PlotError::Empty(_))));
+    }
+
+    #[test]
+    fn a_data_map_draws_every_correctness_band() {
+        let points: Vec<MapPoint> =
+            (0..60).map(|i| MapPoint { variability: (i % 10) as f64 / 25.0, confidence: i as f64 / 60.0, correctness: (i % 6) as f64 / 5.0 }).collect();
+        let svg = datamap_svg(&points, "map").unwrap();
+        for text in ["variability", "confidence", "correctness 0.00-0.17 (10)", "correctness 0.83-1.00 (10)"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        datamap_png(&points, "map", &dir.path().join("m.png")).unwrap();
+        assert!(datamap_svg(&[], "x").is_err());
     }
 
     #[test]

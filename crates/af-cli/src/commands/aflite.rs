@@ -44,9 +44,18 @@ pub struct AfliteArgs {
     /// Instances removed per iteration at most.
     #[arg(long, default_value_t = 500)]
     k: usize,
-    /// Predictability an instance needs to be removed.
-    #[arg(long, default_value_t = 0.75)]
-    tau: f64,
+    /// Predictability an instance needs to be removed: a number (checked against the null too,
+    /// unless --null-permutations 0), or `auto`: the lowest the null allows.
+    #[arg(long, default_value = "auto", value_parser = parse_tau)]
+    tau: Tau,
+    /// The share of an iteration's qualifying instances the null may explain (estimated false
+    /// removals over qualifying instances).
+    #[arg(long, default_value_t = 0.05)]
+    false_removal_rate: f64,
+    /// Label-permuted copies per iteration that make the null; 0: none (the paper's plain tau,
+    /// which must then be a number).
+    #[arg(long, default_value_t = 1)]
+    null_permutations: usize,
     /// Stop at this many instances (0: only when fewer than k qualify).
     #[arg(long, default_value_t = 0)]
     n: usize,
@@ -61,6 +70,19 @@ pub struct AfliteArgs {
     compute: super::ComputeArgs,
 }
 
+#[derive(Clone, Copy)]
+struct Tau(Option<f64>);
+
+fn parse_tau(s: &str) -> Result<Tau, String> {
+    if s == "auto" {
+        return Ok(Tau(None));
+    }
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(Tau(Some(v))),
+        _ => Err("expected `auto` or a number in [0, 1]".into()),
+    }
+}
+
 pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     let fields = if a.winogrande {
         InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true }
@@ -72,12 +94,38 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
         features: &a.features,
         out: &a.out,
         fields,
-        options: AfliteOptions { m: a.m, t: a.t, k: a.k, tau: a.tau, n: a.n, max_iterations: a.max_iterations, seed: a.compute.seed },
+        options: AfliteOptions {
+            m: a.m,
+            t: a.t,
+            k: a.k,
+            tau: a.tau.0,
+            false_removal_rate: a.false_removal_rate,
+            null_permutations: a.null_permutations,
+            n: a.n,
+            max_iterations: a.max_iterations,
+            seed: a.compute.seed,
+        },
         probe: ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() },
         device: a.compute.device.clone(),
         threads: a.compute.threads,
         force: a.compute.force,
     };
-    println!("{}", af_pipeline::aflite::run(&request)?);
+    let run = af_pipeline::aflite::run(&request)?;
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for it in &run.per_iteration {
+        let null = it.null.as_ref().map_or("-".to_string(), |q| format!("{:.3}/{:.3}/{:.3}/{:.3}/{:.3}", q.q50, q.q90, q.q95, q.q99, q.max));
+        println!(
+            "iteration {:>3}: {} instances, {} qualify (threshold {}, confidence {}), {} removed, expected false removals {}; null q50/q90/q95/q99/max {}",
+            it.iteration,
+            it.size,
+            it.above_tau,
+            f(it.threshold),
+            f(it.threshold_confidence),
+            it.removed,
+            f(it.expected_false_removals),
+            null
+        );
+    }
+    println!("{run}");
     Ok(ExitCode::SUCCESS)
 }

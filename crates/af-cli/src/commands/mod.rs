@@ -3,6 +3,7 @@ pub mod aflite;
 pub mod assemble;
 pub mod audit;
 pub mod bench;
+pub mod datamap;
 pub mod doctor;
 pub mod features;
 pub mod tagger;

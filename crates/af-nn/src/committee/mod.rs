@@ -183,6 +183,24 @@ pub fn train(
     config: &CommitteeConfig,
     seed: u64,
 ) -> Result<TrainReport, NnError> {
+    train_observed(vs, model, table, questions, config, seed, &mut |_, _| Ok(()))
+}
+
+/// Called after each epoch's updates (before validation): the epoch (0-based) and the model as
+/// trained so far. Training dynamics (data maps) score the training questions here.
+pub type EpochHook<'a> = dyn FnMut(usize, &CommitteeModel) -> Result<(), NnError> + 'a;
+
+/// [`train`], calling `on_epoch` after every epoch. A hook that only scores (with [`score`]:
+/// no gradient, no dropout, no random draws) leaves the training exactly as without it.
+pub fn train_observed(
+    vs: &nn::VarStore,
+    model: &CommitteeModel,
+    table: &CandidateTable,
+    questions: &[Vec<i64>],
+    config: &CommitteeConfig,
+    seed: u64,
+    on_epoch: &mut EpochHook<'_>,
+) -> Result<TrainReport, NnError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut order: Vec<usize> = (0..questions.len()).collect();
     order.shuffle(&mut rng);
@@ -226,6 +244,7 @@ pub fn train(
         }
         report.train_loss.push(loss_sum / steps.max(1) as f64);
         report.epochs = epoch + 1;
+        on_epoch(epoch, model)?;
         if valid.is_empty() {
             report.best_epoch = epoch;
             continue;
@@ -546,6 +565,20 @@ mod tests {
         let (a, b) = (run(), run());
         assert_eq!(a.0, b.0);
         assert_eq!(a.1, b.1);
+        // A hook that scores every epoch (a data map) changes nothing in the training.
+        tch::manual_seed(7);
+        let (table, qs) = planted(60, 4, 2);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let settings = small(2, 0.2, 8, 1e-3);
+        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
+        let mut seen = Vec::new();
+        let report = train_observed(&vs, &model, &table, &qs, &settings, 3, &mut |epoch, m| {
+            seen.push((epoch, score(m, &table, &[0, 1, 2, 3], 2)));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((report, score(&model, &table, &[0, 1, 2, 3, 17], 2)), a);
+        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (0..a.0.epochs).collect::<Vec<_>>());
         assert_eq!(a.1.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(), ["joint", "cnn", "pos-lstm"]);
     }
 }
