@@ -44,7 +44,8 @@ fn aflite(dir: &Path, extra: &[&str]) -> std::process::Output {
 fn planted_instances_are_removed_with_high_precision_and_recall() {
     let d = tempfile::tempdir().unwrap();
     write_inputs(d.path(), 120);
-    let o = aflite(d.path(), &["--m", "64", "--t", "200", "--k", "40", "--steps", "60"]);
+    // The paper's rule (a fixed tau, no null): the calibrated default is tested in af-pipeline.
+    let o = aflite(d.path(), &["--m", "64", "--t", "200", "--k", "40", "--steps", "60", "--tau", "0.75", "--null-permutations", "0"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let removed: Vec<serde_json::Value> =
         std::fs::read_to_string(d.path().join("out/removed.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -57,8 +58,8 @@ fn planted_instances_are_removed_with_high_precision_and_recall() {
     // predictable (docs/decisions.md), then stops because fewer than k qualified.
     let scores = std::fs::read_to_string(d.path().join("out/scores.csv")).unwrap();
     let rows: Vec<Vec<&str>> = scores.lines().skip(1).map(|l| l.split(',').collect()).collect();
-    let last = rows.iter().filter_map(|r| r[4].parse::<usize>().ok()).max().unwrap();
-    let early: Vec<&Vec<&str>> = rows.iter().filter(|r| r[4].parse::<usize>().is_ok_and(|i| i < last)).collect();
+    let last = rows.iter().filter_map(|r| r[5].parse::<usize>().ok()).max().unwrap();
+    let early: Vec<&Vec<&str>> = rows.iter().filter(|r| r[5].parse::<usize>().is_ok_and(|i| i < last)).collect();
     let early_hits = early.iter().filter(|r| planted_ids.contains(r[0])).count();
     assert!(early.len() >= 80 && early_hits * 100 >= early.len() * 85, "{early_hits} of {} removed before the last iteration were planted", early.len());
     let kept = std::fs::read_to_string(d.path().join("out/kept.jsonl")).unwrap();
