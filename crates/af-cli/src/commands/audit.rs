@@ -23,7 +23,7 @@ pub struct AuditArgs {
     #[arg(long)]
     eval: Option<PathBuf>,
     /// Name the layout instead of detecting it.
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = super::parse_question_format)]
     format: Option<QuestionFormat>,
     /// Skip bad rows (listed in audit.json) instead of stopping at the first.
     #[arg(long)]
@@ -51,10 +51,6 @@ pub struct AuditArgs {
     /// Replace what is in the output directory.
     #[arg(long)]
     force: bool,
-}
-
-fn parse_format(s: &str) -> Result<QuestionFormat, String> {
-    QuestionFormat::parse(s).ok_or_else(|| format!("expected one of {}", QuestionFormat::NAMES))
 }
 
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {

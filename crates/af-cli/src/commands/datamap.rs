@@ -16,7 +16,7 @@ pub struct DatamapArgs {
     /// The dataset: any layout `af audit` reads (SWAG CSV, HellaSwag / WinoGrande / generic
     /// JSONL, af's dataset.jsonl); detected unless --format names it.
     dataset: PathBuf,
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = super::parse_question_format)]
     format: Option<QuestionFormat>,
     /// Skip bad rows instead of stopping at the first.
     #[arg(long)]
@@ -60,10 +60,6 @@ pub struct DatamapArgs {
     /// Replace what is in the output directory.
     #[arg(long)]
     force: bool,
-}
-
-fn parse_format(s: &str) -> Result<QuestionFormat, String> {
-    QuestionFormat::parse(s).ok_or_else(|| format!("expected one of {}", QuestionFormat::NAMES))
 }
 
 pub fn run(a: DatamapArgs) -> anyhow::Result<ExitCode> {
