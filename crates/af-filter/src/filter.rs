@@ -20,6 +20,8 @@ pub enum FilterError<E: std::error::Error + 'static> {
     },
     #[error("the committee returned {got} score lists for {expected} held-out items (head `{head}`)")]
     BadScores { head: String, got: usize, expected: usize },
+    #[error("the committee returned training dynamics for {got} items, {expected} were trained on")]
+    BadDynamics { got: usize, expected: usize },
     #[error("no head named `{0}` in the committee's output")]
     UnknownHead(String),
     #[error("the schedule has no phases")]
@@ -47,6 +49,29 @@ pub trait Committee {
         assignment: &Assignment,
         seed: u64,
     ) -> Result<Vec<HeadScores>, Self::Error>;
+
+    /// The training dynamics of the last `train_and_score` call (data maps): per training item, in
+    /// `train`'s order, what it recorded after each epoch, or None for an item it held out of
+    /// fitting (early stopping's share). Empty when the committee records none.
+    fn take_dynamics(&mut self) -> Vec<Option<EpochRecord>> {
+        Vec::new()
+    }
+}
+
+/// One item's question as the committee saw it while training, after each epoch: the probability
+/// it gave the gold option and whether the gold option was its top choice.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub gold_probability: Vec<f32>,
+    pub right: Vec<bool>,
+}
+
+/// An item's training dynamics from the last iteration that trained on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ItemDynamics {
+    pub iteration: usize,
+    #[serde(flatten)]
+    pub epochs: EpochRecord,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,6 +133,10 @@ pub struct FilterState {
     pub finished: bool,
     /// Per item, its last held-out scores (None until it is first held out).
     pub last_scores: Vec<Option<ItemScores>>,
+    /// Per item, its training dynamics from the last iteration that trained on it (None until
+    /// then, or when the committee records none). Absent from the states of an older af.
+    #[serde(default)]
+    pub dynamics: Vec<Option<ItemDynamics>>,
 }
 
 /// Chance accuracy of a (k+1)-way question.
@@ -118,7 +147,8 @@ pub fn chance(k: usize) -> f64 {
 impl FilterState {
     pub fn new(assignment: Assignment) -> Self {
         let last_scores = vec![None; assignment.distractors.len()];
-        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), phase: 0, in_phase: 0, near_chance: 0, finished: false, last_scores }
+        let dynamics = vec![None; assignment.distractors.len()];
+        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), phase: 0, in_phase: 0, near_chance: 0, finished: false, last_scores, dynamics }
     }
 
     /// Runs one iteration; returns false once the run is over. A phase ends after its
@@ -153,6 +183,18 @@ impl FilterState {
         for h in &heads {
             if h.scores.len() != heldout.len() {
                 return Err(FilterError::BadScores { head: h.head.clone(), got: h.scores.len(), expected: heldout.len() });
+            }
+        }
+        let dynamics = committee.take_dynamics();
+        if !dynamics.is_empty() {
+            if dynamics.len() != train.len() {
+                return Err(FilterError::BadDynamics { got: dynamics.len(), expected: train.len() });
+            }
+            self.dynamics.resize(self.assignment.distractors.len(), None);
+            for (&item, record) in train.iter().zip(dynamics) {
+                if let Some(epochs) = record {
+                    self.dynamics[item] = Some(ItemDynamics { iteration: t, epochs });
+                }
             }
         }
         let metrics: Vec<HeadMetrics> = heads.iter().map(|h| self.metrics(h, &heldout)).collect();

@@ -15,4 +15,6 @@ mod assignment;
 mod filter;
 
 pub use assignment::{Assignment, AssignmentError};
-pub use filter::{chance, split_by_group, swap_budget, Committee, FilterError, FilterState, HeadMetrics, HeadScores, ItemScores, IterationRecord, Swap};
+pub use filter::{
+    chance, split_by_group, swap_budget, Committee, EpochRecord, FilterError, FilterState, HeadMetrics, HeadScores, ItemDynamics, ItemScores, IterationRecord, Swap,
+};

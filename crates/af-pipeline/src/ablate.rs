@@ -388,7 +388,7 @@ fn committee_detectors(
     let mut out = Vec::new();
     for (head, on, committee_config) in runs {
         let name = format!("committee:{head}");
-        let committee = TorchCommittee { pool, table, config: committee_config, registry, device };
+        let committee = TorchCommittee::new(pool, table, committee_config, registry, device);
         let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
         let (_vs, model) = committee.train(&on, &questions, config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes())).with_context(|| format!("detector {name}"))?;
         let rows: Vec<i64> = eval.iter().flat_map(|&i| committee.question(i, assignment)).collect();

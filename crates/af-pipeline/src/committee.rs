@@ -2,7 +2,7 @@
 //! table the filter saved), and the libtorch committee behind af-filter's `Committee` trait.
 
 use af_core::{CommitteeConfig, Config, MemberName, Phase};
-use af_filter::{Assignment, HeadScores};
+use af_filter::{Assignment, EpochRecord, HeadScores};
 use af_io::pool_index::Pool;
 use af_nn::committee::{self as nnc, CommitteeModel, Registry};
 use af_nn::table::CandidateTable;
@@ -13,13 +13,17 @@ use tch::{nn, Device};
 use crate::table::{candidate_table, TableSummary};
 
 /// The libtorch committee: a fresh model per iteration, seeded by the iteration, trained on the
-/// training items' current questions, scoring every pool candidate of the held-out items.
+/// training items' current questions, scoring every pool candidate of the held-out items. It
+/// records the training items' dynamics (their questions scored after every epoch) for the data
+/// map of the filtered dataset.
 pub struct TorchCommittee<'a> {
     pub pool: &'a Pool,
     pub table: &'a CandidateTable,
     pub config: &'a CommitteeConfig,
     pub registry: &'a Registry,
     pub device: Device,
+    /// The last `train_and_score`'s dynamics, until taken.
+    dynamics: Vec<Option<EpochRecord>>,
 }
 
 /// Why an iteration's committee failed; the libtorch error stays its cause.
@@ -37,7 +41,11 @@ pub enum CommitteeError {
     NonFiniteScore { head: String, item: String, candidate: usize, score: f32 },
 }
 
-impl TorchCommittee<'_> {
+impl<'a> TorchCommittee<'a> {
+    pub fn new(pool: &'a Pool, table: &'a CandidateTable, config: &'a CommitteeConfig, registry: &'a Registry, device: Device) -> Self {
+        Self { pool, table, config, registry, device, dynamics: Vec::new() }
+    }
+
     /// One item's question under `assignment`: gold first, then its distractors.
     pub fn question(&self, item: usize, assignment: &Assignment) -> Vec<i64> {
         std::iter::once(self.pool.row(item, 0)).chain(assignment.distractors[item].iter().map(|&c| self.pool.row(item, c))).collect()
@@ -45,12 +53,52 @@ impl TorchCommittee<'_> {
 
     /// Trains a fresh committee of `members` on `questions`.
     pub fn train(&self, members: &[MemberName], questions: &[Vec<i64>], seed: u64) -> Result<(nn::VarStore, CommitteeModel), CommitteeError> {
+        let (vs, model, _) = self.train_observed(members, questions, seed, &mut |_, _| Ok(()))?;
+        Ok((vs, model))
+    }
+
+    fn train_observed(
+        &self,
+        members: &[MemberName],
+        questions: &[Vec<i64>],
+        seed: u64,
+        on_epoch: &mut nnc::EpochHook<'_>,
+    ) -> Result<(nn::VarStore, CommitteeModel, nnc::TrainReport), CommitteeError> {
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
         let model = CommitteeModel::new(&vs.root(), self.config, self.registry, members, self.config.joint, self.table)
             .map_err(|source| CommitteeError::Build { phase: members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), source })?;
-        nnc::train(&vs, &model, self.table, questions, self.config, seed).map_err(CommitteeError::Train)?;
-        Ok((vs, model))
+        let report = nnc::train_observed(&vs, &model, self.table, questions, self.config, seed, on_epoch).map_err(CommitteeError::Train)?;
+        Ok((vs, model, report))
+    }
+
+    /// Trains on `questions` (gold first), recording each one's dynamics: after every epoch, the
+    /// committee's probability of its gold option (`nnc::gold_probabilities`, as `af datamap`).
+    /// Scoring between epochs draws nothing at random, so the weights are those of [`Self::train`].
+    fn train_recording(
+        &self,
+        members: &[MemberName],
+        questions: &[Vec<i64>],
+        seed: u64,
+    ) -> Result<(nn::VarStore, CommitteeModel, Vec<Option<EpochRecord>>), CommitteeError> {
+        let rows: Vec<i64> = questions.iter().flatten().copied().collect();
+        let shapes: Vec<(usize, usize)> = questions.iter().map(|q| (q.len(), 0)).collect();
+        let mut records = vec![EpochRecord::default(); questions.len()];
+        let mut on_epoch = |_epoch: usize, m: &CommitteeModel| -> Result<(), NnError> {
+            let heads = nnc::score(m, self.table, &rows, self.config.score_batch);
+            for (record, (p, right)) in records.iter_mut().zip(nnc::gold_probabilities(&heads, &shapes)) {
+                record.gold_probability.push(p as f32);
+                record.right.push(right);
+            }
+            Ok(())
+        };
+        let (vs, model, report) = self.train_observed(members, questions, seed, &mut on_epoch)?;
+        let mut records: Vec<Option<EpochRecord>> = records.into_iter().map(Some).collect();
+        // Early stopping's share was scored but never fitted: its numbers are not training dynamics.
+        for &q in &report.validation_questions {
+            records[q] = None;
+        }
+        Ok((vs, model, records))
     }
 }
 
@@ -59,7 +107,8 @@ impl af_filter::Committee for TorchCommittee<'_> {
 
     fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, seed: u64) -> Result<Vec<HeadScores>, CommitteeError> {
         let questions: Vec<Vec<i64>> = train.iter().map(|&i| self.question(i, assignment)).collect();
-        let (_vs, model) = self.train(&phase.members, &questions, seed)?;
+        let (_vs, model, dynamics) = self.train_recording(&phase.members, &questions, seed)?;
+        self.dynamics = dynamics;
         let rows: Vec<i64> = heldout.iter().flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c))).map(|(i, c)| self.pool.row(i, c)).collect();
         let scores = nnc::score(&model, self.table, &rows, self.config.score_batch);
         for (head, flat) in &scores {
@@ -91,6 +140,10 @@ impl af_filter::Committee for TorchCommittee<'_> {
                 HeadScores { head, is_member, scores: per_item }
             })
             .collect())
+    }
+
+    fn take_dynamics(&mut self) -> Vec<Option<EpochRecord>> {
+        std::mem::take(&mut self.dynamics)
     }
 }
 
@@ -139,4 +192,33 @@ pub fn load(config: &Config) -> anyhow::Result<(Pool, CandidateTable, TableSumma
 fn build_table(config: &Config, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     candidate_table(pool, &config.committee, &tagger, device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recording_dynamics_leaves_the_trained_committee_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        af_io::pool_index::write_synthetic_pool(dir.path(), 30, 6, 8).unwrap();
+        let pool = Pool::load(dir.path()).unwrap();
+        let config = CommitteeConfig { epochs: 3, batch_items: 8, max_vocab: 20, embedding: 8, mlp_hidden: 8, joint_hidden: 8, validation_share: 0.2, ..Default::default() };
+        let (table, _) = candidate_table(&pool, &config, &af_text::Tagger::builtin(), Device::Cpu).unwrap();
+        let registry = Registry::builtin();
+        let committee = TorchCommittee::new(&pool, &table, &config, &registry, Device::Cpu);
+        let assignment = random_assignment(&pool, 3, 2).unwrap();
+        let questions: Vec<Vec<i64>> = (0..30).map(|i| committee.question(i, &assignment)).collect();
+        let members = af_core::member_names(&["bow", "mlp"]);
+        let rows: Vec<i64> = (0..table.rows).collect();
+        let (_vs, plain) = committee.train(&members, &questions, 11).unwrap();
+        let (_vs2, recorded, records) = committee.train_recording(&members, &questions, 11).unwrap();
+        assert_eq!(nnc::score(&plain, &table, &rows, 64), nnc::score(&recorded, &table, &rows, 64));
+        // 30 questions, 20% for early stopping: 6 unrecorded, the rest one value per epoch run.
+        assert_eq!(records.iter().filter(|r| r.is_none()).count(), 6);
+        for r in records.iter().flatten() {
+            assert!(!r.gold_probability.is_empty() && r.gold_probability.len() == r.right.len() && r.gold_probability.len() <= 3);
+            assert!(r.gold_probability.iter().all(|p| (0.0..=1.0).contains(p)));
+        }
+    }
 }

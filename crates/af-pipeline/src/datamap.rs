@@ -60,7 +60,7 @@ pub struct Dynamics {
 }
 
 impl Dynamics {
-    fn from_epochs(probabilities: Vec<f64>, right: &[bool], fold: usize) -> Self {
+    pub(crate) fn from_epochs(probabilities: Vec<f64>, right: &[bool], fold: usize) -> Self {
         let n = probabilities.len().max(1) as f64;
         let confidence = probabilities.iter().sum::<f64>() / n;
         // Population standard deviation, as Cartography (numpy's default).
@@ -188,24 +188,10 @@ pub fn dynamics(
         let mut right: Vec<Vec<bool>> = vec![Vec::with_capacity(options.epochs); mine.len()];
         let mut on_epoch = |_epoch: usize, m: &CommitteeModel| -> Result<(), af_nn::NnError> {
             let heads = nnc::score(m, &table, &all_rows, config.score_batch);
-            // The joint head is the committee's answer; without one, the members' mean probability.
-            let used: Vec<&Vec<f32>> = match heads.iter().find(|h| h.0 == JOINT) {
-                Some(joint) => vec![&joint.1],
-                None => heads.iter().map(|h| &h.1).collect(),
-            };
-            let mut at = 0;
-            for (i, &q) in mine.iter().enumerate() {
-                let n = questions[q].endings.len();
-                let mut p = vec![0.0f64; n];
-                for scores in &used {
-                    for (o, v) in softmax(&scores[at..at + n]).into_iter().enumerate() {
-                        p[o] += v / used.len() as f64;
-                    }
-                }
-                let gold = questions[q].label;
-                right[i].push((0..n).all(|o| o == gold || p[gold] > p[o]));
-                probability[i].push(p[gold]);
-                at += n;
+            let shapes: Vec<(usize, usize)> = mine.iter().map(|&q| (questions[q].endings.len(), questions[q].label)).collect();
+            for (i, (p, r)) in nnc::gold_probabilities(&heads, &shapes).into_iter().enumerate() {
+                probability[i].push(p);
+                right[i].push(r);
             }
             bar.inc(1);
             Ok(())
@@ -218,13 +204,6 @@ pub fn dynamics(
     }
     bar.finish();
     Ok(out.into_iter().map(|d| d.expect("every question is in a fold")).collect())
-}
-
-fn softmax(scores: &[f32]) -> Vec<f64> {
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let e: Vec<f64> = scores.iter().map(|&s| f64::from(s - max).exp()).collect();
-    let sum: f64 = e.iter().sum();
-    e.into_iter().map(|v| v / sum).collect()
 }
 
 /// What `af datamap` is asked to do.

@@ -78,7 +78,7 @@ fn the_af_loop_runs_with_a_member_only_this_test_knows() {
     let tagger = af_text::Tagger::builtin();
     let (table, _) = af_pipeline::table::candidate_table(&pool, &committee_config, &tagger, Device::Cpu).unwrap();
     let registry = registry();
-    let mut committee = TorchCommittee { pool: &pool, table: &table, config: &committee_config, registry: &registry, device: Device::Cpu };
+    let mut committee = TorchCommittee::new(&pool, &table, &committee_config, &registry, Device::Cpu);
     let filter = FilterConfig {
         k: 3,
         swap_head: SwapHead::BestMember,

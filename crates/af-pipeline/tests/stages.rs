@@ -180,6 +180,23 @@ fn filter_export_and_report_agree() {
     let swaps: usize = iterations.iter().map(|i| i["swaps"].as_u64().unwrap() as usize).sum();
     assert_eq!(history.lines().count(), swaps + 1);
 
+    // datamap.csv: every item some iteration trained on, its dynamics in [0, 1]; the ones whose
+    // question is final are counted in report.json.
+    let map = std::fs::read_to_string(run.join("filter/datamap.csv")).unwrap();
+    let mut reader = csv::Reader::from_reader(map.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    assert_eq!(&header.iter().take(8).collect::<Vec<_>>(), &["item_id", "iteration", "final_question", "confidence", "variability", "correctness", "forgetfulness", "regions"]);
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert!(!rows.is_empty() && rows.len() <= json(&run.join("filter/report.json"))["items"].as_u64().unwrap() as usize);
+    for r in &rows {
+        for c in 3..6 {
+            assert!((0.0..=1.0).contains(&r[c].parse::<f64>().unwrap()), "{r:?}");
+        }
+        assert!(r[1].parse::<usize>().unwrap() < iterations.len());
+    }
+    let finals = rows.iter().filter(|r| &r[2] == "true").count();
+    assert_eq!(json(&run.join("filter/report.json"))["datamap_items"].as_u64().unwrap() as usize, finals);
+
     // dataset.jsonl: one line per item in the pool, k distinct distractors, none the gold.
     let dataset = std::fs::read_to_string(run.join("export/dataset.jsonl")).unwrap();
     let random = std::fs::read_to_string(run.join("export/random.jsonl")).unwrap();
@@ -250,7 +267,7 @@ fn filter_export_and_report_agree() {
 
     // The report: self-contained, the plot in both formats.
     let html = std::fs::read_to_string(run.join("report/report.html")).unwrap();
-    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg", "Compute", "Generation arithmetic: fp32"] {
+    for needle in ["Held-out accuracy during filtering", "random assignment", "Audit detectors the committee never saw", "Perplexity of gold endings", "class=\"right\"", "<svg", "Compute", "Generation arithmetic: fp32", "Data map of the filtered dataset"] {
         assert!(html.contains(needle), "report lacks {needle}");
     }
     // Every stage records its time and peak host memory (no device memory on the CPU).
@@ -266,6 +283,7 @@ fn filter_export_and_report_agree() {
     assert!(!html.contains(" src=") && !html.contains("<link") && !html.contains("<script"), "nothing is fetched");
     assert_eq!(&std::fs::read(run.join("report/accuracy.png")).unwrap()[1..4], b"PNG");
     assert!(std::fs::read_to_string(run.join("report/accuracy.svg")).unwrap().contains("chance"));
+    assert!(std::fs::read_to_string(run.join("report/datamap.svg")).unwrap().contains("variability"));
 
     // The report is rebuilt from the run directory's files alone (what `af report RUN_DIR` does).
     std::fs::remove_file(run.join("report/report.html")).unwrap();

@@ -171,6 +171,9 @@ pub struct TrainReport {
     pub best_epoch: usize,
     pub train_loss: Vec<f64>,
     pub validation_accuracy: Vec<f64>,
+    /// The questions (indices) set aside for early stopping: scored, never fitted.
+    #[serde(default)]
+    pub validation_questions: Vec<usize>,
 }
 
 /// Trains `model` (whose variables are in `vs`) on questions: each a list of table rows, the
@@ -212,7 +215,7 @@ pub fn train_observed(
     let (valid, fit) = order.split_at(n_valid);
     let mut fit = fit.to_vec();
     let mut opt = nn::Adam::default().build(vs, config.learning_rate).map_err(NnError::Torch)?;
-    let mut report = TrainReport::default();
+    let mut report = TrainReport { validation_questions: valid.to_vec(), ..TrainReport::default() };
     let mut best: Option<(f64, HashMap<String, Tensor>)> = None;
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
@@ -313,6 +316,40 @@ fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions
         total += right as f64 / valid.len() as f64;
     }
     total / scores.len() as f64
+}
+
+/// The committee's answer to each question from every head's scores (as [`score`] returns them,
+/// the questions' rows one after another): the joint head's softmax over the question's options
+/// when there is a joint head, else the members' mean softmax. Per question, `(width, gold)` (its
+/// number of options and which is right); returns per question the gold option's probability
+/// and whether it is strictly the most probable.
+pub fn gold_probabilities(heads: &[(String, Vec<f32>)], questions: &[(usize, usize)]) -> Vec<(f64, bool)> {
+    let used: Vec<&Vec<f32>> = match heads.iter().find(|h| h.0 == JOINT) {
+        Some(joint) => vec![&joint.1],
+        None => heads.iter().map(|h| &h.1).collect(),
+    };
+    let mut at = 0;
+    questions
+        .iter()
+        .map(|&(n, gold)| {
+            let mut p = vec![0.0f64; n];
+            for scores in &used {
+                for (o, v) in softmax(&scores[at..at + n]).into_iter().enumerate() {
+                    p[o] += v / used.len() as f64;
+                }
+            }
+            at += n;
+            (p[gold], (0..n).all(|o| o == gold || p[gold] > p[o]))
+        })
+        .collect()
+}
+
+/// A numerically stable softmax, in f64.
+pub fn softmax(scores: &[f32]) -> Vec<f64> {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f64> = scores.iter().map(|&s| f64::from(s - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    e.into_iter().map(|x| x / sum).collect()
 }
 
 /// Every head's scores for `rows`, in order, on the host: (head, scores).

@@ -80,7 +80,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
         write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
     }
 
-    let committee = TorchCommittee { pool: &pool, table: &table, config: &config.committee, registry: &registry, device };
+    let committee = TorchCommittee::new(&pool, &table, &config.committee, &registry, device);
     let members = evaluation_members(config, &registry);
     let af = evaluate("af", &committee, &chosen, &state.assignment, &members, config)?;
     let baseline = evaluate("random", &committee, &chosen, &random, &members, config)?;

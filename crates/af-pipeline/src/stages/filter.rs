@@ -7,7 +7,8 @@
 //!   changed, swaps, seconds;
 //! - `history.csv`: every swap (iteration, item id, removed candidate, added candidate).
 //!
-//! At the end, `report.json` sums it up.
+//! At the end, `report.json` sums it up, and `datamap.csv` holds the training dynamics of the
+//! filtered dataset's questions (`final_dynamics`).
 
 use af_filter::{chance, FilterState};
 use af_io::pool_index::Pool;
@@ -17,6 +18,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::committee::{load, random_assignment, saved_table_dir, TorchCommittee};
+use crate::datamap::Dynamics;
 use crate::runner::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
@@ -68,7 +70,7 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
     };
     let groups = pool.groups();
     let max_iterations: usize = config.filter.stages.iter().map(|s| s.iterations).sum();
-    let mut committee = TorchCommittee { pool, table, config: &config.committee, registry, device };
+    let mut committee = TorchCommittee::new(pool, table, &config.committee, registry, device);
     let bar = ctx.progress.bar("filter", max_iterations as u64);
     bar.set_position(state.iterations.len() as u64);
     // history.csv is derived from the state: written whole now (a crash may have left it with a
@@ -101,7 +103,83 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
         }
     }
     bar.finish();
+    write_datamap(ctx, &state, pool)?;
     write_report(ctx, &state, pool, k)
+}
+
+/// One item's row of the filtered dataset's data map.
+pub struct FinalDynamics {
+    pub item: usize,
+    /// The last iteration that trained on the item.
+    pub iteration: usize,
+    /// Whether the item's question is still the one trained on then (no swap since): only those
+    /// items' dynamics describe the filtered dataset.
+    pub final_question: bool,
+    pub dynamics: Dynamics,
+}
+
+/// Every item's dynamics from the last iteration that trained on it (docs/decisions.md, data
+/// maps of the filter), in item order; items never trained on are left out.
+pub fn final_dynamics(state: &FilterState) -> Vec<FinalDynamics> {
+    let mut last_swap: Vec<Option<usize>> = vec![None; state.assignment.distractors.len()];
+    for s in &state.swaps {
+        last_swap[s.item] = Some(s.iteration);
+    }
+    state
+        .dynamics
+        .iter()
+        .enumerate()
+        .filter_map(|(item, d)| {
+            let d = d.as_ref()?;
+            let p: Vec<f64> = d.epochs.gold_probability.iter().map(|&p| f64::from(p)).collect();
+            Some(FinalDynamics {
+                item,
+                iteration: d.iteration,
+                // An iteration swaps only its held-out items, never the ones it trained on.
+                final_question: last_swap[item].is_none_or(|t| t < d.iteration),
+                dynamics: Dynamics::from_epochs(p, &d.epochs.right, 0),
+            })
+        })
+        .collect()
+}
+
+/// `filter/datamap.csv`: one row per item trained on at least once; the regions are
+/// Cartography's thirds among the items whose question is final.
+fn write_datamap(ctx: &StageContext, state: &FilterState, pool: &Pool) -> anyhow::Result<()> {
+    let rows = final_dynamics(state);
+    let current: Vec<&FinalDynamics> = rows.iter().filter(|r| r.final_question).collect();
+    let dynamics: Vec<Dynamics> = current.iter().map(|r| r.dynamics.clone()).collect();
+    let regions = crate::datamap::regions(&dynamics, &crate::datamap::DatamapOptions::default());
+    let mut in_region: Vec<Vec<&str>> = vec![Vec::new(); pool.items.len()];
+    for (name, list) in [("easy-to-learn", &regions.easy), ("ambiguous", &regions.ambiguous), ("hard-to-learn", &regions.hard)] {
+        for &r in list {
+            in_region[current[r].item].push(name);
+        }
+    }
+    let epochs = rows.iter().map(|r| r.dynamics.gold_probability.len()).max().unwrap_or(0);
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> =
+        ["item_id", "iteration", "final_question", "confidence", "variability", "correctness", "forgetfulness", "regions"].map(String::from).to_vec();
+    header.extend((1..=epochs).map(|e| format!("gold_probability_{e}")));
+    out.write_record(&header)?;
+    for r in &rows {
+        let d = &r.dynamics;
+        let mut row = vec![
+            pool.items[r.item].id.clone(),
+            r.iteration.to_string(),
+            r.final_question.to_string(),
+            format!("{:.4}", d.confidence),
+            format!("{:.4}", d.variability),
+            format!("{:.4}", d.correctness),
+            d.forgetfulness.to_string(),
+            in_region[r.item].join(";"),
+        ];
+        // Early stopping may end an iteration's training before the others' epochs: blank cells.
+        row.extend((0..epochs).map(|e| d.gold_probability.get(e).map_or(String::new(), |p| format!("{p:.4}"))));
+        out.write_record(&row)?;
+    }
+    af_core::atomic::write(ctx.dir.join("datamap.csv"), &csv_bytes(out)?)?;
+    Ok(())
 }
 
 fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
@@ -172,6 +250,9 @@ pub struct FilterReport {
     pub driving_head_first: f64,
     pub driving_head_last: f64,
     pub seconds: f64,
+    /// Items in `datamap.csv` whose question is final (absent from an older af's reports).
+    #[serde(default)]
+    pub datamap_items: usize,
 }
 
 impl std::fmt::Display for FilterReport {
@@ -203,6 +284,7 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) 
         driving_head_first: driving(first),
         driving_head_last: driving(last),
         seconds: state.iterations.iter().map(|i| i.seconds).sum(),
+        datamap_items: final_dynamics(state).iter().filter(|r| r.final_question).count(),
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(report)
@@ -210,8 +292,8 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) 
 
 /// Bumped when the committee computes other numbers from the same config, so that filter and
 /// export outputs of an older af are redone rather than taken as up to date. 2: scores that do
-/// not depend on padding (2026-11-30).
-const COMMITTEE_VERSION: u32 = 2;
+/// not depend on padding (2026-11-30). 3: training dynamics recorded for the data map (2026-12-01).
+const COMMITTEE_VERSION: u32 = 3;
 
 /// The `filter` stage.
 pub struct Filter;

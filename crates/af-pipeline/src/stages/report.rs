@@ -1,5 +1,6 @@
 //! `af report RUN_DIR` and the `report` stage: the accuracy plot (`accuracy.svg`, `accuracy.png`)
-//! and `report.html`, built only from files in the run directory: `filter/state.json` and
+//! the data map (`datamap.svg`, `datamap.png`) and `report.html`, built only from files in the
+//! run directory: `filter/state.json` (with the dynamics `filter/datamap.csv` lists) and
 //! `filter/report.json`, `export/evaluation.json`, `export/dataset.jsonl` and `export/random.jsonl`.
 
 use std::collections::BTreeMap;
@@ -86,6 +87,7 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
             escape(&stages.join("; "))
         ),
     });
+    sections.push(datamap_section(&state, out)?);
     let swaps: Vec<(f64, f64)> = state.iterations.iter().map(|i| (i.iteration as f64, i.swaps as f64)).collect();
     sections.push(Section { title: "Swaps per iteration".into(), html: af_report::bars_svg(&swaps, "swaps", "Distractors swapped")? });
 
@@ -183,6 +185,42 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     };
     af_core::atomic::write(out.join("report.html"), page.render().as_bytes())?;
     Ok(())
+}
+
+/// The data map of the filtered dataset (`datamap.svg`, `datamap.png` beside the page), from the
+/// dynamics in `filter/state.json` that `filter/datamap.csv` lists.
+fn datamap_section(state: &FilterState, out: &Path) -> anyhow::Result<Section> {
+    let rows = crate::stages::filter::final_dynamics(state);
+    let points: Vec<af_report::MapPoint> = rows
+        .iter()
+        .filter(|r| r.final_question)
+        .map(|r| af_report::MapPoint { variability: r.dynamics.variability, confidence: r.dynamics.confidence, correctness: r.dynamics.correctness })
+        .collect();
+    let title = "Data map of the filtered dataset";
+    if points.is_empty() {
+        return Ok(Section {
+            title: title.into(),
+            html: "<p>No training dynamics in <code>filter/state.json</code> (a filter run of an af before 2026-12-01, or no item trained on with its final question).</p>".into(),
+        });
+    }
+    let svg = af_report::datamap_svg(&points, title)?;
+    af_core::atomic::write(out.join("datamap.svg"), svg.as_bytes())?;
+    af_report::datamap_png(&points, title, &out.join("datamap.png"))?;
+    let n = points.len() as f64;
+    let mean = |f: &dyn Fn(&af_report::MapPoint) -> f64| points.iter().map(f).sum::<f64>() / n;
+    let epochs: Vec<usize> = rows.iter().filter(|r| r.final_question).map(|r| r.dynamics.gold_probability.len()).collect();
+    Ok(Section {
+        title: title.into(),
+        html: format!(
+            "<p>Each item's training dynamics from the last AF iteration that trained on it, for the {} of {} items whose question has not changed since (the others were swapped later, so their dynamics describe a question that is no longer in the dataset). After each epoch of that iteration's training ({} to {} epochs: early stopping ends some sooner), the committee's probability of the gold ending (joint head, else the members' mean): confidence is its mean, variability its spread, correctness the share of epochs the gold ending was the top choice. Mean confidence {:.3}, mean correctness {:.3}. Numbers: <code>filter/datamap.csv</code>.</p>{svg}",
+            points.len(),
+            state.assignment.distractors.len(),
+            epochs.iter().min().unwrap_or(&0),
+            epochs.iter().max().unwrap_or(&0),
+            mean(&|p| p.confidence),
+            mean(&|p| p.correctness),
+        ),
+    })
 }
 
 /// Time and memory of each stage, from the stages' `stage.json` (a stage without one is left out:
