@@ -251,7 +251,7 @@ fn run_composition(
         let report: FilterReport = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", report_path.display()))?;
         return Ok(finished(Outcome::UpToDate, report));
     }
-    runner::prepare_dir(cdir, stamp, request.force, false)?;
+    runner::prepare_dir(cdir, None, stamp, request.force, false)?;
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();

@@ -36,7 +36,8 @@ impl Learner for TorchLearner<'_> {
         let options: Vec<(&[String], std::ops::Range<usize>)> =
             train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
-        let (table, cut) = crate::table::sentence_table(&options, counted, self.config, self.tagger, self.device);
+        let pos = self.registry.get(model.as_str()).is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
+        let (table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
         self.options_cut = self.options_cut.max(cut);
         let mut questions = Vec::with_capacity(train.len());
         let mut at = 0i64;

@@ -8,6 +8,13 @@
 //! - `stage.json`, written last: it finished, with what fingerprint and in how long. A stage whose
 //!   `stage.json` matches the current fingerprint is skipped.
 //!
+//! A stage that does not resume works in `<run dir>/.<stage>.next` and replaces its directory
+//! when done. One that resumes (lm, generate, filter) works in its directory, since its partial
+//! outputs are what a rerun continues from; complete outputs of another config are first moved
+//! to `.<stage>.last`, removed when the new run completes and moved back when their config is
+//! run again. A run that fails before leaving anything to resume from (a bad input) removes its
+//! directory and moves them back: the failure writes nothing.
+//!
 //! A fingerprint holds the stage's config sections, the seed, its input files' size and content hash, and
 //! the fingerprint of the stage it reads from, so a change upstream reruns everything after it.
 
@@ -114,9 +121,10 @@ pub trait Stage: Sync {
     }
 
     /// Whether a killed run of it continues where it stopped (LM checkpoints, pool parts, AF
-    /// iterations): such a stage works in its own directory. One that is not works beside it
-    /// and replaces the last good outputs only when it has finished, so that a failure (a bad
-    /// input found halfway) leaves them as they were.
+    /// iterations): such a stage works in its own directory, the last complete outputs kept
+    /// aside until it completes. One that is not works beside it and replaces the last good
+    /// outputs only when it has finished. Either way a failure (a bad input found halfway)
+    /// leaves them as they were.
     fn resumable(&self) -> bool {
         false
     }
@@ -170,6 +178,15 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     let dir = config.run.dir.join(stage.dir_name());
     let stamp = fingerprint(config, stage)?;
     let record_path = dir.join("stage.json");
+    let last = aside_dir(&dir, "last");
+    // The outputs a newer run of another config moved aside, asked for again: they come back.
+    if !force && !is_up_to_date(&record_path, &stamp) && is_up_to_date(&last.join("stage.json"), &stamp) {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+        std::fs::rename(&last, &dir).with_context(|| format!("cannot move {} back to {}", last.display(), dir.display()))?;
+        tracing::info!("{}: the last complete outputs for this config were kept aside; they are back in {}", stage.dir_name(), dir.display());
+    }
     if !force && is_up_to_date(&record_path, &stamp) {
         tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
         return Ok(StageRun::UpToDate { stage, dir });
@@ -188,10 +205,10 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     }
     let resumable = stage.stage().resumable();
     let work = if resumable {
-        prepare_dir(&dir, &stamp, force, shard.is_some())?;
+        prepare_dir(&dir, Some(&last), &stamp, force, shard.is_some())?;
         dir.clone()
     } else {
-        let work = config.run.dir.join(format!(".{}.next", stage.dir_name()));
+        let work = aside_dir(&dir, "next");
         if work.exists() {
             std::fs::remove_dir_all(&work).with_context(|| format!("cannot clear {}", work.display()))?;
         }
@@ -207,6 +224,13 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         Err(e) => {
             if !resumable {
                 let _ = std::fs::remove_dir_all(&work);
+            } else if !holds_progress(stage, &work) {
+                // Nothing a rerun would continue from (a bad input found before any work): the
+                // directory goes, and the last complete outputs come back as they were.
+                let _ = std::fs::remove_dir_all(&work);
+                if last.exists() {
+                    let _ = std::fs::rename(&last, &work);
+                }
             }
             return Err(e);
         }
@@ -223,6 +247,8 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     af_core::atomic::write(work.join("stage.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
     if !resumable {
         replace_dir(&work, &dir)?;
+    } else if last.exists() {
+        std::fs::remove_dir_all(&last).with_context(|| format!("cannot remove {}", last.display()))?;
     }
     let gb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));
     tracing::info!(
@@ -253,8 +279,7 @@ pub(crate) fn started_with(dir: &Path, fingerprint: &serde_json::Value) -> bool 
 /// the old outputs in `.NAME.old` and the new, complete ones in `work`; neither is taken for
 /// the stage's outputs (they have no `stage.json` where the runner looks), so the stage reruns.
 fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let old = dir.with_file_name(format!(".{name}.old"));
+    let old = aside_dir(dir, "old");
     if old.exists() {
         std::fs::remove_dir_all(&old).with_context(|| format!("cannot clear {}", old.display()))?;
     }
@@ -268,8 +293,43 @@ fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `<run>/.<stage>.<what>` beside the stage directory `dir`: `next` (a stage that does not
+/// resume works there) or `last` (a resumable stage's last complete outputs, kept while a run of
+/// another config works in their place).
+fn aside_dir(dir: &Path, what: &str) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dir.with_file_name(format!(".{name}.{what}"))
+}
+
+/// Whether a failed run of a resumable stage left something a rerun continues from: LM
+/// checkpoints, pool parts, the filter's state. What comes before (the vocabulary, the table
+/// the filter builds again anyway) is not worth a stray directory.
+fn holds_progress(stage: StageName, dir: &Path) -> bool {
+    let mut files = Vec::new();
+    collect_files(dir, &mut files);
+    let rel = |p: &PathBuf| p.strip_prefix(dir).map(Path::to_path_buf).unwrap_or_default();
+    files.iter().map(rel).any(|p| match stage {
+        StageName::Filter => p == Path::new("state.json"),
+        StageName::Generate => p.starts_with("pool"),
+        _ => p != Path::new("started.json") && p != Path::new("vocab.tsv"),
+    })
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
-pub(crate) fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
+/// Complete outputs of another config (or forced) are moved to `last` when given, not deleted:
+/// they stay the stage's outputs for their config until the new run completes.
+pub(crate) fn prepare_dir(dir: &Path, last: Option<&Path>, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
     let started = dir.join("started.json");
     let same = started_with(dir, fingerprint);
     if dir.exists() && (force || !same) {
@@ -279,7 +339,14 @@ pub(crate) fn prepare_dir(dir: &Path, fingerprint: &serde_json::Value, force: bo
                 dir.display()
             );
         }
-        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        if let Some(last) = last.filter(|_| dir.join("stage.json").exists()) {
+            if last.exists() {
+                std::fs::remove_dir_all(last).with_context(|| format!("cannot clear {}", last.display()))?;
+            }
+            std::fs::rename(dir, last).with_context(|| format!("cannot move {} aside to {}", dir.display(), last.display()))?;
+        } else {
+            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Whatever happens next, an old record no longer describes what is on disk.

@@ -55,6 +55,8 @@ pub struct TableBuilder<'a> {
     sq: [f64; 8],
     /// Rows longer than `[committee] max-tokens`, cut to it.
     truncated_rows: usize,
+    /// Whether to tag: when no member reads the POS view, every tag is 0.
+    tag: bool,
 }
 
 impl<'a> TableBuilder<'a> {
@@ -69,7 +71,15 @@ impl<'a> TableBuilder<'a> {
             sum: [0.0; 8],
             sq: [0.0; 8],
             truncated_rows: 0,
+            tag: true,
         }
+    }
+
+    /// A builder that leaves the POS view untagged (all tags 0), for tables no member reads
+    /// it from: tagging is most of the time an audit's table takes.
+    pub fn without_pos(mut self) -> Self {
+        self.tag = false;
+        self
     }
 
     pub fn push(&mut self, sentences: &[TableSentence]) {
@@ -84,10 +94,13 @@ impl<'a> TableBuilder<'a> {
             })
             .collect();
         self.truncated_rows += sentences.iter().filter(|s| s.words.len() > cap).count();
-        let tags: Vec<Vec<u8>> = kept
-            .par_iter()
-            .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
-            .collect();
+        let tags: Vec<Vec<u8>> = if self.tag {
+            kept.par_iter()
+                .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
+                .collect()
+        } else {
+            kept.iter().map(|(words, _)| vec![0; words.len()]).collect()
+        };
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
         for (s, (words, _)) in sentences.iter().zip(&kept) {
             let row: Vec<u32> = words
@@ -224,7 +237,20 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
 /// sentences): each sentence's lowercased tokens and its marked range; vocabularies from the
 /// first `counted` sentences. Also returns how many sentences were cut to `max-tokens`.
 pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> (CandidateTable, usize) {
-    let mut builder = TableBuilder::new(tagger, c, device);
+    sentence_table_with(sentences, counted, c, tagger, true, device)
+}
+
+/// [`sentence_table`], tagging the POS view only when `pos` (a member reads it).
+pub fn sentence_table_with(
+    sentences: &[(&[String], std::ops::Range<usize>)],
+    counted: usize,
+    c: &CommitteeConfig,
+    tagger: &Tagger,
+    pos: bool,
+    device: Device,
+) -> (CandidateTable, usize) {
+    let builder = TableBuilder::new(tagger, c, device);
+    let mut builder = if pos { builder } else { builder.without_pos() };
     let rows: Vec<TableSentence> = sentences
         .iter()
         .enumerate()
