@@ -196,6 +196,7 @@ fn filter_export_and_report_agree() {
     }
     let finals = rows.iter().filter(|r| &r[2] == "true").count();
     assert_eq!(json(&run.join("filter/report.json"))["datamap_items"].as_u64().unwrap() as usize, finals);
+    assert_eq!(finals > 0, run.join("filter/datamap.svg").exists() && run.join("filter/datamap.png").exists());
 
     // dataset.jsonl: one line per item in the pool, k distinct distractors, none the gold.
     let dataset = std::fs::read_to_string(run.join("export/dataset.jsonl")).unwrap();

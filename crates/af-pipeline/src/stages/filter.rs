@@ -7,8 +7,8 @@
 //!   changed, swaps, seconds;
 //! - `history.csv`: every swap (iteration, item id, removed candidate, added candidate).
 //!
-//! At the end, `report.json` sums it up, and `datamap.csv` holds the training dynamics of the
-//! filtered dataset's questions (`final_dynamics`).
+//! At the end, `report.json` sums it up, and `datamap.csv` (with its plot, `datamap.svg` and
+//! `.png`) holds the training dynamics of the filtered dataset's questions (`final_dynamics`).
 
 use af_filter::{chance, FilterState};
 use af_io::pool_index::Pool;
@@ -179,6 +179,15 @@ fn write_datamap(ctx: &StageContext, state: &FilterState, pool: &Pool) -> anyhow
         out.write_record(&row)?;
     }
     af_core::atomic::write(ctx.dir.join("datamap.csv"), &csv_bytes(out)?)?;
+    // The map itself beside it, so that each of `af ablate`'s compositions has one too (the
+    // report draws its own into the page).
+    if !dynamics.is_empty() {
+        let points: Vec<af_report::MapPoint> =
+            dynamics.iter().map(|d| af_report::MapPoint { variability: d.variability, confidence: d.confidence, correctness: d.correctness }).collect();
+        let title = "Data map of the filtered dataset";
+        af_core::atomic::write(ctx.dir.join("datamap.svg"), af_report::datamap_svg(&points, title)?.as_bytes())?;
+        af_report::datamap_png(&points, title, &ctx.dir.join("datamap.png"))?;
+    }
     Ok(())
 }
 
