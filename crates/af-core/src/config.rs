@@ -83,6 +83,20 @@ pub struct PairsConfig {
     pub max_context_tokens: u32,
     pub min_ending_tokens: u32,
     pub max_ending_tokens: u32,
+    /// Where adverbs between the subject and its verb go: SWAG's convention keeps them with the
+    /// noun phrase ("The lady then | shaves ..."); `ending` is af's convention before 2026-12-01.
+    pub adverbs: AdverbSide,
+}
+
+/// The side of the split that takes the adverbs between a subject and its verb.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdverbSide {
+    /// "The lady then | shaves her legs." (SWAG's files: `sent2` = "The lady then").
+    #[default]
+    NounPhrase,
+    /// "The lady | then shaves her legs."
+    Ending,
 }
 
 impl Default for PairsConfig {
@@ -94,6 +108,7 @@ impl Default for PairsConfig {
             max_context_tokens: 100,
             min_ending_tokens: 5,
             max_ending_tokens: 25,
+            adverbs: AdverbSide::NounPhrase,
         }
     }
 }

@@ -29,6 +29,7 @@ pub struct PairOptions {
     pub max_context_tokens: u32,
     pub min_ending_tokens: u32,
     pub max_ending_tokens: u32,
+    pub adverbs: crate::split::AdverbSide,
     pub seed: u64,
 }
 
@@ -40,6 +41,7 @@ impl From<(&af_core::config::PairsConfig, u64)> for PairOptions {
             max_context_tokens: c.max_context_tokens,
             min_ending_tokens: c.min_ending_tokens,
             max_ending_tokens: c.max_ending_tokens,
+            adverbs: c.adverbs,
             seed,
         }
     }
@@ -89,7 +91,7 @@ fn make_pair(doc: &Document, k: usize, tagger: &Tagger, o: &PairOptions) -> Outc
     }
     let toks = tokenize(s2);
     let words = toks.to_vec();
-    let split = match split_sentence(tagger, &words) {
+    let split = match split_sentence(tagger, &words, o.adverbs) {
         Ok((i, _)) => i,
         Err(e) => return Outcome::Dropped(e.as_str()),
     };

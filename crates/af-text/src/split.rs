@@ -4,11 +4,14 @@
 //! The noun phrase runs from the start of the sentence to the main clause's finite verb: it keeps
 //! leading adverbials ("Then, the man"), a leading subordinate clause that a comma closes
 //! ("As he runs, the dog"), participles and relative clauses that modify the subject ("A man
-//! wearing a hat", "The girl who is dancing"). Adverbs between the subject and the verb go with
-//! the ending ("The woman | then begins ..."). A sentence the rules cannot read is reported with
+//! wearing a hat", "The girl who is dancing"). Adverbs between the subject and the verb stay
+//! with the noun phrase, as in SWAG's files ("The woman then | begins ..."), or go with the ending
+//! when asked ([`AdverbSide::Ending`]). A sentence the rules cannot read is reported with
 //! the reason, never guessed. docs/text.md has the rationale and the measured agreement.
 
 use std::fmt;
+
+pub use af_core::AdverbSide;
 
 use crate::tagger::{upos, Tagger};
 
@@ -60,11 +63,11 @@ pub const MAX_FORCED_VERB_GAP: f32 = 32.0;
 /// dependent clause ("The boy laughs as he falls": `laughs` read as a noun leaves `falls`), the
 /// token before that clause whose finite-verb reading scored closest to the tagger's choice is
 /// taken as the verb, if within [`MAX_FORCED_VERB_GAP`]; otherwise the sentence is dropped.
-pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S]) -> Result<(usize, Vec<&'t str>), SplitFailure> {
+pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S], adverbs: AdverbSide) -> Result<(usize, Vec<&'t str>), SplitFailure> {
     let (ids, margins) = tagger.tag_with_margins(words);
     let names = tagger.tags();
     let mut tags: Vec<&str> = ids.iter().map(|&t| names[t].as_str()).collect();
-    let analysis = analyse(words, &tags);
+    let analysis = analyse(words, &tags, adverbs);
     let limit = match (&analysis.verb, analysis.clause_break) {
         (Ok(_), None) => return analysis.verb.map(|s| (s, tags)),
         (Ok(_), Some(b)) => b,
@@ -86,7 +89,7 @@ pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S]) -> Res
     match best {
         Some((i, t, gap)) if gap >= -MAX_FORCED_VERB_GAP => {
             tags[i] = names[t].as_str();
-            let again = analyse(words, &tags);
+            let again = analyse(words, &tags, adverbs);
             match again.clause_break {
                 None => again.verb.map(|s| (s, tags)),
                 Some(_) => Err(SplitFailure::VerbOnlyInDependentClause),
@@ -98,8 +101,8 @@ pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S]) -> Res
 }
 
 /// The index of the first token of the ending, or why there is none, from tags alone.
-pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Result<usize, SplitFailure> {
-    let a = analyse(words, tags);
+pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> Result<usize, SplitFailure> {
+    let a = analyse(words, tags, adverbs);
     match a.clause_break {
         None => a.verb,
         Some(_) => a.verb.and(Err(SplitFailure::VerbOnlyInDependentClause)),
@@ -119,7 +122,7 @@ struct Analysis {
     clause_break: Option<usize>,
 }
 
-fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Analysis {
+fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> Analysis {
     assert_eq!(words.len(), tags.len(), "one tag per word");
     let word = |i: usize| words[i].as_ref().to_lowercase();
     // Where the subject can start: after a leading subordinate or participial clause, if any.
@@ -155,7 +158,7 @@ fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str]) -> Analysis {
             // a verb before it.
             let coordinated = previous.filter(|&p| upos(tags[p]) == "CCONJ" && p > first_nominal.unwrap_or(0));
             let mut split = i;
-            while split > start + 1 && upos(tags[split - 1]) == "ADV" {
+            while adverbs == AdverbSide::Ending && split > start + 1 && upos(tags[split - 1]) == "ADV" {
                 split -= 1;
             }
             return Analysis { verb: Ok(split), first_nominal, clause_break: clause_opener.or(coordinated) };
@@ -183,9 +186,13 @@ mod tests {
     use super::*;
 
     fn split(pairs: &[(&str, &str)]) -> Result<usize, SplitFailure> {
+        split_with(pairs, AdverbSide::NounPhrase)
+    }
+
+    fn split_with(pairs: &[(&str, &str)], adverbs: AdverbSide) -> Result<usize, SplitFailure> {
         let words: Vec<&str> = pairs.iter().map(|p| p.0).collect();
         let tags: Vec<&str> = pairs.iter().map(|p| p.1).collect();
-        split_subject(&words, &tags)
+        split_subject(&words, &tags, adverbs)
     }
 
     #[test]
@@ -195,8 +202,14 @@ mod tests {
             split(&[("A", "DET"), ("man", "NOUN"), ("wearing", "VERB_VBG"), ("a", "DET"), ("hat", "NOUN"), ("is", "AUX_VBZ"), ("seen", "VERB_VBN")]),
             Ok(5)
         );
-        // "The woman then begins ."
-        assert_eq!(split(&[("The", "DET"), ("woman", "NOUN"), ("then", "ADV"), ("begins", "VERB_VBZ")]), Ok(2));
+        // "The woman then begins ." SWAG's side, and af's earlier one.
+        let then = [("The", "DET"), ("woman", "NOUN"), ("then", "ADV"), ("begins", "VERB_VBZ")];
+        assert_eq!(split(&then), Ok(3));
+        assert_eq!(split_with(&then, AdverbSide::Ending), Ok(2));
+        // "Then the man slowly and carefully lifts": leading adverbs are the noun phrase's either way.
+        let both = [("Then", "ADV"), ("the", "DET"), ("man", "NOUN"), ("slowly", "ADV"), ("lifts", "VERB_VBZ")];
+        assert_eq!(split(&both), Ok(4));
+        assert_eq!(split_with(&both, AdverbSide::Ending), Ok(3));
         // "The girl who is dancing smiles ."
         assert_eq!(
             split(&[("The", "DET"), ("girl", "NOUN"), ("who", "PRON"), ("is", "AUX_VBZ"), ("dancing", "VERB_VBG"), ("smiles", "VERB_VBZ")]),

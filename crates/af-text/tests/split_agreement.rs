@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use af_text::split::split_sentence;
+use af_text::split::{split_sentence, AdverbSide};
 use af_text::{tokenize, Tagger};
 
 fn fixture(name: &str) -> String {
@@ -13,7 +13,7 @@ fn fixture(name: &str) -> String {
 
 fn split(tagger: &Tagger, sentence: &str) -> Option<(String, String)> {
     let t = tokenize(sentence);
-    let (i, _) = split_sentence(tagger, &t.to_vec()).ok()?;
+    let (i, _) = split_sentence(tagger, &t.to_vec(), AdverbSide::NounPhrase).ok()?;
     let cut = t.spans[i].start;
     Some((sentence[..cut].trim_end().to_string(), sentence[cut..].to_string()))
 }

@@ -87,7 +87,7 @@ pub fn run(command: TaggerCommand) -> anyhow::Result<ExitCode> {
                 let tags = tagger.tag(&words);
                 let tagged: Vec<String> = words.iter().zip(&tags).map(|(w, t)| format!("{w}/{t}")).collect();
                 println!("{}", tagged.join(" "));
-                match af_text::split::split_subject(&words, &tags) {
+                match af_text::split::split_subject(&words, &tags, af_text::split::AdverbSide::default()) {
                     Ok(i) => {
                         let cut = tokens.spans[i].start;
                         println!("{} | {}", s[..cut].trim_end(), &s[cut..]);
