@@ -135,11 +135,14 @@ pub fn lm_eval_jsonl(questions: &[Question]) -> String {
 /// its working directory, not from the YAML's), scored as multiple choice with acc and acc_norm.
 /// Choices are scored as continuations of the query after lm-eval's default target delimiter
 /// (one space).
-pub fn lm_eval_yaml(task: &str, files: &[(&str, std::path::PathBuf)]) -> String {
+pub fn lm_eval_yaml(task: &str, files: &[(&str, String)]) -> String {
     let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
-    let mut y = format!("task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n");
-    for (split, path) in files {
-        y.push_str(&format!("    {split}: {}\n", quote(&path.to_string_lossy())));
+    // lm-eval resolves `data_files` from its working directory, but a `!function` from the YAML's
+    // own folder: the loader beside it makes the names below relative to that folder, so the task
+    // works wherever the folder is copied (docs/decisions.md).
+    let mut y = format!("task: {task}\ndataset_path: json\ncustom_dataset: !function {}.load\ndataset_kwargs:\n  data_files:\n", lm_eval_loader_module(task));
+    for (split, file) in files {
+        y.push_str(&format!("    {split}: {}\n", quote(file)));
     }
     y.push_str("output_type: multiple_choice\n");
     for (split, _) in files {
@@ -160,6 +163,26 @@ pub fn lm_eval_yaml(task: &str, files: &[(&str, std::path::PathBuf)]) -> String 
     );
     y
 }
+
+/// The Python module (file stem) of the lm-eval task's loader: `{task}_data`.
+pub fn lm_eval_loader_module(task: &str) -> String {
+    format!("{}_data", task.replace('-', "_"))
+}
+
+/// The lm-eval task's loader, `{task}_data.py` beside the YAML: reads the split files named in
+/// `dataset_kwargs` from the folder the loader is in, with the `datasets` library lm-eval uses.
+pub const LM_EVAL_LOADER: &str = r#""""Loads this lm-evaluation-harness task's data files from the folder this file is in, so the
+task works wherever the folder is copied (written by af export; lm-eval calls load() through the
+YAML's `custom_dataset`, with its `dataset_kwargs`)."""
+import os
+
+import datasets
+
+
+def load(data_files, **_):
+    here = os.path.dirname(os.path.abspath(__file__))
+    return datasets.load_dataset("json", data_files={split: os.path.join(here, name) for split, name in data_files.items()})
+"#;
 
 #[cfg(test)]
 mod tests {
@@ -213,8 +236,9 @@ mod tests {
 
     #[test]
     fn lm_eval_yaml_names_every_split() {
-        let y = lm_eval_yaml("af_test", &[("train", "/d/train.jsonl".into()), ("test", "/d/te\"st.jsonl".into())]);
-        assert!(y.contains("    train: \"/d/train.jsonl\"\n") && y.contains("    test: \"/d/te\\\"st.jsonl\"\n"), "{y}");
+        let y = lm_eval_yaml("af-test", &[("train", "af-test_train.jsonl".into()), ("test", "te\"st.jsonl".into())]);
+        assert!(y.contains("    train: \"af-test_train.jsonl\"\n") && y.contains("    test: \"te\\\"st.jsonl\"\n"), "{y}");
+        assert!(y.contains("custom_dataset: !function af_test_data.load\n"), "{y}");
         assert!(y.contains("training_split: train\n") && y.contains("test_split: test\n"));
     }
 }

@@ -80,11 +80,22 @@ fn every_layout_reads_back_to_the_exported_questions_and_the_lm_eval_task_is_com
     assert_eq!(yaml["doc_to_target"].as_str(), Some("{{label}}"));
     let metrics: Vec<&str> = yaml["metric_list"].as_sequence().unwrap().iter().map(|m| m["metric"].as_str().unwrap()).collect();
     assert_eq!(metrics, ["acc", "acc_norm"]);
+    // The task moves with its folder: file names relative to it, read by the loader beside the
+    // YAML (lm-eval's `!function` is resolved from the YAML's folder).
+    let moved = tempfile::tempdir().unwrap();
+    let folder = moved.path().join("shared-with-a-colleague");
+    copy_dir(&export.join("lm-eval"), &folder);
+    match &yaml["custom_dataset"] {
+        serde_yaml::Value::Tagged(t) => assert_eq!((t.tag.to_string().as_str(), t.value.as_str()), ("!function", Some("af_fixture_data.load"))),
+        other => panic!("custom_dataset is {other:?}"),
+    }
+    assert!(folder.join("af_fixture_data.py").exists());
+    loader_finds_the_files_after_a_move(&folder);
     for (split, key) in [("train", "training_split"), ("validation", "validation_split"), ("test", "test_split")] {
         assert_eq!(yaml[key].as_str(), Some(split));
-        let file = Path::new(yaml["dataset_kwargs"]["data_files"][split].as_str().unwrap());
-        assert!(file.is_absolute(), "lm-eval resolves data files from its working directory");
-        for doc in jsonl(file) {
+        let name = yaml["dataset_kwargs"]["data_files"][split].as_str().unwrap();
+        assert!(Path::new(name).is_relative() && !name.contains('/'), "{name}: a file beside the YAML");
+        for doc in jsonl(&folder.join(name)) {
             let (query, choices, label) = (doc["query"].as_str().unwrap(), doc["choices"].as_array().unwrap(), doc["label"].as_u64().unwrap() as usize);
             assert_eq!(choices.len(), 7);
             let (_, gold, _) = &want[doc["id"].as_str().unwrap()];
@@ -96,4 +107,46 @@ fn every_layout_reads_back_to_the_exported_questions_and_the_lm_eval_task_is_com
             }
         }
     }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+    }
+}
+
+/// Runs the task's loader as lm-eval would, from another working directory, with a stand-in for
+/// the `datasets` library that checks every file it is handed exists. Without python3 the check
+/// says SKIPPED (the YAML and the file names above are still checked).
+fn loader_finds_the_files_after_a_move(folder: &Path) {
+    use std::io::Write;
+    let stub = tempfile::tempdir().unwrap();
+    std::fs::write(
+        stub.path().join("datasets.py"),
+        "import os\ndef load_dataset(kind, data_files):\n    assert kind == 'json'\n    for p in data_files.values():\n        assert os.path.isfile(p), p\n    return data_files\n",
+    )
+    .unwrap();
+    let program = "import importlib.util, sys\n\
+        spec = importlib.util.spec_from_file_location('loader', sys.argv[1] + '/af_fixture_data.py')\n\
+        m = importlib.util.module_from_spec(spec)\n\
+        spec.loader.exec_module(m)\n\
+        print(len(m.load(data_files={'train': 'af_fixture_train.jsonl', 'test': 'af_fixture_test.jsonl'}, version=1.0)))\n";
+    let out = match std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .arg(folder)
+        .env("PYTHONPATH", stub.path())
+        .current_dir(stub.path())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED the lm-eval loader check: python3 does not run ({e})");
+            return;
+        }
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
 }

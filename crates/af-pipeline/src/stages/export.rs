@@ -75,7 +75,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let random_questions = pool_questions(&chosen, &random, &splits);
     af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
     af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&random_questions)?)?;
-    write_layouts(&ctx.dir, &config.run.dir.join("export"), &questions, &e.task)?;
+    write_layouts(&ctx.dir, &questions, &e.task)?;
     if e.annotation {
         write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
     }
@@ -297,8 +297,8 @@ fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Op
 }
 
 /// The AF dataset in every published layout, one file per split (docs/formats.md), written into
-/// `dir`; the lm-eval task names its files where they will be once the stage is done (`final_dir`).
-fn write_layouts(dir: &Path, final_dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
+/// `dir`; the lm-eval task names its files relative to its own folder, through its loader.
+fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
     use af_io::export;
     let names = [("train", "train", "train"), ("validation", "val", "validation")  , ("test", "test", "test")];
     let mut lm_files = Vec::new();
@@ -313,9 +313,10 @@ fn write_layouts(dir: &Path, final_dir: &Path, questions: &[af_core::Question], 
         af_core::atomic::write(dir.join(format!("hf/{hf_name}.jsonl")), export::hf_jsonl(&part).as_bytes())?;
         let lm_name = format!("lm-eval/{task}_{hf_name}.jsonl");
         af_core::atomic::write(dir.join(&lm_name), export::lm_eval_jsonl(&part).as_bytes())?;
-        lm_files.push((hf_name, std::path::absolute(final_dir.join(&lm_name))?));
+        lm_files.push((hf_name, format!("{task}_{hf_name}.jsonl")));
     }
     af_core::atomic::write(dir.join(format!("lm-eval/{task}.yaml")), export::lm_eval_yaml(task, &lm_files).as_bytes())?;
+    af_core::atomic::write(dir.join(format!("lm-eval/{}.py", export::lm_eval_loader_module(task))), export::LM_EVAL_LOADER.as_bytes())?;
     Ok(())
 }
 
