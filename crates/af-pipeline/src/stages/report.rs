@@ -283,7 +283,8 @@ impl crate::runner::Stage for Report {
         use super::StageReport;
         Ok({
             write(&ctx.config.run.dir, &ctx.dir)?;
-            (StageReport::Report(ctx.dir.join("report.html")), true)
+            // ctx.dir is where the stage works; the page ends up in the run's report/.
+            (StageReport::Report(ctx.config.run.dir.join(crate::StageName::Report.dir_name()).join("report.html")), true)
         })
     }
 }
