@@ -227,6 +227,75 @@ impl Precision {
     }
 }
 
+/// How many candidates one scoring pass holds: `"auto"` (the default) or a number.
+///
+/// A pass's activations grow with candidates x tokens, and on the CPU they are the whole of a
+/// stage's memory: 8,192 candidates of 32 tokens through SWAG's committee peaked at 4.2 GB, where
+/// 512 peaked under 2 GB and scored faster (caches; docs/benchmarks.md). A GPU wants large
+/// passes to fill it. So `auto` is [`ScoreBatch::AUTO_GPU`] on a GPU and [`ScoreBatch::AUTO_CPU`]
+/// on the CPU. Not written into configs when `auto`: the number is the device's, not the run's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScoreBatch {
+    #[default]
+    Auto,
+    Candidates(usize),
+}
+
+impl ScoreBatch {
+    pub const AUTO_GPU: usize = 8192;
+    pub const AUTO_CPU: usize = 512;
+
+    pub fn is_auto(&self) -> bool {
+        *self == ScoreBatch::Auto
+    }
+
+    /// The candidates per pass on a device that is (or is not) a GPU.
+    pub fn candidates_on(self, gpu: bool) -> usize {
+        match self {
+            ScoreBatch::Candidates(n) => n,
+            ScoreBatch::Auto if gpu => Self::AUTO_GPU,
+            ScoreBatch::Auto => Self::AUTO_CPU,
+        }
+    }
+}
+
+impl Serialize for ScoreBatch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ScoreBatch::Auto => s.serialize_str("auto"),
+            ScoreBatch::Candidates(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ScoreBatch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ScoreBatch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"auto\" or a positive number of candidates")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ScoreBatch, E> {
+                match v {
+                    "auto" => Ok(ScoreBatch::Auto),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ScoreBatch, E> {
+                match usize::try_from(v) {
+                    Ok(n) if n > 0 => Ok(ScoreBatch::Candidates(n)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Unsigned(v), &self)),
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ScoreBatch, E> {
+                u64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self)).and_then(|v| self.visit_u64(v))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InputFormat {
@@ -404,8 +473,9 @@ pub struct CommitteeConfig {
     pub batch_items: usize,
     pub learning_rate: f64,
     pub clip_norm: f64,
-    /// Candidates per forward pass when scoring the pool.
-    pub score_batch: usize,
+    /// Candidates per forward pass when scoring the pool: see [`ScoreBatch`].
+    #[serde(skip_serializing_if = "ScoreBatch::is_auto")]
+    pub score_batch: ScoreBatch,
     /// A candidate (or an audited option) longer than this many tokens keeps its last this-many:
     /// memory stays bounded by the batch, whatever one row holds. Rows cut are counted.
     pub max_tokens: usize,
@@ -440,7 +510,7 @@ impl Default for CommitteeConfig {
             batch_items: 64,
             learning_rate: 1e-3,
             clip_norm: 1.0,
-            score_batch: 8192,
+            score_batch: ScoreBatch::Auto,
             max_tokens: 256,
             precision: Precision::Auto,
             member: BTreeMap::new(),
@@ -777,8 +847,8 @@ impl Config {
         if c.max_tokens == 0 || c.max_tokens > i16::MAX as usize {
             return Err(format!("[committee] max-tokens = {}: between 1 and {} (lengths are stored as 16-bit integers)", c.max_tokens, i16::MAX));
         }
-        if c.epochs == 0 || c.batch_items == 0 || c.score_batch == 0 || c.max_vocab < 10 {
-            return Err("[committee] epochs, batch-items and score-batch must be positive, max-vocab at least 10".into());
+        if c.epochs == 0 || c.batch_items == 0 || c.max_vocab < 10 {
+            return Err("[committee] epochs and batch-items must be positive, max-vocab at least 10".into());
         }
         if !(0.0..1.0).contains(&c.dropout) || !(0.0..0.5).contains(&c.validation_share) {
             return Err("[committee] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into());
@@ -876,6 +946,23 @@ mod tests {
         assert_eq!((c.pairs.min_context_tokens, c.pairs.max_context_tokens), (6, 100));
         assert_eq!((c.pairs.min_ending_tokens, c.pairs.max_ending_tokens), (5, 25));
         assert_eq!(c.run.device, "auto");
+    }
+
+    #[test]
+    fn score_batch_is_auto_or_a_positive_number() {
+        let auto = Config::parse("", Path::new("c.toml")).unwrap().committee.score_batch;
+        assert_eq!((auto.candidates_on(false), auto.candidates_on(true)), (ScoreBatch::AUTO_CPU, ScoreBatch::AUTO_GPU));
+        let c = Config::parse("[committee]\nscore-batch = \"auto\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.committee.score_batch, ScoreBatch::Auto);
+        // `auto` is not written (the number is the device's), a number is.
+        assert!(!toml::to_string(&c.committee).unwrap().contains("score-batch"));
+        let c = Config::parse("[committee]\nscore-batch = 300\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.committee.score_batch.candidates_on(true), 300);
+        assert!(toml::to_string(&c.committee).unwrap().contains("score-batch = 300"));
+        for bad in ["\"fast\"", "-3", "0"] {
+            let err = Config::parse(&format!("[committee]\nscore-batch = {bad}\n"), Path::new("c.toml")).unwrap_err().to_string();
+            assert!(err.contains("score-batch") || err.contains("auto"), "{bad}: {err}");
+        }
     }
 
     #[test]

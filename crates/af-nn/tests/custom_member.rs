@@ -93,7 +93,7 @@ fn a_registered_member_trains_and_scores_beside_a_builtin_one() {
     let (fit, held) = qs.split_at(100);
     train(&vs, &model, &table, fit, &config, 1).unwrap();
     let rows: Vec<i64> = held.iter().flatten().copied().collect();
-    for (head, scores) in score(&model, &table, &rows, 32) {
+    for (head, scores) in score(&model, &table, &rows, af_core::ScoreBatch::Candidates(32)) {
         let right = scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64;
         // The count is the whole signal: once its weight is positive, the right answer wins.
         let least = if head == "count-word" { 0.99 } else { 0.5 };

@@ -213,7 +213,7 @@ mod tests {
         let rows: Vec<i64> = (0..table.rows).collect();
         let (_vs, plain) = committee.train(&members, &questions, 11).unwrap();
         let (_vs2, recorded, records) = committee.train_recording(&members, &questions, 11).unwrap();
-        assert_eq!(nnc::score(&plain, &table, &rows, 64), nnc::score(&recorded, &table, &rows, 64));
+        assert_eq!(nnc::score(&plain, &table, &rows, af_core::ScoreBatch::Candidates(64)), nnc::score(&recorded, &table, &rows, af_core::ScoreBatch::Candidates(64)));
         // 30 questions, 20% for early stopping: 6 unrecorded, the rest one value per epoch run.
         assert_eq!(records.iter().filter(|r| r.is_none()).count(), 6);
         for r in records.iter().flatten() {

@@ -66,9 +66,10 @@ pub enum BenchCommand {
         members: String,
         #[arg(long, default_value_t = 1)]
         epochs: usize,
-        /// Candidates per scoring pass.
-        #[arg(long, default_value_t = 16_384)]
-        score_batch: usize,
+        /// Candidates per scoring pass (default: the pipeline's `auto`, 8192 on a GPU, 512 on the
+        /// CPU).
+        #[arg(long)]
+        score_batch: Option<usize>,
         #[arg(long, default_value_t = 64)]
         batch_items: usize,
         #[arg(long, default_value = "auto")]
@@ -478,7 +479,7 @@ fn bench_committee(
     vocab: i64,
     members: &str,
     epochs: usize,
-    score_batch: usize,
+    score_batch: Option<usize>,
     batch_items: usize,
     device: &str,
     precision: af_core::config::Precision,
@@ -500,6 +501,7 @@ fn bench_committee(
     tch::manual_seed(3);
     let width = pool + 1;
     let table = synthetic_table((items * width) as i64, tokens, vocab, device);
+    let score_batch = score_batch.map_or(af_core::ScoreBatch::Auto, af_core::ScoreBatch::Candidates);
     let config = CommitteeConfig { epochs, validation_share: 0.0, batch_items, score_batch, precision, ..Default::default() };
     let mixed = precision.mixed_on(device.is_cuda());
     let n_train = items * 4 / 5;
@@ -534,6 +536,7 @@ fn bench_committee(
         "tokens": tokens,
         "epochs": epochs,
         "score_precision": if mixed { "mixed" } else { "fp32" },
+        "score_batch": score_batch.candidates_on(device.is_cuda()),
         "train_sequences": sequences,
         "train_seconds": train_seconds,
         "train_sequences_per_second": sequences as f64 / train_seconds,

@@ -32,6 +32,7 @@ pub use member::{BuildContext, Column, Member, MemberNet};
 pub use members::Registry;
 
 use crate::table::CandidateTable;
+use af_core::ScoreBatch;
 use crate::NnError;
 
 /// The rows of one batch, gathered from the table: what a [`MemberNet`] reads. Token columns
@@ -301,7 +302,7 @@ fn question_rows(questions: &[Vec<i64>], which: &[usize]) -> (Vec<i64>, i64) {
     (flat, width as i64)
 }
 
-fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions: &[Vec<i64>], valid: &[usize], batch: usize) -> f64 {
+fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions: &[Vec<i64>], valid: &[usize], batch: ScoreBatch) -> f64 {
     let rows: Vec<i64> = valid.iter().flat_map(|&q| questions[q].iter().copied()).collect();
     let scores = score(model, table, &rows, batch);
     let mut total = 0.0;
@@ -354,9 +355,12 @@ pub fn softmax(scores: &[f32]) -> Vec<f64> {
 
 /// Every head's scores for `rows`, in order, on the host: (head, scores).
 ///
-/// Rows are scored shortest first, in batches of `batch` cut to their longest row, and the
-/// scores put back in the order asked for; the scores are the same as in any other order.
-pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch: usize) -> Vec<(String, Vec<f32>)> {
+/// Rows are scored shortest first, in passes of `batch` candidates (see [`ScoreBatch`]: its
+/// `auto` depends on the table's device) cut to their longest row, and the scores put back in
+/// the order asked for; the scores are the same as in any other order. Memory is bounded by one
+/// pass: `batch` x `max-tokens`, whatever the pool's size.
+pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch: ScoreBatch) -> Vec<(String, Vec<f32>)> {
+    let batch = batch.candidates_on(table.device.is_cuda());
     let heads = model.heads();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| table.lengths[rows[i] as usize]);
@@ -481,7 +485,7 @@ mod tests {
         let (fit, held) = qs.split_at(140);
         train(&vs, &model, &table, fit, &settings, 1).unwrap();
         let rows: Vec<i64> = held.iter().flatten().copied().collect();
-        for (head, scores) in score(&model, &table, &rows, 64) {
+        for (head, scores) in score(&model, &table, &rows, ScoreBatch::Candidates(64)) {
             let acc = scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64;
             if head == "mlp" {
                 assert!(acc < 0.45, "mlp has no signal to use: {acc}");
@@ -512,9 +516,9 @@ mod tests {
         let vs = nn::VarStore::new(Device::Cpu);
         let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &all_members(), true, &narrow).unwrap();
         let rows: Vec<i64> = (0..12).rev().collect();
-        let all = score(&model, &narrow, &rows, 64);
-        let one_by_one = score(&model, &narrow, &rows, 1);
-        let padded = score(&model, &wide, &rows, 5);
+        let all = score(&model, &narrow, &rows, ScoreBatch::Candidates(64));
+        let one_by_one = score(&model, &narrow, &rows, ScoreBatch::Candidates(1));
+        let padded = score(&model, &wide, &rows, ScoreBatch::Candidates(5));
         for ((a, b), c) in all.iter().zip(&one_by_one).zip(&padded) {
             for ((x, y), z) in a.1.iter().zip(&b.1).zip(&c.1) {
                 assert!((x - y).abs() < 1e-5 && (x - z).abs() < 1e-5, "{}: {x} {y} {z}", a.0);
@@ -584,7 +588,7 @@ mod tests {
         let vs = nn::VarStore::new(Device::Cpu);
         let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &names(&["cnn"]), false, &narrow).unwrap();
         let rows = [0, 1, 2, 3];
-        assert_eq!(score(&model, &narrow, &rows, 1), score(&model, &cut, &rows, 1));
+        assert_eq!(score(&model, &narrow, &rows, ScoreBatch::Candidates(1)), score(&model, &cut, &rows, ScoreBatch::Candidates(1)));
     }
 
     #[test]
@@ -597,7 +601,7 @@ mod tests {
             let settings = small(2, 0.2, 8, 1e-3);
             let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
             let report = train(&vs, &model, &table, &qs, &settings, 3).unwrap();
-            (report, score(&model, &table, &[0, 1, 2, 3, 17], 2))
+            (report, score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2)))
         };
         let (a, b) = (run(), run());
         assert_eq!(a.0, b.0);
@@ -610,11 +614,11 @@ mod tests {
         let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
         let mut seen = Vec::new();
         let report = train_observed(&vs, &model, &table, &qs, &settings, 3, &mut |epoch, m| {
-            seen.push((epoch, score(m, &table, &[0, 1, 2, 3], 2)));
+            seen.push((epoch, score(m, &table, &[0, 1, 2, 3], ScoreBatch::Candidates(2))));
             Ok(())
         })
         .unwrap();
-        assert_eq!((report, score(&model, &table, &[0, 1, 2, 3, 17], 2)), a);
+        assert_eq!((report, score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2))), a);
         assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (0..a.0.epochs).collect::<Vec<_>>());
         assert_eq!(a.1.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(), ["joint", "cnn", "pos-lstm"]);
     }
