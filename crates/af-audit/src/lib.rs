@@ -98,6 +98,8 @@ pub struct DetectorResult {
     /// p_value below the audit's family-wise alpha divided by the number of detectors.
     pub flagged: bool,
     pub twins: Option<TwinScore>,
+    /// Wall time of a learned detector (training and scoring); 0 for the others.
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -313,7 +315,9 @@ pub fn audit<L: Learner>(
         progress(done, total, &name);
         done += 1;
         let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
-        learner.train_and_score(model, &train_q, &eval_q, detector_seed).map_err(|source| AuditError::Learner { detector: name, source })
+        let start = std::time::Instant::now();
+        let scores = learner.train_and_score(model, &train_q, &eval_q, detector_seed).map_err(|source| AuditError::Learner { detector: name, source })?;
+        Ok::<_, AuditError<L::Error>>((scores, start.elapsed().as_secs_f64()))
     };
     for &view in &views {
         let train_q: Vec<LearnerQuestion> = train.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
@@ -324,8 +328,8 @@ pub fn audit<L: Learner>(
                 skipped.push(Skipped { what: name, reason: "excluded by the caller (a committee member on the view it was trained against)".into() });
                 continue;
             }
-            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
-            detectors.push(scorer.result(&name, "learned", Some(model.as_str()), Some(view.name()), &scores));
+            let (scores, seconds) = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
+            detectors.push(DetectorResult { seconds, ..scorer.result(&name, "learned", Some(model.as_str()), Some(view.name()), &scores) });
         }
     }
     for (t, tr, ev) in &transformed {
@@ -337,8 +341,8 @@ pub fn audit<L: Learner>(
         let sub = scorer.subset(&kept, tr.len());
         for model in &config.models {
             let name = format!("{}/{}", model, t.name());
-            let scores = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
-            detectors.push(sub.result(&name, "learned", Some(model.as_str()), Some(t.name()), &scores));
+            let (scores, seconds) = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
+            detectors.push(DetectorResult { seconds, ..sub.result(&name, "learned", Some(model.as_str()), Some(t.name()), &scores) });
         }
     }
     progress(done, total, "");
@@ -450,6 +454,7 @@ fn result(
         p_value: stats::above_chance_p(right, chance),
         flagged: false,
         twins,
+        seconds: 0.0,
     }
 }
 

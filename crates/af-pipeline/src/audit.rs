@@ -228,7 +228,7 @@ pub fn detectors_csv(report: &AuditReport) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "detector", "family", "model", "view", "train_questions", "eval_questions", "right", "accuracy", "ci_low", "ci_high", "chance", "edge",
-        "p_value", "flagged", "twin_pairs", "twin_accuracy", "twin_chance",
+        "p_value", "flagged", "twin_pairs", "twin_accuracy", "twin_chance", "seconds",
     ])?;
     for d in &report.detectors {
         let t = d.twins.as_ref();
@@ -250,6 +250,7 @@ pub fn detectors_csv(report: &AuditReport) -> anyhow::Result<Vec<u8>> {
             t.map_or(String::new(), |t| t.pairs.to_string()),
             t.map_or(String::new(), |t| format!("{:.4}", t.accuracy)),
             t.map_or(String::new(), |t| format!("{:.4}", t.chance)),
+            format!("{:.1}", d.seconds),
         ])?;
     }
     w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))

@@ -212,15 +212,24 @@ fn datamap_section(state: &FilterState, out: &Path) -> anyhow::Result<Section> {
     Ok(Section {
         title: title.into(),
         html: format!(
-            "<p>Each item's training dynamics from the last AF iteration that trained on it, for the {} of {} items whose question has not changed since (the others were swapped later, so their dynamics describe a question that is no longer in the dataset). After each epoch of that iteration's training ({} to {} epochs: early stopping ends some sooner), the committee's probability of the gold ending (joint head, else the members' mean): confidence is its mean, variability its spread, correctness the share of epochs the gold ending was the top choice. Mean confidence {:.3}, mean correctness {:.3}. Numbers: <code>filter/datamap.csv</code>.</p>{svg}",
+            "<p>Each item's training dynamics from the last AF iteration that trained on it, for the {} of {} items whose question has not changed since (the others were swapped later, so their dynamics describe a question that is no longer in the dataset). After each epoch of that iteration's training ({}), the committee's probability of the gold ending (joint head, else the members' mean): confidence is its mean, variability its spread, correctness the share of epochs the gold ending was the top choice. Mean confidence {:.3}, mean correctness {:.3}. Numbers: <code>filter/datamap.csv</code>.</p>{svg}",
             points.len(),
             state.assignment.distractors.len(),
-            epochs.iter().min().unwrap_or(&0),
-            epochs.iter().max().unwrap_or(&0),
+            epoch_range(&epochs),
             mean(&|p| p.confidence),
             mean(&|p| p.correctness),
         ),
     })
+}
+
+/// "2 epochs", or "1 to 3 epochs: early stopping ends some sooner".
+fn epoch_range(epochs: &[usize]) -> String {
+    let (min, max) = (epochs.iter().min().copied().unwrap_or(0), epochs.iter().max().copied().unwrap_or(0));
+    if min == max {
+        format!("{max} epochs")
+    } else {
+        format!("{min} to {max} epochs: early stopping ends some sooner")
+    }
 }
 
 /// Time and memory of each stage, from the stages' `stage.json` (a stage without one is left out:
