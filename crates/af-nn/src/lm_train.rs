@@ -134,9 +134,18 @@ pub fn train(
         for chunk in order.chunks(settings.batch_size) {
             let fwd: Vec<&[i64]> = chunk.iter().map(|&i| train[i].as_slice()).collect();
             let bwd: Vec<&[i64]> = chunk.iter().map(|&i| reversed_train[i].as_slice()).collect();
-            let loss = lm.loss(&lm.forward, &pad_batch(&fwd, settings.device), true)
-                + lm.loss(&lm.backward, &pad_batch(&bwd, settings.device), true);
-            let value = loss.double_value(&[]);
+            // One direction's graph at a time: its logits ([rows, length, vocabulary], and their
+            // gradients) are the stage's largest tensors, and summing the two losses before one
+            // backward held both. Gradients accumulate; the dropout draws come in the same order.
+            opt.zero_grad();
+            let forward = lm.loss(&lm.forward, &pad_batch(&fwd, settings.device), true);
+            forward.backward();
+            let value = forward.double_value(&[]);
+            drop(forward);
+            let backward = lm.loss(&lm.backward, &pad_batch(&bwd, settings.device), true);
+            backward.backward();
+            let value = value + backward.double_value(&[]);
+            drop(backward);
             if !value.is_finite() {
                 return Err(NnError::NonFinite {
                     what: format!("the LM's training loss (epoch {epoch})"),
@@ -144,8 +153,6 @@ pub fn train(
                     kept: format!("the checkpoints of the epochs before are kept in {}", dir.display()),
                 });
             }
-            opt.zero_grad();
-            loss.backward();
             opt.clip_grad_norm(settings.clip_norm);
             opt.step();
             loss_sum += value;

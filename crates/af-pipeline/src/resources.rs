@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
-    /// Resident host memory when the stage started: under `af run` the process keeps what earlier
-    /// stages took (glibc, as af sets it up, does not give large freed blocks back), and the
-    /// peak cannot be lower than this.
+    /// Resident host memory when the stage started (after [`release_freed_memory`]): under
+    /// `af run` the process holds what earlier stages still own, and the peak cannot be lower
+    /// than this.
     #[serde(default)]
     pub host_bytes_at_start: Option<u64>,
     /// Peak resident host memory during the stage, in bytes.
@@ -20,6 +20,18 @@ pub struct Resources {
     /// mark plus the CUDA context); absent on the CPU.
     #[serde(default)]
     pub device_bytes: Option<u64>,
+}
+
+/// Gives the heap's free pages back to the system. af keeps freed blocks within a stage (af-cli
+/// raises glibc's trim threshold: re-faulting a step's large tensors cost more than the
+/// arithmetic), so without this every stage under `af run` started at the peak of the largest
+/// stage before it (the ActivityNet CPU run's export started at the LM stage's 4 GB).
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap memory to the kernel; no live block moves.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Starts a stage's host peak afresh (Linux 4.0 and later; elsewhere the peak is the process's).

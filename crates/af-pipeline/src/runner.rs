@@ -215,6 +215,7 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
         work
     };
+    crate::resources::release_freed_memory();
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();

@@ -273,19 +273,9 @@ pub fn train_observed(
     Ok(report)
 }
 
-/// Training batches are cut from windows of this many batches' worth of shuffled questions,
-/// sorted by length within the window.
-const BUCKET_WINDOW_BATCHES: usize = 32;
-
-/// Batches of at most `size` questions, each of one width (number of options) and of questions of
-/// similar length, in a shuffled order.
-///
-/// A batch is padded to its longest option, and the CNN's and BiLSTM's cost follows the padded
-/// length: with batches drawn at random, HellaSwag-like questions were 24-37% real tokens and the
-/// rest padding. Sorting each window of `BUCKET_WINDOW_BATCHES` batches of shuffled questions by
-/// length (the "sortish" bucketing of AllenNLP and fastai) brings that to 60-80%, while which
-/// questions meet in a batch, and the batches' order, stay random. Each question's loss compares
-/// only its own options, so grouping by length biases no question's gradient.
+/// Batches of at most `size` questions, each of one width (number of options) and of questions
+/// of similar length (crate::batching), in a shuffled order. Each question's loss compares only its
+/// own options, so grouping by length biases no question's gradient.
 fn training_batches(order: &[usize], questions: &[Vec<i64>], table: &CandidateTable, size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
     let mut by_width: Vec<(usize, Vec<usize>)> = Vec::new();
     for &q in order {
@@ -295,15 +285,8 @@ fn training_batches(order: &[usize], questions: &[Vec<i64>], table: &CandidateTa
             None => by_width.push((w, vec![q])),
         }
     }
-    let longest = |q: usize| questions[q].iter().map(|&r| table.lengths[r as usize]).max().unwrap_or(0);
-    let mut batches = Vec::new();
-    for (_, same_width) in &mut by_width {
-        for window in same_width.chunks_mut(size * BUCKET_WINDOW_BATCHES) {
-            // Stable: equal lengths keep their shuffled order.
-            window.sort_by_key(|&q| longest(q));
-            batches.extend(window.chunks(size).map(<[usize]>::to_vec));
-        }
-    }
+    let longest = |q: usize| questions[q].iter().map(|&r| usize::from(table.lengths[r as usize])).max().unwrap_or(0);
+    let mut batches: Vec<Vec<usize>> = by_width.iter().flat_map(|(_, same_width)| crate::batching::length_sorted_windows(same_width, longest, size)).collect();
     batches.shuffle(rng);
     batches
 }
