@@ -5,7 +5,6 @@
 //! Other crates stay free of tensors so they build and test in seconds.
 
 pub mod aflite;
-pub mod batching;
 pub mod committee;
 pub mod encoder;
 pub mod lm;

@@ -221,7 +221,7 @@ pub fn train_observed(
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
         let (mut loss_sum, mut steps) = (0.0, 0usize);
-        for chunk in training_batches(&fit, questions, table, config.batch_items.max(1), &mut rng) {
+        for chunk in batches_by_width(&fit, questions, config.batch_items.max(1), &mut rng) {
             let chunk = chunk.as_slice();
             let (rows, width) = question_rows(questions, chunk);
             let heads = model.forward(table, &rows, true);
@@ -273,10 +273,10 @@ pub fn train_observed(
     Ok(report)
 }
 
-/// Batches of at most `size` questions, each of one width (number of options) and of questions
-/// of similar length (crate::batching), in a shuffled order. Each question's loss compares only its
-/// own options, so grouping by length biases no question's gradient.
-fn training_batches(order: &[usize], questions: &[Vec<i64>], table: &CandidateTable, size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
+/// Batches of at most `size` questions, each of one width (number of options). AF's questions all
+/// have k+1 options and are batched in their shuffled order; datasets with mixed widths (SWAG's
+/// full layout) get per-width batches in a shuffled order.
+fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
     let mut by_width: Vec<(usize, Vec<usize>)> = Vec::new();
     for &q in order {
         let w = questions[q].len();
@@ -285,9 +285,10 @@ fn training_batches(order: &[usize], questions: &[Vec<i64>], table: &CandidateTa
             None => by_width.push((w, vec![q])),
         }
     }
-    let longest = |q: usize| questions[q].iter().map(|&r| usize::from(table.lengths[r as usize])).max().unwrap_or(0);
-    let mut batches: Vec<Vec<usize>> = by_width.iter().flat_map(|(_, same_width)| crate::batching::length_sorted_windows(same_width, longest, size)).collect();
-    batches.shuffle(rng);
+    let mut batches: Vec<Vec<usize>> = by_width.iter().flat_map(|(_, v)| v.chunks(size).map(<[usize]>::to_vec)).collect();
+    if by_width.len() > 1 {
+        batches.shuffle(rng);
+    }
     batches
 }
 
@@ -492,52 +493,6 @@ mod tests {
                 assert!(acc > 0.8, "{head} should find the planted word: {acc}");
             }
         }
-    }
-
-    #[test]
-    fn training_batches_group_lengths_and_keep_every_question_once() {
-        // 600 questions of 2 options with random lengths 1..=40, and 30 of 3 options.
-        use rand::Rng;
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let mut inputs = Vec::new();
-        let mut qs: Vec<Vec<i64>> = Vec::new();
-        for q in 0..630 {
-            let width = if q < 600 { 2 } else { 3 };
-            qs.push((0..width).map(|_| {
-                let len = rng.random_range(1..=40usize);
-                inputs.push(CandidateInput { words: vec![7; len], pos: vec![7; len], marked: 0..0, features: [0.0; 8] });
-                inputs.len() as i64 - 1
-            }).collect());
-        }
-        let table = table_of(&inputs, 40, 24, 1);
-        let mut order: Vec<usize> = (0..qs.len()).collect();
-        order.shuffle(&mut rng);
-        let batches = training_batches(&order, &qs, &table, 16, &mut ChaCha8Rng::seed_from_u64(4));
-        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..qs.len()).collect::<Vec<_>>(), "every question exactly once");
-        assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= 16 && b.iter().all(|&q| qs[q].len() == qs[b[0]].len())));
-        // Real tokens over padded ones, against random batches and against sorting the whole
-        // training set (the best batches of this size can do, with no randomness left).
-        let efficiency = |batches: &[Vec<usize>]| {
-            let (mut real, mut padded) = (0usize, 0usize);
-            for b in batches {
-                let rows: Vec<i64> = b.iter().flat_map(|&q| qs[q].iter().copied()).collect();
-                real += rows.iter().map(|&r| usize::from(table.lengths[r as usize])).sum::<usize>();
-                padded += rows.len() * table.width_of(&rows) as usize;
-            }
-            real as f64 / padded as f64
-        };
-        let random: Vec<Vec<usize>> = order.chunks(16).map(<[usize]>::to_vec).collect();
-        let mut by_length = order[..600].to_vec();
-        by_length.sort_by_key(|&q| qs[q].iter().map(|&r| table.lengths[r as usize]).max());
-        let sorted: Vec<Vec<usize>> = by_length.chunks(16).map(<[usize]>::to_vec).collect();
-        let two_way: Vec<Vec<usize>> = batches.iter().filter(|b| qs[b[0]].len() == 2).cloned().collect();
-        let (bucketed, unsorted, best) = (efficiency(&two_way), efficiency(&random), efficiency(&sorted));
-        assert!(bucketed > 0.95 * best && unsorted < 0.8 * bucketed, "bucketed {bucketed:.2}, random {unsorted:.2}, fully sorted {best:.2}");
-        // The batches' order is shuffled, not sorted by length.
-        let longest: Vec<u16> = batches.iter().map(|b| b.iter().flat_map(|&q| &qs[q]).map(|&r| table.lengths[r as usize]).max().unwrap()).collect();
-        assert!(longest.windows(2).any(|w| w[0] > w[1]) && longest.windows(2).any(|w| w[0] < w[1]));
     }
 
     #[test]
