@@ -183,21 +183,8 @@ struct StageArgs {
     config: Option<PathBuf>,
 }
 
-/// libtorch allocates and frees tensors of tens of megabytes at every step (a batch's logits);
-/// glibc serves those with mmap and returns them with munmap, and the page faults that follow cost
-/// more than the arithmetic on a CPU (measured: 27 of 29 s in the kernel for a sampling
-/// benchmark). Keeping freed memory in the heap removes that; the heap then stays at its peak.
-fn keep_large_allocations() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
-}
-
 fn main() -> ExitCode {
-    keep_large_allocations();
+    af_pipeline::resources::keep_large_allocations();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     match dispatch(cli.command) {

@@ -1,5 +1,6 @@
-//! What a stage cost: wall time, the host memory high-water mark and the device memory it held.
-//! Recorded in each stage's `stage.json` and shown in the report.
+//! What a stage cost: wall time, the host memory high-water mark and the device memory it held,
+//! recorded in each stage's `stage.json` and shown in the report; and the host heap's policy
+//! (keep freed blocks within a stage, give them back between stages).
 //!
 //! The host figure is the process's peak resident set (`VmHWM`), reset at each stage's start
 //! (`/proc/self/clear_refs`), so under `af run` each stage gets its own peak.
@@ -22,10 +23,24 @@ pub struct Resources {
     pub device_bytes: Option<u64>,
 }
 
-/// Gives the heap's free pages back to the system. af keeps freed blocks within a stage (af-cli
-/// raises glibc's trim threshold: re-faulting a step's large tensors cost more than the
-/// arithmetic), so without this every stage under `af run` started at the peak of the largest
-/// stage before it (the ActivityNet CPU run's export started at the LM stage's 4 GB).
+/// libtorch allocates and frees tensors of tens of megabytes at every step (a batch's logits);
+/// glibc serves those with mmap and returns them with munmap, and the page faults that follow cost
+/// more than the arithmetic on a CPU (measured: 27 of 29 s in the kernel for a sampling
+/// benchmark). Keeping freed memory in the heap removes that; the heap then stays at its peak
+/// until [`release_freed_memory`]. Call it first in `main`, before any other thread exists.
+pub fn keep_large_allocations() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
+/// Gives the heap's free pages back to the system. Within a stage af keeps freed blocks
+/// ([`keep_large_allocations`]), so without this every stage under `af run` started at the peak
+/// of the largest stage before it (the ActivityNet CPU run's export started at the LM stage's
+/// 4 GB).
 pub fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap memory to the kernel; no live block moves.
