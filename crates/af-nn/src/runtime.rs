@@ -29,6 +29,8 @@ pub enum NnError {
     #[error("{0}")]
     InvalidSettings(String),
     /// A NaN or infinite number where training needs finite ones: stopping beats training on.
+    #[error(transparent)]
+    Encoder(#[from] crate::encoder::EncoderError),
     #[error("{what} is not finite ({value}); {kept}")]
     NonFinite { what: String, value: f64, kept: String },
 }

@@ -42,6 +42,39 @@ pub struct CandidateTable {
     /// The least width a batch is cut to: the widest convolution.
     pub min_len: i64,
     pub device: Device,
+    /// Frozen sentence embeddings of the rows, when a member reads them ([`EncodedRows`]).
+    pub encoded: Option<EncodedRows>,
+}
+
+/// Frozen sentence embeddings of a table's rows (the `encoder` member's column), computed once
+/// per run by the caller (af-pipeline owns the text) and attached with
+/// [`CandidateTable::attach_encoded`].
+pub struct EncodedRows {
+    /// [C, D] each row's text: the second sentence in a pool's table, the view's text in an
+    /// audit's. f32, or f16 on a GPU.
+    pub text: Tensor,
+    /// Where rows come with a context read apart (a pool's items): [K, D] each context's
+    /// embedding and [C] (i64) the context of each row.
+    pub contexts: Option<(Tensor, Tensor)>,
+}
+
+impl EncodedRows {
+    /// Embedding size.
+    pub fn dim(&self) -> i64 {
+        self.text.size()[1]
+    }
+
+    fn to_device(&self, device: Device) -> Self {
+        Self { text: self.text.to(device), contexts: self.contexts.as_ref().map(|(c, of)| (c.to(device), of.to(device))) }
+    }
+
+    fn tensors(&self) -> Vec<&Tensor> {
+        let mut v = vec![&self.text];
+        if let Some((c, of)) = &self.contexts {
+            v.extend([c, of]);
+        }
+        v
+    }
 }
 
 /// The three token tensors of a table, flat.
@@ -81,7 +114,29 @@ impl CandidateTable {
             pos_vocab,
             min_len: min_len.max(1),
             device,
+            encoded: None,
         }
+    }
+
+    /// Attaches the rows' frozen embeddings (moved to the table's device). Err: shapes that do
+    /// not fit the table.
+    pub fn attach_encoded(&mut self, encoded: EncodedRows) -> Result<(), NnError> {
+        let bad = |message: String| NnError::InvalidSettings(format!("encoded rows: {message}"));
+        let size = encoded.text.size();
+        if size.len() != 2 || size[0] != self.rows {
+            return Err(bad(format!("text embeddings are {size:?}, the table has {} rows", self.rows)));
+        }
+        if let Some((contexts, of)) = &encoded.contexts {
+            let (cs, os) = (contexts.size(), of.size());
+            if cs.len() != 2 || cs[1] != size[1] || os != [self.rows] || of.kind() != Kind::Int64 {
+                return Err(bad(format!("contexts {cs:?} and their index {os:?} {:?} do not fit {} rows of {}-d text", of.kind(), self.rows, size[1])));
+            }
+            if self.rows > 0 && (of.min().int64_value(&[]) < 0 || of.max().int64_value(&[]) >= cs[0]) {
+                return Err(bad(format!("a row's context index is outside the {} contexts", cs[0])));
+            }
+        }
+        self.encoded = Some(encoded.to_device(self.device));
+        Ok(())
     }
 
     /// A table from padded [C, T] tensors (on any device); row lengths are read from `indicator`.
@@ -113,6 +168,7 @@ impl CandidateTable {
             pos_vocab: self.pos_vocab,
             min_len: self.min_len,
             device,
+            encoded: self.encoded.as_ref().map(|e| e.to_device(device)),
         }
     }
 
@@ -125,7 +181,8 @@ impl CandidateTable {
     /// Bytes the table's tensors take on its device.
     pub fn bytes(&self) -> u64 {
         [&self.words, &self.pos, &self.indicator, &self.starts, &self.lengths_on_device, &self.features]
-            .iter()
+            .into_iter()
+            .chain(self.encoded.iter().flat_map(EncodedRows::tensors))
             .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
             .sum()
     }

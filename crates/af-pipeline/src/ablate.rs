@@ -148,7 +148,7 @@ pub fn run(request: &AblateRequest, progress: &dyn Progress, done: impl FnMut(&C
     }
     let upstream = runner::fingerprint(config, generate)?;
     let load = || -> anyhow::Result<(Pool, CandidateTable, tch::Device)> {
-        let (pool, table, _summary, device) = crate::committee::load(config)?;
+        let (pool, table, _summary, device) = crate::committee::load(config, request.registry, progress)?;
         Ok((pool, table, device))
     };
     run_on(request, &upstream, load, progress, done)

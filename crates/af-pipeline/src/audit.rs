@@ -27,6 +27,8 @@ pub struct TorchLearner<'a> {
     pub device: Device,
     /// The most options any detector's table cut to `[committee] max-tokens`.
     pub options_cut: usize,
+    /// The `encoder` detector's model, loaded when first needed.
+    pub encoder: Option<af_nn::encoder::Encoder>,
 }
 
 impl Learner for TorchLearner<'_> {
@@ -37,8 +39,20 @@ impl Learner for TorchLearner<'_> {
             train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
         let pos = self.registry.get(model.as_str()).is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
-        let (table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
+        let (mut table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
         self.options_cut = self.options_cut.max(cut);
+        if self.registry.reads_encoded(std::slice::from_ref(model)) {
+            let encoder = match self.encoder.take() {
+                Some(e) => e,
+                None => nnc::members::EncoderSettings::resolve(self.config).map_err(af_nn::NnError::InvalidSettings)?.load(self.device)?,
+            };
+            // The view's text as the tokens give it: an uncased WordPiece tokenizer splits the
+            // punctuation the words were split at the same way.
+            let texts: Vec<String> = options.iter().map(|(tokens, _)| tokens.join(" ")).collect();
+            let attached = crate::encoded::attach_texts(&mut table, &encoder, &texts, &crate::NoProgress);
+            self.encoder = Some(encoder);
+            attached?;
+        }
         let mut questions = Vec::with_capacity(train.len());
         let mut at = 0i64;
         for q in train {
@@ -182,7 +196,7 @@ pub fn audit_questions(
     device: Device,
     progress: &dyn Progress,
 ) -> anyhow::Result<(AuditReport, usize)> {
-    let mut learner = TorchLearner { config: &config.committee, registry, tagger, device, options_cut: 0 };
+    let mut learner = TorchLearner { config: &config.committee, registry, tagger, device, options_cut: 0, encoder: None };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
         bar.set_length(total as u64);

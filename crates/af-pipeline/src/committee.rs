@@ -10,6 +10,7 @@ use af_nn::NnError;
 use anyhow::Context;
 use tch::{nn, Device};
 
+use crate::progress::Progress;
 use crate::table::{candidate_table, TableSummary};
 
 /// The libtorch committee: a fresh model per iteration, seeded by the iteration, trained on the
@@ -165,28 +166,66 @@ pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
 }
 
 /// The pool and the table the filter stage saved (the export's way: building the table again
-/// would tag the whole pool again); built afresh if it is missing or does not fit the pool.
-pub fn load_saved(config: &Config) -> anyhow::Result<(Pool, CandidateTable, Device)> {
+/// would tag the whole pool again); built afresh if it is missing or does not fit the pool. The
+/// pool's frozen embeddings are attached when a member the config names reads them.
+pub fn load_saved(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<(Pool, CandidateTable, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
     let device = crate::setup::device(config)?;
     let dir = saved_table_dir(config);
+    let mut table = None;
     if dir.join("table.json").exists() {
         match CandidateTable::load(&dir, device) {
-            Ok(table) if table.rows as usize == pool.rows => return Ok((pool, table, device)),
-            Ok(table) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), table.rows, pool.rows),
+            Ok(t) if t.rows as usize == pool.rows => table = Some(t),
+            Ok(t) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), t.rows, pool.rows),
             Err(e) => tracing::warn!("{e}: building the table again"),
         }
     }
-    let (table, _) = build_table(config, &pool, device)?;
+    let mut table = match table {
+        Some(t) => t,
+        None => build_table(config, &pool, device)?.0,
+    };
+    attach_encoded(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, device))
 }
 
-/// Loads the pool and builds its table for a config's run.
-pub fn load(config: &Config) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
+/// Loads the pool and builds its table for a config's run, with the pool's frozen embeddings
+/// when a member the config names reads them.
+pub fn load(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
     let device = crate::setup::device(config)?;
-    let (table, summary) = build_table(config, &pool, device)?;
+    let (mut table, summary) = build_table(config, &pool, device)?;
+    attach_encoded(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, summary, device))
+}
+
+/// Where a run keeps its pool's frozen embeddings (`encoded.json` says for which texts and model).
+/// Beside the stages rather than in one: forcing the filter again need not encode again.
+pub fn encoded_cache_dir(config: &Config) -> std::path::PathBuf {
+    config.run.dir.join("encoded")
+}
+
+/// Every member a config names: its filter phases' and `[ablate]`'s.
+fn named_members(config: &Config) -> Vec<MemberName> {
+    let phases = config.filter.stages.iter().flat_map(|s| &s.members);
+    let ablate = config.ablate.members.iter().chain(config.ablate.compositions.iter().flat_map(|c| &c.members));
+    phases.chain(ablate).cloned().collect()
+}
+
+fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut CandidateTable, progress: &dyn Progress) -> anyhow::Result<()> {
+    if !registry.reads_encoded(&named_members(config)) {
+        return Ok(());
+    }
+    let done = crate::encoded::attach_pool(table, pool, &config.committee, &encoded_cache_dir(config), progress)?;
+    tracing::info!(
+        "encoder: {} second sentences and {} contexts, {}-d, from {} ({} in {:.1} s)",
+        done.rows,
+        done.contexts,
+        done.dim,
+        done.model.display(),
+        if done.cached { "read from the cache" } else { "encoded" },
+        done.seconds
+    );
+    Ok(())
 }
 
 fn build_table(config: &Config, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {

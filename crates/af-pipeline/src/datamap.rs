@@ -155,12 +155,21 @@ pub fn dynamics(
     let fold = fold_of(questions, options.folds, seed);
     let mut out: Vec<Option<Dynamics>> = vec![None; questions.len()];
     let bar = progress.bar("data map epochs", (options.folds * options.epochs) as u64);
+    let mut encoder = None;
     for f in 0..options.folds {
         let mine: Vec<usize> = (0..questions.len()).filter(|&q| fold[q] == f).collect();
         anyhow::ensure!(!mine.is_empty(), "fold {f} of {} is empty: fewer groups than folds", options.folds);
         let tokens: Vec<Vec<(Vec<String>, std::ops::Range<usize>)>> = mine.iter().map(|&q| options_of(&questions[q])).collect();
         let flat: Vec<(&[String], std::ops::Range<usize>)> = tokens.iter().flatten().map(|(t, m)| (t.as_slice(), m.clone())).collect();
-        let (table, cut) = crate::table::sentence_table(&flat, flat.len(), &config, tagger, device);
+        let (mut table, cut) = crate::table::sentence_table(&flat, flat.len(), &config, tagger, device);
+        if registry.reads_encoded(members) {
+            if encoder.is_none() {
+                encoder = Some(crate::encoded::load_encoder(&config, device)?);
+            }
+            let encoder = encoder.as_ref().expect("loaded above");
+            let texts: Vec<String> = flat.iter().map(|(tokens, _)| tokens.join(" ")).collect();
+            crate::encoded::attach_texts(&mut table, encoder, &texts, progress)?;
+        }
         if cut > 0 {
             tracing::warn!("{cut} options are longer than [committee] max-tokens = {} and were cut to their last tokens", config.max_tokens);
         }

@@ -5,6 +5,7 @@
 //! - one module per stage ([`stages`]), each returning its report for the caller to show;
 //! - the libtorch committee behind af-filter's `Committee` trait ([`committee`]) and the
 //!   candidate table it reads, built from text ([`table`]);
+//! - frozen sentence embeddings for the `encoder` member, cached per run ([`encoded`]);
 //! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
 //! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
@@ -20,6 +21,7 @@ pub mod aflite;
 pub mod audit;
 pub mod committee;
 pub mod datamap;
+pub mod encoded;
 pub mod features;
 pub mod progress;
 pub mod resources;

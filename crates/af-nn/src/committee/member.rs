@@ -13,6 +13,8 @@ pub enum Column {
     Pos,
     Indicator,
     Features,
+    /// Frozen sentence embeddings ([`crate::table::EncodedRows`]), attached by the caller.
+    Encoded,
 }
 
 /// What building a member may use.
@@ -22,6 +24,21 @@ pub struct BuildContext<'a> {
     pub vocab: i64,
     /// POS-view ids are below this.
     pub pos_vocab: i64,
+    /// The size of the table's frozen embeddings, and whether rows come with a context's; None
+    /// when the table has none.
+    pub encoded: Option<(i64, bool)>,
+}
+
+impl<'a> BuildContext<'a> {
+    /// What a committee built over `table` may use.
+    pub fn of(committee: &'a CommitteeConfig, table: &crate::table::CandidateTable) -> Self {
+        Self {
+            committee,
+            vocab: table.vocab,
+            pos_vocab: table.pos_vocab,
+            encoded: table.encoded.as_ref().map(|e| (e.dim(), e.contexts.is_some())),
+        }
+    }
 }
 
 /// A kind of committee member: its name, what it reads, its settings and how to build it. One

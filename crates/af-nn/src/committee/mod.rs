@@ -50,6 +50,10 @@ pub struct Batch {
     pub mask: Tensor,
     /// [N] tokens per row.
     pub lengths: Tensor,
+    /// [N, D] f32 frozen embeddings of the rows' text, when the table has them.
+    pub encoded: Option<Tensor>,
+    /// [N, D] f32 frozen embeddings of the rows' contexts, when the table has them.
+    pub encoded_context: Option<Tensor>,
 }
 
 impl Batch {
@@ -71,6 +75,12 @@ impl Batch {
             lengths,
             mask,
             features: table.features.index_select(0, rows),
+            encoded: table.encoded.as_ref().map(|e| e.text.index_select(0, rows).to_kind(Kind::Float)),
+            encoded_context: table
+                .encoded
+                .as_ref()
+                .and_then(|e| e.contexts.as_ref())
+                .map(|(contexts, of)| contexts.index_select(0, &of.index_select(0, rows)).to_kind(Kind::Float)),
         }
     }
 }
@@ -112,7 +122,7 @@ impl CommitteeModel {
         for member in &kinds {
             member.settings(config).map_err(NnError::InvalidSettings)?;
         }
-        let ctx = BuildContext { committee: config, vocab: table.vocab, pos_vocab: table.pos_vocab };
+        let ctx = BuildContext::of(config, table);
         let mut total = 0;
         let mut built = Vec::with_capacity(members.len());
         for member in kinds {
@@ -392,7 +402,7 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
 mod tests {
     use super::members::lstm::reverse_within_length;
     use super::*;
-    use crate::table::{RawCandidate, TableAssembler, Vocabularies};
+    use crate::table::{EncodedRows, RawCandidate, TableAssembler, Vocabularies};
 
     /// Every built-in member, in the registry's order.
     fn all_members() -> Vec<MemberName> {
@@ -430,11 +440,31 @@ mod tests {
             vocab,
             pos_vocab,
         };
-        assembler.finish(&vocabularies, [0.0; 8], [1.0; 8], min_len)
+        let mut table = assembler.finish(&vocabularies, [0.0; 8], [1.0; 8], min_len);
+        // Frozen embeddings for the encoder member: a function of each row's words, no context.
+        let text: Vec<f32> = inputs
+            .iter()
+            .flat_map(|c| {
+                let mut rng = ChaCha8Rng::seed_from_u64(c.words.iter().fold(7u64, |h, &w| h.wrapping_mul(31).wrapping_add(w as u64)));
+                (0..ENCODED_DIM).map(move |_| rand::Rng::random_range(&mut rng, -1.0f32..1.0))
+            })
+            .collect();
+        let text = Tensor::from_slice(&text).view([inputs.len() as i64, ENCODED_DIM]);
+        table.attach_encoded(EncodedRows { text, contexts: None }).unwrap();
+        table
     }
 
-    /// A table where right answers contain word 5 and wrong ones never do: every text member must
-    /// learn it; the MLP sees only noise and must stay near chance.
+    const ENCODED_DIM: i64 = 12;
+
+    /// Unit vectors, one per row of `x`.
+    fn normalized(x: Tensor) -> Tensor {
+        let norm = x.norm_scalaropt_dim(2, [1], true);
+        x / norm
+    }
+
+    /// A table where right answers contain word 5 and wrong ones never do, and where the right
+    /// answer's embedding lies near its question's context and the wrong ones' anywhere: every
+    /// text member must learn it; the MLP sees only noise and must stay near chance.
     fn planted(questions: usize, width: usize, seed: u64) -> (CandidateTable, Vec<Vec<i64>>) {
         use rand::Rng;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -455,7 +485,19 @@ mod tests {
             }
             qs.push(q);
         }
-        (table_of(&inputs, 40, 24, 5), qs)
+        let mut table = table_of(&inputs, 40, 24, 5);
+        let gaussian = |n: usize, rng: &mut ChaCha8Rng| -> Tensor {
+            let v: Vec<f32> = (0..n * ENCODED_DIM as usize).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            normalized(Tensor::from_slice(&v).view([n as i64, ENCODED_DIM]))
+        };
+        let contexts = gaussian(questions, &mut rng);
+        let of: Vec<i64> = (0..questions as i64).flat_map(|q| std::iter::repeat_n(q, width)).collect();
+        let of = Tensor::from_slice(&of);
+        let noise = gaussian(questions * width, &mut rng);
+        let gold = Tensor::from_slice(&(0..questions * width).map(|r| f32::from(u8::from(r % width == 0))).collect::<Vec<_>>()).unsqueeze(1);
+        let text = normalized(&gold * (contexts.index_select(0, &of) + &noise * 0.5) + (1.0 - &gold) * &noise);
+        table.attach_encoded(EncodedRows { text, contexts: Some((contexts, of)) }).unwrap();
+        (table, qs)
     }
 
     fn small(epochs: usize, validation_share: f64, batch_items: usize, learning_rate: f64) -> CommitteeConfig {
@@ -493,6 +535,38 @@ mod tests {
                 assert!(acc > 0.8, "{head} should find the planted word: {acc}");
             }
         }
+    }
+
+    /// The encoder member finds right answers by how their embedding relates to the context's,
+    /// and without the contexts (the same texts) it cannot.
+    #[test]
+    fn the_encoder_member_reads_the_context() {
+        let _torch_rng = crate::torch_rng_lock();
+        let (mut table, qs) = planted(200, 4, 4);
+        let (fit, held) = qs.split_at(140);
+        let rows: Vec<i64> = held.iter().flatten().copied().collect();
+        let settings = small(6, 0.0, 16, 1e-2);
+        let accuracy = |table: &CandidateTable| {
+            tch::manual_seed(4);
+            let vs = nn::VarStore::new(Device::Cpu);
+            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["encoder"]), false, table).unwrap();
+            train(&vs, &model, table, fit, &settings, 4).unwrap();
+            let scores = score(&model, table, &rows, ScoreBatch::Candidates(64)).swap_remove(0).1;
+            scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64
+        };
+        let with_context = accuracy(&table);
+        assert!(with_context > 0.8, "{with_context}");
+        let text = table.encoded.take().unwrap().text;
+        table.attach_encoded(EncodedRows { text, contexts: None }).unwrap();
+        let without = accuracy(&table);
+        assert!(without < 0.45, "the texts alone carry no signal: {without}");
+
+        let bad = table.attach_encoded(EncodedRows { text: Tensor::zeros([3, ENCODED_DIM], (Kind::Float, Device::Cpu)), contexts: None }).unwrap_err();
+        assert!(bad.to_string().contains("the table has 800 rows"), "{bad}");
+        table.encoded = None;
+        let vs = nn::VarStore::new(Device::Cpu);
+        let e = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["encoder"]), false, &table).unwrap_err();
+        assert!(e.to_string().contains("has none"), "{e}");
     }
 
     #[test]

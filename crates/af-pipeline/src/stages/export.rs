@@ -57,7 +57,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let state_path = config.run.dir.join("filter/state.json");
     let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
     let state: FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted", state_path.display()))?;
-    let (pool, table, device) = load_saved(config)?;
+    let (pool, table, device) = load_saved(config, &registry, ctx.progress)?;
     anyhow::ensure!(
         state.assignment.distractors.len() == pool.items.len(),
         "{} has {} items, the pool {}: rerun `af run --force filter`",

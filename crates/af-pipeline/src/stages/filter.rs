@@ -23,7 +23,10 @@ use crate::runner::StageContext;
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     let config = ctx.config;
-    let (pool, table, summary, device) = load(config)?;
+    let registry = Registry::builtin();
+    let (pool, table, mut summary, device) = load(config, &registry, ctx.progress)?;
+    // With the frozen embeddings, if a member reads them.
+    summary.device_bytes = table.bytes();
     let host_after_table = crate::resources::host_peak_bytes();
     tracing::info!(
         "filter: {} items, {} candidates ({} words, {} POS-view ids, {:.1} tokens on average, up to {}; {:.2} GB on {device:?})",
@@ -41,7 +44,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
     // For the export stage, which would otherwise tag the whole pool again.
     table.save(&saved_table_dir(config), 1 << 20)?;
-    filter_pool(ctx, &pool, &table, device, &Registry::builtin())
+    filter_pool(ctx, &pool, &table, device, &registry)
 }
 
 /// The AF loop over a loaded pool and table, into `ctx.dir` (resuming from its `state.json`):

@@ -10,6 +10,7 @@
 
 pub mod bow;
 pub mod cnn;
+pub mod encoder;
 pub mod lstm;
 pub mod mlp;
 pub mod ngram;
@@ -22,6 +23,7 @@ use tch::nn;
 
 pub use bow::{Bow, BowSettings};
 pub use cnn::{Cnn, CnnSettings};
+pub use encoder::{EncoderMember, EncoderSettings};
 pub use lstm::{Lstm, LstmSettings};
 pub use mlp::{Mlp, MlpSettings};
 pub use ngram::{Ngram, NgramSettings};
@@ -38,9 +40,11 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, in that order.
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, in that order.
     pub fn builtin() -> Self {
-        Self { members: vec![Arc::new(Mlp), Arc::new(Bow), Arc::new(Cnn), Arc::new(PosLstm), Arc::new(Ngram), Arc::new(Lstm)] }
+        Self {
+            members: vec![Arc::new(Mlp), Arc::new(Bow), Arc::new(Cnn), Arc::new(PosLstm), Arc::new(Ngram), Arc::new(Lstm), Arc::new(EncoderMember)],
+        }
     }
 
     /// Adds `member`; a name already taken is an error.
@@ -64,6 +68,12 @@ impl Registry {
     /// Every member's name, in registration order.
     pub fn names(&self) -> Vec<&'static str> {
         self.members.iter().map(|m| m.name()).collect()
+    }
+
+    /// Whether any of `members` reads frozen sentence embeddings (which the caller must attach
+    /// to the table first). Unknown names read nothing.
+    pub fn reads_encoded(&self, members: &[MemberName]) -> bool {
+        members.iter().any(|m| self.get(m.as_str()).is_some_and(|m| m.columns().contains(&Column::Encoded)))
     }
 
     /// Members that read text only (no LM features): the audit's learned detectors.
@@ -153,19 +163,20 @@ mod tests {
     fn build(member: &dyn Member, c: &CommitteeConfig) -> Result<(nn::VarStore, Box<dyn crate::committee::MemberNet>), NnError> {
         let _torch_rng = crate::torch_rng_lock();
         let vs = nn::VarStore::new(Device::Cpu);
-        let net = member.build(&vs.root(), &BuildContext { committee: c, vocab: 50, pos_vocab: 20 })?;
+        let net = member.build(&vs.root(), &BuildContext { committee: c, vocab: 50, pos_vocab: 20, encoded: None })?;
         Ok((vs, net))
     }
 
     #[test]
     fn builtin_members_in_order_and_the_text_ones() {
         let r = Registry::builtin();
-        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm"]);
-        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm"]);
+        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder"]);
+        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder"]);
         for name in r.names() {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
-            assert_eq!(m.view(), af_core::View::SecondSentence);
+            let view = if name == "encoder" { af_core::View::Full } else { af_core::View::SecondSentence };
+            assert_eq!(m.view(), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
         }
@@ -222,9 +233,9 @@ mod tests {
     fn unknown_and_duplicate_members_are_errors() {
         let mut registry = Registry::builtin();
         let e = registry.lookup(&MemberName::new("rnn")).err().unwrap().to_string();
-        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm");
+        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder");
         let e = registry.register(Cnn).unwrap_err();
         assert!(matches!(&e, NnError::DuplicateMember(name) if name == "cnn"), "{e}");
-        assert_eq!(registry.names().len(), 6);
+        assert_eq!(registry.names().len(), 7);
     }
 }

@@ -1,0 +1,171 @@
+//! Frozen sentence embeddings for the `encoder` member: the model its settings name, loaded once;
+//! a pool's candidates (second sentences) and contexts encoded once per run and cached in the
+//! run directory (`filter/encoded/`), so a resumed or repeated filter and the export read them
+//! back instead of encoding again; and the rows of an audit's or a data map's table, encoded from
+//! their own text.
+
+use std::path::{Path, PathBuf};
+
+
+use af_core::CommitteeConfig;
+use af_io::pool_index::Pool;
+use af_nn::committee::members::EncoderSettings;
+use af_nn::encoder::Encoder;
+use af_nn::table::{CandidateTable, EncodedRows};
+use af_nn::NnError;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::progress::Progress;
+
+/// Texts per encoder call: the progress bar moves, and the host holds one chunk's tokens.
+const CHUNK: usize = 4096;
+
+/// The `encoder` member's settings, as the config gives them.
+fn settings(c: &CommitteeConfig) -> anyhow::Result<EncoderSettings> {
+    EncoderSettings::resolve(c).map_err(anyhow::Error::msg)
+}
+
+/// Loads the model the `encoder` member's settings name on `device`.
+pub fn load_encoder(c: &CommitteeConfig, device: Device) -> anyhow::Result<Encoder> {
+    let s = settings(c)?;
+    s.load(device).with_context(|| format!("loading the encoder member's model from {}", s.model_dir().map_or("(none)".into(), |d| d.display().to_string())))
+}
+
+/// The kind embeddings are kept in on `device`: half on a GPU (a full pool's are tens of GB in
+/// f32), f32 on the CPU (where f16 arithmetic is slow).
+fn storage_kind(device: Device) -> Kind {
+    if device.is_cuda() {
+        Kind::Half
+    } else {
+        Kind::Float
+    }
+}
+
+/// Encodes `texts` in chunks into one `[texts, dim]` tensor on `device` (f16-rounded values),
+/// advancing `bar`.
+fn encode_all(encoder: &Encoder, texts: &[String], device: Device, bar: &dyn crate::Bar) -> Result<Tensor, NnError> {
+    let out = Tensor::zeros([texts.len() as i64, encoder.dim() as i64], (storage_kind(device), device));
+    for (c, chunk) in texts.chunks(CHUNK).enumerate() {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        // Rounded through f16 everywhere, as the cache keeps them: a run that reads the cache
+        // computes exactly what the run that wrote it did.
+        let vectors = encoder.encode(&refs)?.to_kind(Kind::Half);
+        out.narrow(0, (c * CHUNK) as i64, chunk.len() as i64).copy_(&vectors);
+        bar.inc(chunk.len() as u64);
+    }
+    Ok(out)
+}
+
+/// Attaches embeddings of each row's own text (an audit's options in one view, a data map's
+/// options) to `table`; `texts` are the rows' texts in row order.
+pub fn attach_texts(table: &mut CandidateTable, encoder: &Encoder, texts: &[String], progress: &dyn Progress) -> Result<(), NnError> {
+    let bar = progress.bar("encoding options", texts.len() as u64);
+    let text = encode_all(encoder, texts, table.device, bar.as_ref())?;
+    bar.finish();
+    table.attach_encoded(EncodedRows { text, contexts: None })?;
+    Ok(())
+}
+
+/// What `filter/encoded/encoded.json` says of the cached embeddings.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct CacheKey {
+    model: PathBuf,
+    rows: usize,
+    contexts: usize,
+    dim: i64,
+    /// FNV-1a over every encoded text, in order (hex).
+    texts: String,
+}
+
+/// What attaching a pool's embeddings did, for the stage's records.
+#[derive(Debug, Serialize)]
+pub struct PoolEncoding {
+    pub model: PathBuf,
+    pub rows: usize,
+    pub contexts: usize,
+    pub dim: i64,
+    /// Read from the cache rather than encoded.
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+/// Each candidate's second sentence (noun phrase, a space, the ending), as the pool's table row.
+fn second_sentences(pool: &Pool) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::with_capacity(pool.rows);
+    let mut item_at = 0;
+    pool.for_each_part(|first, part| -> anyhow::Result<()> {
+        for (r, cand) in (first..).zip(part) {
+            while item_at + 1 < pool.offsets.len() && pool.offsets[item_at + 1] <= r {
+                item_at += 1;
+            }
+            out.push(format!("{} {}", pool.items[item_at].noun_phrase, cand.ending));
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn texts_hash<'a>(texts: impl IntoIterator<Item = &'a String>) -> String {
+    let mut h = af_core::hash::Fnv1a::default();
+    for t in texts {
+        h.update(t.as_bytes());
+        h.update(&[0]);
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// Attaches the pool's embeddings to its table: each candidate's second sentence and each item's
+/// context, read from `cache` when it holds them for the same texts and model, else encoded and
+/// written there (the cache's key last, so an interrupted write is encoded again).
+pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, c: &CommitteeConfig, cache: &Path, progress: &dyn Progress) -> anyhow::Result<PoolEncoding> {
+    let started = std::time::Instant::now();
+    let device = table.device;
+    let model = settings(c)?.model_dir()?;
+    let sentences = second_sentences(pool)?;
+    let contexts: Vec<String> = pool.items.iter().map(|i| i.context.clone()).collect();
+    let context_of: Vec<i64> = (0..pool.items.len()).flat_map(|i| std::iter::repeat_n(i as i64, pool.sizes[i] + 1)).collect();
+    anyhow::ensure!(context_of.len() == sentences.len(), "the pool's items cover {} rows, its parts {}", context_of.len(), sentences.len());
+    let texts = texts_hash(sentences.iter().chain(&contexts));
+    let (key_path, tensors_path) = (cache.join("encoded.json"), cache.join("encoded.safetensors"));
+    let cached: Option<CacheKey> = std::fs::read_to_string(&key_path).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let wanted = |dim| CacheKey { model: model.clone(), rows: sentences.len(), contexts: contexts.len(), dim, texts: texts.clone() };
+    if let Some(key) = cached.filter(|k| *k == wanted(k.dim)) {
+        match read_cache(&tensors_path, &key, device) {
+            Ok((text, ctx)) => {
+                let of = Tensor::from_slice(&context_of).to(device);
+                table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
+                return Ok(PoolEncoding { model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: true, seconds: started.elapsed().as_secs_f64() });
+            }
+            Err(e) => tracing::warn!("{e:#}: encoding again"),
+        }
+    }
+    let encoder = load_encoder(c, device)?;
+    let bar = progress.bar("encoding the pool", (sentences.len() + contexts.len()) as u64);
+    let text = encode_all(&encoder, &sentences, device, bar.as_ref())?;
+    let ctx = encode_all(&encoder, &contexts, device, bar.as_ref())?;
+    bar.finish();
+    let key = wanted(encoder.dim() as i64);
+    std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
+    let _ = std::fs::remove_file(&key_path);
+    let named = [("text", text.to(Device::Cpu).to_kind(Kind::Half)), ("contexts", ctx.to(Device::Cpu).to_kind(Kind::Half))];
+    Tensor::write_safetensors(&named, &tensors_path).with_context(|| format!("cannot write {}", tensors_path.display()))?;
+    af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+    let of = Tensor::from_slice(&context_of).to(device);
+    table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
+    Ok(PoolEncoding { model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: false, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// The cached text and context embeddings, checked against their key. They are stored in f16
+/// (half the disk; the vectors are normalised, so f16 keeps 3 decimals of each cosine).
+fn read_cache(path: &Path, key: &CacheKey, device: Device) -> anyhow::Result<(Tensor, Tensor)> {
+    let named: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(path).with_context(|| format!("cannot read {}", path.display()))?.into_iter().collect();
+    let get = |name: &str, rows: usize| -> anyhow::Result<Tensor> {
+        let t = named.get(name).with_context(|| format!("{} has no `{name}`", path.display()))?;
+        anyhow::ensure!(t.size() == [rows as i64, key.dim], "{}: `{name}` is {:?}, expected [{rows}, {}]", path.display(), t.size(), key.dim);
+        Ok(t.to(device).to_kind(storage_kind(device)))
+    };
+    Ok((get("text", key.rows)?, get("contexts", key.contexts)?))
+}

@@ -1,0 +1,109 @@
+//! The `encoder` member with the real all-MiniLM-L6-v2 (set up by `scripts/test` through
+//! `scripts/env.sh`, as for the encoder's reference test): a pool's embeddings are the model's
+//! vectors of each second sentence and context, encoded once and read back from the run's cache;
+//! the audit's `encoder` detector finds a planted word and trains on every view it is given.
+
+mod common;
+
+use af_audit::synthetic::{questions, Planted};
+use af_core::{CommitteeConfig, Config, MemberName, View};
+use af_io::pool_index::{write_synthetic_pool, Pool};
+use af_pipeline::audit::AuditRequest;
+use af_pipeline::NoProgress;
+use tch::{Device, Kind, Tensor};
+
+fn model_dir() -> std::path::PathBuf {
+    let dir = std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV)
+        .expect("AF_ENCODER_DIR is unset: run the tests with scripts/test, or `source scripts/env.sh` first (it installs the model)");
+    std::path::PathBuf::from(dir)
+}
+
+#[test]
+fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
+    let _lock = common::lock();
+    let dir = tempfile::tempdir().unwrap();
+    write_synthetic_pool(dir.path(), 12, 6, 5).unwrap();
+    let pool = Pool::load(dir.path()).unwrap();
+    let config = CommitteeConfig::default();
+    let tagger = af_text::Tagger::builtin();
+    let cache = dir.path().join("encoded");
+    let table_of = || af_pipeline::table::candidate_table(&pool, &config, &tagger, Device::Cpu).unwrap().0;
+
+    let mut first = table_of();
+    let done = af_pipeline::encoded::attach_pool(&mut first, &pool, &config, &cache, &NoProgress).unwrap();
+    assert!(!done.cached);
+    assert_eq!((done.rows, done.contexts, done.dim), (pool.rows, 12, 384));
+    assert!(cache.join("encoded.json").is_file() && cache.join("encoded.safetensors").is_file());
+
+    // Row r is item i's second sentence; its context row is item i's.
+    let encoded = first.encoded.as_ref().unwrap();
+    let (contexts, of) = encoded.contexts.as_ref().unwrap();
+    let item = 3;
+    let row = pool.row(item, 2);
+    assert_eq!(of.int64_value(&[row]), item as i64);
+    let candidate = pool.fetch([row]).unwrap().remove(&row).unwrap();
+    let encoder = af_nn::encoder::Encoder::load(&model_dir(), Device::Cpu, &Default::default()).unwrap();
+    let sentence = format!("{} {}", pool.items[item].noun_phrase, candidate.ending);
+    let want = encoder.encode(&[&sentence, &pool.items[item].context]).unwrap();
+    let close = |a: Tensor, b: Tensor| (a - b).abs().max().double_value(&[]) < 2e-3;
+    assert!(close(encoded.text.get(row), want.get(0)), "the second sentence's vector, f16-rounded");
+    assert!(close(contexts.get(item as i64), want.get(1)), "the context's vector");
+
+    // Read back, not encoded again, and exactly the same.
+    let mut second = table_of();
+    assert!(af_pipeline::encoded::attach_pool(&mut second, &pool, &config, &cache, &NoProgress).unwrap().cached);
+    assert!(second.encoded.as_ref().unwrap().text.equal(&encoded.text));
+    // A cache for another model is not taken.
+    let mut other = config.clone();
+    other.member.insert("encoder".into(), toml::toml! { model = "/nonexistent/model" });
+    let e = af_pipeline::encoded::attach_pool(&mut table_of(), &pool, &other, &cache, &NoProgress).unwrap_err();
+    assert!(format!("{e:#}").contains("/nonexistent/model"), "{e:#}");
+    assert_eq!(encoded.text.kind(), Kind::Float);
+}
+
+/// The `encoder` detector's (name, accuracy, flagged) on each of `views` of `n` synthetic
+/// questions with `planted` in them.
+fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(String, f64, bool)> {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("questions.jsonl");
+    let lines: Vec<String> = questions(n, 4, planted, seed)
+        .iter()
+        .map(|q| serde_json::json!({"id": q.id, "group": q.group, "context": q.context, "prefix": q.prefix, "endings": q.endings, "label": q.label}).to_string())
+        .collect();
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let mut config = Config::default();
+    config.committee.epochs = 4;
+    config.committee.validation_share = 0.0;
+    config.audit.models = vec![MemberName::new("encoder")];
+    config.audit.views = views.to_vec();
+    let out = dir.path().join("out");
+    let request = AuditRequest {
+        dataset: &data,
+        eval: None,
+        format: None,
+        skip_bad: false,
+        config: &config,
+        seed,
+        threads: 2,
+        device: "cpu".into(),
+        out: &out,
+        force: false,
+    };
+    let run = af_pipeline::audit::run(&request, &NoProgress).unwrap_or_else(|e| panic!("{e:#}"));
+    let found: Vec<(String, f64, bool)> = run.report.detectors.iter().filter(|d| d.name.starts_with("encoder/")).map(|d| (d.name.clone(), d.accuracy, d.flagged)).collect();
+    println!("{planted:?}: {found:?}");
+    found
+}
+
+#[test]
+fn the_audits_encoder_detector_finds_a_planted_word_and_nothing_in_a_clean_set() {
+    let _lock = common::lock();
+    let found = encoder_audit(Planted::Word("volcano"), 200, &[View::Ending, View::Full], 5);
+    assert_eq!(found.iter().map(|d| d.0.as_str()).collect::<Vec<_>>(), ["encoder/ending", "encoder/full"]);
+    for (name, accuracy, flagged) in &found {
+        assert!(*flagged && *accuracy > 0.5, "{name}: {accuracy} (chance 0.25)");
+    }
+    let clean = encoder_audit(Planted::Nothing, 200, &[View::Ending], 6);
+    assert_eq!(clean.len(), 1);
+    assert!(!clean[0].2, "nothing to find in a clean set: {:?}", clean[0]);
+}
