@@ -599,6 +599,11 @@ pub struct FilterConfig {
     /// Temperature of that softmax, in units of the head's scores.
     #[serde(skip_serializing_if = "is_one")]
     pub swap_temperature: f64,
+    /// HellaSwag's random hyperparameters: each iteration's committee trains with a learning rate
+    /// drawn log-uniformly from [low, high] (instead of `[committee] learning-rate`), so the
+    /// adversary does not overfit one setting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learning_rate_range: Option<[f64; 2]>,
 }
 
 /// How the easy distractors an item swaps out are chosen among its easy ones.
@@ -638,6 +643,7 @@ impl Default for FilterConfig {
             ],
             swap_choice: SwapChoice::Uniform,
             swap_temperature: 1.0,
+            learning_rate_range: None,
         }
     }
 }
@@ -862,6 +868,11 @@ impl Config {
         if !(f.swap_temperature > 0.0 && f.swap_temperature.is_finite()) {
             return Err(format!("[filter] swap-temperature = {}: must be positive", f.swap_temperature));
         }
+        if let Some([low, high]) = f.learning_rate_range {
+            if !(low > 0.0 && low <= high && high.is_finite()) {
+                return Err(format!("[filter] learning-rate-range = [{low}, {high}]: needs 0 < low <= high"));
+            }
+        }
         if f.stages.is_empty() {
             return Err("[filter] needs at least one [[filter.stages]]".into());
         }
@@ -1041,6 +1052,21 @@ mod tests {
         std::fs::write(&file, "[filter]\nswap-head = \"lstm\"\n").unwrap();
         let err = Config::load(&file).unwrap_err().to_string();
         assert!(err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"), "{err}");
+    }
+
+    #[test]
+    fn a_learning_rate_range_is_positive_and_ordered_and_absent_by_default() {
+        let c = Config::parse("[filter]\nlearning-rate-range = [1e-4, 3e-3]\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.filter.learning_rate_range, Some([1e-4, 3e-3]));
+        assert!(c.to_toml().contains("learning-rate-range"));
+        assert!(!Config::default().to_toml().contains("learning-rate-range"), "absent from configs that do not set it");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        for bad in ["[3e-3, 1e-4]", "[0.0, 1e-3]", "[-1.0, 1.0]"] {
+            std::fs::write(&path, format!("[filter]\nlearning-rate-range = {bad}\n")).unwrap();
+            let e = Config::load(&path).unwrap_err().to_string();
+            assert!(e.contains("learning-rate-range") && e.contains("0 < low <= high"), "{bad}: {e}");
+        }
     }
 
     #[test]

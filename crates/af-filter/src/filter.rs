@@ -36,18 +36,28 @@ pub struct HeadScores {
     pub scores: Vec<Vec<f32>>,
 }
 
+/// What the loop decides for one iteration's committee.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IterationPlan {
+    /// The iteration's own seed.
+    pub seed: u64,
+    /// The learning rate to train with, when `[filter] learning-rate-range` draws one; None:
+    /// the committee's own.
+    pub learning_rate: Option<f64>,
+}
+
 /// A committee: trained on some items with their current assignment, it scores every pool
 /// candidate of others.
 pub trait Committee {
     type Error: std::error::Error + 'static;
-    /// `train` and `heldout` are item indices; `seed` is the iteration's own.
+    /// `train` and `heldout` are item indices.
     fn train_and_score(
         &mut self,
         phase: &Phase,
         train: &[usize],
         heldout: &[usize],
         assignment: &Assignment,
-        seed: u64,
+        plan: &IterationPlan,
     ) -> Result<Vec<HeadScores>, Self::Error>;
 
     /// The training dynamics of the last `train_and_score` call (data maps): per training item, in
@@ -104,6 +114,9 @@ pub struct IterationRecord {
     pub swaps: usize,
     /// Wall time of the iteration (training, scoring, swapping).
     pub seconds: f64,
+    /// The learning rate drawn for this iteration (`[filter] learning-rate-range`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
 }
 
 /// The driving head's scores of an item's options when it was last held out, after that
@@ -137,6 +150,14 @@ pub struct FilterState {
     /// then, or when the committee records none). Absent from the states of an older af.
     #[serde(default)]
     pub dynamics: Vec<Option<ItemDynamics>>,
+}
+
+/// A draw from [low, high], uniform in the logarithm, from its own stream of `seed` (the split
+/// and the swaps keep theirs, so a config without the range makes the choices it always made).
+fn log_uniform([low, high]: [f64; 2], seed: u64) -> f64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(0x1ea2_11a7e);
+    (low.ln() + rng.random::<f64>() * (high.ln() - low.ln())).exp()
 }
 
 /// Chance accuracy of a (k+1)-way question.
@@ -177,8 +198,9 @@ impl FilterState {
         rng.set_stream(t as u64 + 1);
         let (train, heldout) = split_by_group(groups, config.train_share, &mut rng);
         let iteration_seed = seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let plan = IterationPlan { seed: iteration_seed, learning_rate: config.learning_rate_range.map(|range| log_uniform(range, iteration_seed)) };
         let heads = committee
-            .train_and_score(phase, &train, &heldout, &self.assignment, iteration_seed)
+            .train_and_score(phase, &train, &heldout, &self.assignment, &plan)
             .map_err(|source| FilterError::Committee { iteration: t, source })?;
         for h in &heads {
             if h.scores.len() != heldout.len() {
@@ -225,6 +247,7 @@ impl FilterState {
             items_changed: changed,
             swaps,
             seconds: started.elapsed().as_secs_f64(),
+            learning_rate: plan.learning_rate,
         });
         self.in_phase += 1;
         if self.near_chance >= config.patience.max(1) || self.in_phase >= phase.iterations {
@@ -334,6 +357,8 @@ mod tests {
     struct StyleCommittee {
         style: Vec<Vec<f32>>,
         noise: Vec<Vec<f32>>,
+        /// What each call was told to train with.
+        learning_rates: Vec<Option<f64>>,
     }
 
     #[derive(Debug, thiserror::Error)]
@@ -342,7 +367,8 @@ mod tests {
 
     impl Committee for StyleCommittee {
         type Error = Never;
-        fn train_and_score(&mut self, phase: &Phase, _: &[usize], heldout: &[usize], _: &Assignment, _: u64) -> Result<Vec<HeadScores>, Never> {
+        fn train_and_score(&mut self, phase: &Phase, _: &[usize], heldout: &[usize], _: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, Never> {
+            self.learning_rates.push(plan.learning_rate);
             let scores = heldout
                 .iter()
                 .map(|&i| self.style[i].iter().zip(&self.noise[i]).map(|(s, n)| -s.abs() + n).collect())
@@ -385,7 +411,7 @@ mod tests {
             ..FilterConfig::default()
         };
         let pool_sizes = vec![pool; items];
-        (StyleCommittee { style, noise }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
+        (StyleCommittee { style, noise, learning_rates: Vec::new() }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
     }
 
     #[test]
@@ -429,6 +455,44 @@ mod tests {
             state.iterations.iter_mut().for_each(|i| i.seconds = 0.0);
         }
         assert_eq!(resumed, whole);
+    }
+
+    #[test]
+    fn hellaswag_random_learning_rates_are_drawn_log_uniformly_per_iteration_and_recorded() {
+        let (mut c, groups, mut options, start) = setup();
+        let mut plain = FilterState::new(start.clone());
+        plain.step(&mut c, &groups, &options, SEED).unwrap();
+        assert_eq!(c.learning_rates, [None], "no range: the committee's own rate");
+        assert!(!serde_json::to_string(&plain.iterations[0]).unwrap().contains("learning_rate"), "and nothing new in state.json");
+
+        options.learning_rate_range = Some([1e-4, 1e-2]);
+        options.stages = vec![phase("all", &["mlp"], 400)];
+        options.patience = 1000;
+        c.learning_rates.clear();
+        let mut state = FilterState::new(start.clone());
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
+        let drawn: Vec<f64> = c.learning_rates.iter().map(|r| r.expect("drawn every iteration")).collect();
+        assert_eq!(drawn.len(), 400);
+        let recorded: Vec<f64> = state.iterations.iter().map(|i| i.learning_rate.unwrap()).collect();
+        assert_eq!(recorded, drawn, "state.json records what the committee was told");
+        assert!(drawn.iter().all(|r| (1e-4..=1e-2).contains(r)), "{drawn:?}");
+        // Uniform in the logarithm: about a quarter in each quarter of the log-range.
+        for q in 0..4 {
+            let (lo, hi) = (10f64.powf(-4.0 + 0.5 * q as f64), 10f64.powf(-3.5 + 0.5 * q as f64));
+            let share = drawn.iter().filter(|&&r| r >= lo && r < hi).count() as f64 / drawn.len() as f64;
+            assert!((share - 0.25).abs() < 0.08, "quarter {q}: {share}");
+        }
+        // The swaps are what they were without the range: its draws come from their own stream.
+        assert_eq!(state.iterations[0].swaps, plain.iterations[0].swaps);
+        assert_eq!(state.assignment.distractors.len(), plain.assignment.distractors.len());
+        // And a resumed run draws the same rates.
+        let mut part = FilterState::new(start);
+        for _ in 0..3 {
+            part.step(&mut c, &groups, &options, SEED).unwrap();
+        }
+        let mut resumed: FilterState = serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
+        while resumed.step(&mut c, &groups, &options, SEED).unwrap() {}
+        assert_eq!(resumed.iterations.iter().map(|i| i.learning_rate.unwrap()).collect::<Vec<_>>(), recorded);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! table the filter saved), and the libtorch committee behind af-filter's `Committee` trait.
 
 use af_core::{CommitteeConfig, Config, MemberName, Phase};
-use af_filter::{Assignment, EpochRecord, HeadScores};
+use af_filter::{Assignment, EpochRecord, HeadScores, IterationPlan};
 use af_io::pool_index::Pool;
 use af_nn::committee::{self as nnc, CommitteeModel, Registry};
 use af_nn::table::CandidateTable;
@@ -54,7 +54,7 @@ impl<'a> TorchCommittee<'a> {
 
     /// Trains a fresh committee of `members` on `questions`.
     pub fn train(&self, members: &[MemberName], questions: &[Vec<i64>], seed: u64) -> Result<(nn::VarStore, CommitteeModel), CommitteeError> {
-        let (vs, model, _) = self.train_observed(members, questions, seed, &mut |_, _| Ok(()))?;
+        let (vs, model, _) = self.train_observed(members, questions, &IterationPlan { seed, learning_rate: None }, &mut |_, _| Ok(()))?;
         Ok((vs, model))
     }
 
@@ -62,14 +62,24 @@ impl<'a> TorchCommittee<'a> {
         &self,
         members: &[MemberName],
         questions: &[Vec<i64>],
-        seed: u64,
+        plan: &IterationPlan,
         on_epoch: &mut nnc::EpochHook<'_>,
     ) -> Result<(nn::VarStore, CommitteeModel, nnc::TrainReport), CommitteeError> {
+        let seed = plan.seed;
+        // HellaSwag's random hyperparameters: this iteration's learning rate, when drawn.
+        let drawn;
+        let config = match plan.learning_rate {
+            Some(learning_rate) => {
+                drawn = CommitteeConfig { learning_rate, ..self.config.clone() };
+                &drawn
+            }
+            None => self.config,
+        };
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
         let model = CommitteeModel::new(&vs.root(), self.config, self.registry, members, self.config.joint, self.table)
             .map_err(|source| CommitteeError::Build { phase: members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), source })?;
-        let report = nnc::train_observed(&vs, &model, self.table, questions, self.config, seed, on_epoch).map_err(CommitteeError::Train)?;
+        let report = nnc::train_observed(&vs, &model, self.table, questions, config, seed, on_epoch).map_err(CommitteeError::Train)?;
         Ok((vs, model, report))
     }
 
@@ -80,7 +90,7 @@ impl<'a> TorchCommittee<'a> {
         &self,
         members: &[MemberName],
         questions: &[Vec<i64>],
-        seed: u64,
+        plan: &IterationPlan,
     ) -> Result<(nn::VarStore, CommitteeModel, Vec<Option<EpochRecord>>), CommitteeError> {
         let rows: Vec<i64> = questions.iter().flatten().copied().collect();
         let shapes: Vec<(usize, usize)> = questions.iter().map(|q| (q.len(), 0)).collect();
@@ -93,7 +103,7 @@ impl<'a> TorchCommittee<'a> {
             }
             Ok(())
         };
-        let (vs, model, report) = self.train_observed(members, questions, seed, &mut on_epoch)?;
+        let (vs, model, report) = self.train_observed(members, questions, plan, &mut on_epoch)?;
         let mut records: Vec<Option<EpochRecord>> = records.into_iter().map(Some).collect();
         // Early stopping's share was scored but never fitted: its numbers are not training dynamics.
         for &q in &report.validation_questions {
@@ -106,9 +116,9 @@ impl<'a> TorchCommittee<'a> {
 impl af_filter::Committee for TorchCommittee<'_> {
     type Error = CommitteeError;
 
-    fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, seed: u64) -> Result<Vec<HeadScores>, CommitteeError> {
+    fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, CommitteeError> {
         let questions: Vec<Vec<i64>> = train.iter().map(|&i| self.question(i, assignment)).collect();
-        let (_vs, model, dynamics) = self.train_recording(&phase.members, &questions, seed)?;
+        let (_vs, model, dynamics) = self.train_recording(&phase.members, &questions, plan)?;
         self.dynamics = dynamics;
         let rows: Vec<i64> = heldout.iter().flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c))).map(|(i, c)| self.pool.row(i, c)).collect();
         let scores = nnc::score(&model, self.table, &rows, self.config.score_batch);
