@@ -44,6 +44,10 @@ pub struct CandidateTable {
     pub device: Device,
     /// Frozen sentence embeddings of the rows, when a member reads them ([`EncodedRows`]).
     pub encoded: Option<EncodedRows>,
+    /// The same candidates as full-view rows (context, then second sentence; the context and
+    /// noun phrase marked), with the same vocabulary, when a member reads the full view. Its own
+    /// `encoded` and `full_view` are empty, its features zero.
+    pub full_view: Option<Box<CandidateTable>>,
 }
 
 /// Frozen sentence embeddings of a table's rows (the `encoder` member's column), computed once
@@ -115,6 +119,7 @@ impl CandidateTable {
             min_len: min_len.max(1),
             device,
             encoded: None,
+            full_view: None,
         }
     }
 
@@ -169,6 +174,7 @@ impl CandidateTable {
             min_len: self.min_len,
             device,
             encoded: self.encoded.as_ref().map(|e| e.to_device(device)),
+            full_view: self.full_view.as_ref().map(|t| Box::new(t.to_device(device))),
         }
     }
 
@@ -184,7 +190,8 @@ impl CandidateTable {
             .into_iter()
             .chain(self.encoded.iter().flat_map(EncodedRows::tensors))
             .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
-            .sum()
+            .sum::<u64>()
+            + self.full_view.as_ref().map_or(0, |t| t.bytes())
     }
 
     /// Tokens in all rows.
@@ -192,6 +199,9 @@ impl CandidateTable {
         self.words.size()[0]
     }
 }
+
+/// Where a saved table keeps its full-view rows: a saved table of its own.
+const FULL_VIEW_DIR: &str = "full-view";
 
 /// What a saved table's directory says about it (`table.json`).
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -240,6 +250,12 @@ impl CandidateTable {
             rows_per_file: per,
             files: files as usize,
         };
+        let full = dir.join(FULL_VIEW_DIR);
+        match &self.full_view {
+            Some(t) => t.save(&full, rows_per_file)?,
+            None if full.exists() => std::fs::remove_dir_all(&full).map_err(|e| bad(&full, &e))?,
+            None => {}
+        }
         let path = dir.join("table.json");
         // Written last: a directory without it is an interrupted save.
         std::fs::write(&path, serde_json::to_string_pretty(&meta).expect("plain struct")).map_err(|e| bad(&path, &e))
@@ -284,7 +300,16 @@ impl CandidateTable {
         if row != meta.rows || token != meta.tokens {
             return Err(bad(dir, format!("{row} rows and {token} tokens in the files, {} and {} in table.json", meta.rows, meta.tokens)));
         }
-        Ok(Self::from_flat(FlatTokens { words, pos, indicator }, features, lengths, meta.vocab, meta.pos_vocab, meta.min_len))
+        let mut table = Self::from_flat(FlatTokens { words, pos, indicator }, features, lengths, meta.vocab, meta.pos_vocab, meta.min_len);
+        let full = dir.join(FULL_VIEW_DIR);
+        if full.join("table.json").exists() {
+            let view = Self::load(&full, device)?;
+            if view.rows != table.rows {
+                return Err(bad(&full, format!("{} full-view rows for {} rows", view.rows, table.rows)));
+            }
+            table.full_view = Some(Box::new(view));
+        }
+        Ok(table)
     }
 }
 

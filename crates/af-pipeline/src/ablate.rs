@@ -341,7 +341,7 @@ fn cross_matrix(
         .flat_map(|(name, detectors)| {
             let composition = compositions.iter().find(|c| c.name == name);
             detectors.into_iter().map(move |score| Cell {
-                in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry)),
+                in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry, &request.config.committee)),
                 composition: name.clone(),
                 score,
             })
@@ -353,14 +353,14 @@ fn cross_matrix(
 /// Whether a composition's committee held this detector: the member itself (alone, or every
 /// ablated member for the joint committee), or an audit detector of the same architecture on
 /// the view that member reads.
-fn held_by(c: &Composition, score: &DetectorScore, members: &[MemberName], registry: &Registry) -> bool {
+fn held_by(c: &Composition, score: &DetectorScore, members: &[MemberName], registry: &Registry, committee: &af_core::CommitteeConfig) -> bool {
     match (score.family.as_str(), score.model.as_deref()) {
         ("committee", Some(af_core::JOINT_HEAD)) => members.iter().all(|m| c.members.contains(m)),
         ("committee", Some(model)) => c.members.iter().any(|m| m == model),
         ("learned", Some(model)) => c
             .members
             .iter()
-            .any(|m| m == model && registry.lookup(m).is_ok_and(|member| Some(member.view().name()) == score.view.as_deref())),
+            .any(|m| m == model && registry.lookup(m).is_ok_and(|member| Some(member.view(committee).name()) == score.view.as_deref())),
         _ => false,
     }
 }

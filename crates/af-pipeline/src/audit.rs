@@ -196,7 +196,10 @@ pub fn audit_questions(
     device: Device,
     progress: &dyn Progress,
 ) -> anyhow::Result<(AuditReport, usize)> {
-    let mut learner = TorchLearner { config: &config.committee, registry, tagger, device, options_cut: 0, encoder: None };
+    // Each detector reads the rows of the view it is trained on, whatever view a member's table
+    // gives it in the committee.
+    let committee = nnc::members::reading_given_rows(&config.committee);
+    let mut learner = TorchLearner { config: &committee, registry, tagger, device, options_cut: 0, encoder: None };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
         bar.set_length(total as u64);

@@ -11,7 +11,7 @@ use anyhow::Context;
 use tch::{nn, Device};
 
 use crate::progress::Progress;
-use crate::table::{candidate_table, TableSummary};
+use crate::table::{candidate_table_with, TableSummary};
 
 /// The libtorch committee: a fresh model per iteration, seeded by the iteration, trained on the
 /// training items' current questions, scoring every pool candidate of the held-out items. It
@@ -185,14 +185,15 @@ pub fn load_saved(config: &Config, registry: &Registry, progress: &dyn Progress)
     let mut table = None;
     if dir.join("table.json").exists() {
         match CandidateTable::load(&dir, device) {
-            Ok(t) if t.rows as usize == pool.rows => table = Some(t),
+            Ok(t) if t.rows as usize == pool.rows && (t.full_view.is_some() || !reads_full_view(config, registry)) => table = Some(t),
+            Ok(t) if t.rows as usize == pool.rows => tracing::warn!("{} has no full-view rows, which a member reads: building the table again", dir.display()),
             Ok(t) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), t.rows, pool.rows),
             Err(e) => tracing::warn!("{e}: building the table again"),
         }
     }
     let mut table = match table {
         Some(t) => t,
-        None => build_table(config, &pool, device)?.0,
+        None => build_table(config, registry, &pool, device)?.0,
     };
     attach_encoded(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, device))
@@ -203,7 +204,7 @@ pub fn load_saved(config: &Config, registry: &Registry, progress: &dyn Progress)
 pub fn load(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
     let device = crate::setup::device(config)?;
-    let (mut table, summary) = build_table(config, &pool, device)?;
+    let (mut table, summary) = build_table(config, registry, &pool, device)?;
     attach_encoded(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, summary, device))
 }
@@ -238,14 +239,21 @@ fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut
     Ok(())
 }
 
-fn build_table(config: &Config, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+fn build_table(config: &Config, registry: &Registry, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
-    candidate_table(pool, &config.committee, &tagger, device)
+    let full_view = reads_full_view(config, registry);
+    candidate_table_with(pool, &config.committee, &tagger, device, full_view)
+}
+
+/// Whether a member the config names reads full-view rows (`[committee.member.NAME] view = "full"`).
+fn reads_full_view(config: &Config, registry: &Registry) -> bool {
+    named_members(config).iter().any(|m| registry.get(m.as_str()).is_some_and(|member| nnc::reads_full_view_rows(member, &config.committee)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::candidate_table;
 
     #[test]
     fn recording_dynamics_leaves_the_trained_committee_as_it_was() {
@@ -261,7 +269,7 @@ mod tests {
         let members = af_core::member_names(&["bow", "mlp"]);
         let rows: Vec<i64> = (0..table.rows).collect();
         let (_vs, plain) = committee.train(&members, &questions, 11).unwrap();
-        let (_vs2, recorded, records) = committee.train_recording(&members, &questions, 11).unwrap();
+        let (_vs2, recorded, records) = committee.train_recording(&members, &questions, &IterationPlan { seed: 11, learning_rate: None }).unwrap();
         assert_eq!(nnc::score(&plain, &table, &rows, af_core::ScoreBatch::Candidates(64)), nnc::score(&recorded, &table, &rows, af_core::ScoreBatch::Candidates(64)));
         // 30 questions, 20% for early stopping: 6 unrecorded, the rest one value per epoch run.
         assert_eq!(records.iter().filter(|r| r.is_none()).count(), 6);

@@ -151,7 +151,8 @@ pub fn dynamics(
     anyhow::ensure!(options.epochs >= 2, "a data map needs at least 2 epochs (variability is a spread across epochs)");
     anyhow::ensure!(options.folds >= 1, "folds must be at least 1");
     // Every epoch is recorded and every question trains: no held-out share, no early stop.
-    let config = CommitteeConfig { epochs: options.epochs, validation_share: 0.0, ..committee.clone() };
+    // The dataset's options are the rows, whatever view a member reads in a pool's committee.
+    let config = CommitteeConfig { epochs: options.epochs, validation_share: 0.0, ..nnc::members::reading_given_rows(committee) };
     let fold = fold_of(questions, options.folds, seed);
     let mut out: Vec<Option<Dynamics>> = vec![None; questions.len()];
     let bar = progress.bar("data map epochs", (options.folds * options.epochs) as u64);

@@ -57,6 +57,9 @@ pub struct TableBuilder<'a> {
     truncated_rows: usize,
     /// Whether to tag: when no member reads the POS view, every tag is 0.
     tag: bool,
+    /// The full-view rows, when a member reads them (never tagged: no full-view member reads
+    /// the POS view).
+    full: Option<TableAssembler>,
 }
 
 impl<'a> TableBuilder<'a> {
@@ -72,37 +75,51 @@ impl<'a> TableBuilder<'a> {
             sq: [0.0; 8],
             truncated_rows: 0,
             tag: true,
+            full: None,
         }
     }
 
-    /// A builder that leaves the POS view untagged (all tags 0), for tables no member reads
-    /// it from: tagging is most of the time an audit's table takes.
-    pub fn without_pos(mut self) -> Self {
-        self.tag = false;
+    /// A builder that also builds the table's full-view rows ([`Self::push_full`]).
+    pub fn with_full_view(mut self, device: Device) -> Self {
+        self.full = Some(TableAssembler::new(device));
         self
     }
 
-    pub fn push(&mut self, sentences: &[TableSentence]) {
+    /// Full-view rows (context + second sentence), in the same order as the rows pushed with
+    /// [`Self::push`]; their words count toward the vocabulary too.
+    pub fn push_full(&mut self, sentences: &[TableSentence]) {
+        let kept = self.cut(sentences);
+        let tags: Vec<Vec<u8>> = kept.iter().map(|(words, _)| vec![0; words.len()]).collect();
+        let ids = self.intern(sentences, &kept);
+        let raw: Vec<RawCandidate> = kept
+            .iter()
+            .zip(&ids)
+            .zip(&tags)
+            .map(|(((_, marked), interned), tags)| RawCandidate { interned, tags, marked: marked.clone(), features: [0.0; 8] })
+            .collect();
+        self.full.as_mut().expect("a builder made with_full_view").push(&raw);
+    }
+
+    /// Each sentence cut to its last `max-tokens` tokens, with its marked range moved along;
+    /// counts the cut rows.
+    fn cut<'s>(&mut self, sentences: &'s [TableSentence]) -> Vec<(&'s [String], std::ops::Range<usize>)> {
         // A row keeps its last `max-tokens` tokens: the ending, which tells a question's options
         // apart, is at the end; the shared context or noun phrase at the start goes first.
         let cap = self.config.max_tokens;
-        let kept: Vec<(&[String], std::ops::Range<usize>)> = sentences
+        self.truncated_rows += sentences.iter().filter(|s| s.words.len() > cap).count();
+        sentences
             .iter()
             .map(|s| {
                 let skip = s.words.len().saturating_sub(cap);
                 (&s.words[skip..], s.marked.start.saturating_sub(skip)..s.marked.end.saturating_sub(skip))
             })
-            .collect();
-        self.truncated_rows += sentences.iter().filter(|s| s.words.len() > cap).count();
-        let tags: Vec<Vec<u8>> = if self.tag {
-            kept.par_iter()
-                .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
-                .collect()
-        } else {
-            kept.iter().map(|(words, _)| vec![0; words.len()]).collect()
-        };
+            .collect()
+    }
+
+    /// Interned ids of the kept words; counts the words of counted sentences.
+    fn intern(&mut self, sentences: &[TableSentence], kept: &[(&[String], std::ops::Range<usize>)]) -> Vec<Vec<u32>> {
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
-        for (s, (words, _)) in sentences.iter().zip(&kept) {
+        for (s, (words, _)) in sentences.iter().zip(kept) {
             let row: Vec<u32> = words
                 .iter()
                 .map(|w| match self.interned.get(w) {
@@ -121,12 +138,34 @@ impl<'a> TableBuilder<'a> {
                     self.counts[id as usize] += 1;
                 }
             }
+            ids.push(row);
+        }
+        ids
+    }
+
+    /// A builder that leaves the POS view untagged (all tags 0), for tables no member reads
+    /// it from: tagging is most of the time an audit's table takes.
+    pub fn without_pos(mut self) -> Self {
+        self.tag = false;
+        self
+    }
+
+    pub fn push(&mut self, sentences: &[TableSentence]) {
+        let kept = self.cut(sentences);
+        let tags: Vec<Vec<u8>> = if self.tag {
+            kept.par_iter()
+                .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
+                .collect()
+        } else {
+            kept.iter().map(|(words, _)| vec![0; words.len()]).collect()
+        };
+        let ids = self.intern(sentences, &kept);
+        for s in sentences {
             for f in 0..8 {
                 let x = f64::from(s.features[f]);
                 self.sum[f] += x;
                 self.sq[f] += x * x;
             }
-            ids.push(row);
         }
         let raw: Vec<RawCandidate> = sentences
             .iter()
@@ -177,7 +216,11 @@ impl<'a> TableBuilder<'a> {
         // The CNN pads a narrower batch itself; cutting batches no narrower than its widest
         // window keeps the arithmetic as it always was.
         let min_len = CnnSettings::resolve(c).map_or(1, |s| s.widest()) as usize;
-        let table = self.assembler.finish(&vocab, mean.map(|m| m as f32), std.map(|s| s as f32), min_len);
+        let mut table = self.assembler.finish(&vocab, mean.map(|m| m as f32), std.map(|s| s as f32), min_len);
+        if let Some(full) = self.full {
+            assert_eq!(full.rows(), rows, "a full-view row for every row");
+            table.full_view = Some(Box::new(full.finish(&vocab, [0.0; 8], [1.0; 8], min_len)));
+        }
         let summary = TableSummary {
             rows,
             vocabulary: vocab.vocab as usize,
@@ -196,9 +239,18 @@ impl<'a> TableBuilder<'a> {
 /// The committee's table of a pool, built one part at a time: each candidate is its item's
 /// noun phrase then its ending, tagged as a whole, with the noun phrase marked.
 pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+    candidate_table_with(pool, c, tagger, device, false)
+}
+
+/// [`candidate_table`], with the full-view rows too when `full_view` (a member reads them): each
+/// candidate's item's context, noun phrase and ending, the context and noun phrase marked, as
+/// the audit's full view reads a question.
+pub fn candidate_table_with(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device, full_view: bool) -> anyhow::Result<(CandidateTable, TableSummary)> {
     let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| tokenize_lowercase(&i.noun_phrase)).collect();
+    let context_tokens: Vec<Vec<String>> = if full_view { pool.items.par_iter().map(|i| tokenize_lowercase(&i.context)).collect() } else { Vec::new() };
     let mut item_at = 0;
-    let mut builder = TableBuilder::new(tagger, c, device);
+    let builder = TableBuilder::new(tagger, c, device);
+    let mut builder = if full_view { builder.with_full_view(device) } else { builder };
     pool.for_each_part(|first, part| -> anyhow::Result<()> {
         // A NaN feature would spread to every row through the standardisation.
         if let Some((c, f)) = part.iter().find_map(|c| c.features.iter().position(|x| !x.is_finite()).map(|f| (c, f))) {
@@ -228,6 +280,18 @@ pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device
             })
             .collect();
         builder.push(&sentences);
+        if full_view {
+            let full: Vec<TableSentence> = sentences
+                .par_iter()
+                .zip(&items)
+                .map(|(s, &i)| {
+                    let mut words = context_tokens[i].clone();
+                    words.extend(s.words.iter().cloned());
+                    TableSentence { words, marked: 0..context_tokens[i].len() + np_tokens[i].len(), features: [0.0; 8], counted: true }
+                })
+                .collect();
+            builder.push_full(&full);
+        }
         Ok(())
     })?;
     Ok(builder.finish(true))
@@ -287,6 +351,46 @@ mod tests {
         let tagger = crate::setup::load_tagger(None).unwrap();
         let e = candidate_table(&pool, &CommitteeConfig::default(), &tagger, Device::Cpu).err().unwrap().to_string();
         assert!(e.contains("candidate 2 of item `item-1`") && e.contains("= NaN"), "{e}");
+    }
+
+    /// Full-view rows: each candidate's context, noun phrase and ending, the first two marked,
+    /// in the same vocabulary as the second-sentence rows; saved and loaded with the table.
+    #[test]
+    fn full_view_rows_hold_the_context_before_the_second_sentence() {
+        let dir = run_dir(5, 4, 2);
+        let pool = Pool::load(dir.path()).unwrap();
+        let tagger = crate::setup::load_tagger(None).unwrap();
+        let config = CommitteeConfig::default();
+        let (plain, _) = candidate_table(&pool, &config, &tagger, Device::Cpu).unwrap();
+        assert!(plain.full_view.is_none());
+        let (table, _) = candidate_table_with(&pool, &config, &tagger, Device::Cpu, true).unwrap();
+        let full = table.full_view.as_deref().unwrap();
+        assert_eq!(full.rows, table.rows);
+        let row = pool.row(3, 2) as usize;
+        let context = tokenize_lowercase(&pool.items[3].context).len();
+        let np = tokenize_lowercase(&pool.items[3].noun_phrase).len();
+        let (n, m) = (usize::from(table.lengths[row]), usize::from(full.lengths[row]));
+        assert_eq!(m, context + n);
+        let ids = |t: &CandidateTable, r: usize, len: usize| -> Vec<i64> {
+            let start = t.starts.int64_value(&[r as i64]);
+            Vec::<i64>::try_from(t.words.narrow(0, start, len as i64).to_kind(tch::Kind::Int64)).unwrap()
+        };
+        assert_eq!(ids(full, row, m)[context..], ids(&table, row, n)[..], "the same words, the same ids, after the context");
+        let marks = |t: &CandidateTable, r: usize, len: usize| -> Vec<i64> {
+            let start = t.starts.int64_value(&[r as i64]);
+            Vec::<i64>::try_from(t.indicator.narrow(0, start, len as i64).to_kind(tch::Kind::Int64)).unwrap()
+        };
+        let want: Vec<i64> = (0..m).map(|j| if j < context + np { 1 } else { 2 }).collect();
+        assert_eq!(marks(full, row, m), want);
+
+        let saved = dir.path().join("table");
+        table.save(&saved, 7).unwrap();
+        let back = CandidateTable::load(&saved, Device::Cpu).unwrap();
+        let back_full = back.full_view.as_deref().expect("loaded with the table");
+        assert!(same(&back_full.words, &full.words) && same(&back_full.indicator, &full.indicator));
+        // Saved again without it, the old full view goes.
+        plain.save(&saved, 7).unwrap();
+        assert!(CandidateTable::load(&saved, Device::Cpu).unwrap().full_view.is_none());
     }
 
     #[test]

@@ -53,9 +53,10 @@ pub trait Member: Send + Sync + 'static {
     /// audit detector.
     fn columns(&self) -> &'static [Column];
 
-    /// What it reads of a question (all built-in members read the second sentence today: noun
-    /// phrase + ending).
-    fn view(&self) -> af_core::View {
+    /// What it reads of a question in a pool's committee under these settings: the second
+    /// sentence (noun phrase + ending) unless it says otherwise. A member whose view is `Full`
+    /// and that reads token columns reads the table's full-view rows (context + second sentence).
+    fn view(&self, _committee: &CommitteeConfig) -> af_core::View {
         af_core::View::SecondSentence
     }
 
@@ -67,6 +68,12 @@ pub trait Member: Send + Sync + 'static {
     /// A fresh, initialised network under `p`. Each initialisation draws from libtorch's global
     /// generator, so the order in which variables are created is part of the results.
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError>;
+}
+
+/// Whether `member`, under these settings, reads a table's full-view rows: its view is the full
+/// one and it reads token columns (the `encoder` member's context comes with its embeddings).
+pub fn reads_full_view_rows(member: &dyn Member, committee: &CommitteeConfig) -> bool {
+    member.view(committee) == af_core::View::Full && member.columns().iter().any(|c| matches!(c, Column::Words | Column::Pos | Column::Indicator))
 }
 
 /// A built member: its representation of each candidate.

@@ -28,7 +28,7 @@ use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 pub use af_core::{CommitteeConfig, MemberName, JOINT_HEAD as JOINT};
-pub use member::{BuildContext, Column, Member, MemberNet};
+pub use member::{reads_full_view_rows, BuildContext, Column, Member, MemberNet};
 pub use members::Registry;
 
 use crate::table::CandidateTable;
@@ -85,6 +85,22 @@ impl Batch {
     }
 }
 
+/// A batch's rows in each view a committee's members read.
+struct Batches {
+    given: Batch,
+    full: Option<Batch>,
+}
+
+impl Batches {
+    fn of(&self, full: bool) -> &Batch {
+        if full {
+            self.full.as_ref().expect("gathered for a member that reads the full view")
+        } else {
+            &self.given
+        }
+    }
+}
+
 /// One head's scores for a batch of candidates.
 pub struct HeadOutput {
     pub head: String,
@@ -98,6 +114,8 @@ pub struct HeadOutput {
 pub struct CommitteeModel {
     /// Name, network, score layer.
     members: Vec<(String, Box<dyn MemberNet>, nn::Linear)>,
+    /// Per member: whether it reads the table's full-view rows.
+    full_view: Vec<bool>,
     joint: Option<(nn::Linear, nn::Linear)>,
     /// The joint head's dropout (members keep their own).
     dropout: f64,
@@ -125,7 +143,17 @@ impl CommitteeModel {
         let ctx = BuildContext::of(config, table);
         let mut total = 0;
         let mut built = Vec::with_capacity(members.len());
+        let mut full_view = Vec::with_capacity(members.len());
         for member in kinds {
+            let full = member::reads_full_view_rows(member, config);
+            if full && table.full_view.is_none() {
+                return Err(NnError::InvalidSettings(format!(
+                    "member `{}` reads the full view ([committee.member.{}] view = \"full\") and this table has no full-view rows",
+                    member.name(),
+                    member.name()
+                )));
+            }
+            full_view.push(full);
             let p = root / member.name();
             let net = member.build(&p, &ctx)?;
             let width = net.width();
@@ -137,7 +165,7 @@ impl CommitteeModel {
             let p = root / JOINT;
             (nn::linear(&p / "hidden", total, config.joint_hidden, Default::default()), nn::linear(&p / "score", config.joint_hidden, 1, Default::default()))
         });
-        Ok(Self { members: built, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) })
+        Ok(Self { members: built, full_view, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) })
     }
 
     /// Head names in output order: the joint head (if any), then the members.
@@ -151,19 +179,30 @@ impl CommitteeModel {
     /// # Shapes
     /// -> [N, sum of member widths]
     pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
-        let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
+        let batches = self.gather(table, rows);
         // fp32 whatever autocast made of each member (the bag of words has no matrix product).
-        let reps: Vec<Tensor> = self.members.iter().map(|(_, net, _)| net.represent(&batch, false).to_kind(Kind::Float)).collect();
+        let reps: Vec<Tensor> = self.members.iter().zip(&self.full_view).map(|((_, net, _), &full)| net.represent(batches.of(full), false).to_kind(Kind::Float)).collect();
         Tensor::cat(&reps, 1)
+    }
+
+    /// The rows as each view's members read them: the table's rows, and its full-view rows when
+    /// a member reads those.
+    fn gather(&self, table: &CandidateTable, rows: &[i64]) -> Batches {
+        let index = Tensor::from_slice(rows).to(table.device);
+        let full = self.full_view.iter().any(|&f| f).then(|| {
+            let view = table.full_view.as_deref().expect("checked when the committee was built");
+            Batch::gather(view, &index, view.width_of(rows))
+        });
+        Batches { given: Batch::gather(table, &index, table.width_of(rows)), full }
     }
 
     /// Every head's score for the candidates at `rows` (table rows).
     pub fn forward(&self, table: &CandidateTable, rows: &[i64], train: bool) -> Vec<HeadOutput> {
-        let batch = Batch::gather(table, &Tensor::from_slice(rows).to(table.device), table.width_of(rows));
+        let batches = self.gather(table, rows);
         let mut reps = Vec::with_capacity(self.members.len());
         let mut out = Vec::with_capacity(self.members.len() + 1);
-        for (name, net, score) in &self.members {
-            let r = net.represent(&batch, train);
+        for ((name, net, score), &full) in self.members.iter().zip(&self.full_view) {
+            let r = net.represent(batches.of(full), train);
             out.push(HeadOutput { head: name.clone(), is_member: true, scores: score.forward(&r).squeeze_dim(1) });
             // Under autocast members come out in fp16 or fp32: the joint head reads them as fp32.
             reps.push(r.to_kind(Kind::Float));
@@ -567,6 +606,55 @@ mod tests {
         let vs = nn::VarStore::new(Device::Cpu);
         let e = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["encoder"]), false, &table).unwrap_err();
         assert!(e.to_string().contains("has none"), "{e}");
+    }
+
+    /// Right answers start with the word the context ends with (5 or 6), wrong ones with the
+    /// other: only a member that reads the context can tell. The CNN sees the pair in one window
+    /// of its full-view rows; on the second sentence alone it is at chance.
+    #[test]
+    fn a_member_on_the_full_view_reads_the_context() {
+        use rand::Rng;
+        let _torch_rng = crate::torch_rng_lock();
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let (mut second, mut full, mut qs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let cue = rng.random_range(5..7);
+            let context: Vec<i32> = (0..3).map(|_| rng.random_range(8..40)).chain([cue]).collect();
+            let mut q = Vec::new();
+            for option in 0..4 {
+                let first = if option == 0 { cue } else { 11 - cue };
+                let words: Vec<i32> = std::iter::once(first).chain((0..5).map(|_| rng.random_range(8..40))).collect();
+                let input = |words: Vec<i32>, marked| CandidateInput { pos: words.iter().map(|w| w % 20).collect(), words, marked, features: [0.0; 8] };
+                q.push(second.len() as i64);
+                full.push(input(context.iter().chain(&words).copied().collect(), 0..4));
+                second.push(input(words, 0..0));
+            }
+            qs.push(q);
+        }
+        let mut table = table_of(&second, 40, 24, 5);
+        table.full_view = Some(Box::new(table_of(&full, 40, 24, 5)));
+        let (fit, held) = qs.split_at(140);
+        let rows: Vec<i64> = held.iter().flatten().copied().collect();
+        let accuracy = |view: &str| {
+            tch::manual_seed(8);
+            let mut settings = small(6, 0.0, 16, 1e-2);
+            settings.member = serde_json::from_value(serde_json::json!({ "cnn": { "view": view } })).unwrap();
+            let vs = nn::VarStore::new(Device::Cpu);
+            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn"]), false, &table).unwrap();
+            train(&vs, &model, &table, fit, &settings, 8).unwrap();
+            let scores = score(&model, &table, &rows, ScoreBatch::Candidates(64)).swap_remove(0).1;
+            scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64
+        };
+        let (full_view, second_sentence) = (accuracy("full"), accuracy("second-sentence"));
+        assert!(full_view > 0.8, "the full view holds the cue: {full_view}");
+        assert!(second_sentence < 0.45, "the second sentence alone does not: {second_sentence}");
+
+        table.full_view = None;
+        let mut settings = small(1, 0.0, 16, 1e-2);
+        settings.member = serde_json::from_value(serde_json::json!({ "cnn": { "view": "full" } })).unwrap();
+        let vs = nn::VarStore::new(Device::Cpu);
+        let e = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn"]), false, &table).unwrap_err();
+        assert!(e.to_string().contains("no full-view rows"), "{e}");
     }
 
     #[test]

@@ -173,7 +173,7 @@ fn audit_comparison(
     // A member is excluded on the view it reads: the same architecture on another view is a
     // detector AF never trained against.
     let exclude: Vec<(MemberName, af_core::View)> =
-        committee.iter().map(|m| Ok((m.clone(), registry.lookup(m)?.view()))).collect::<Result<_, af_nn::NnError>>()?;
+        committee.iter().map(|m| Ok((m.clone(), registry.lookup(m)?.view(&config.committee)))).collect::<Result<_, af_nn::NnError>>()?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
     for (name, questions) in [("random", random), ("af", af)] {

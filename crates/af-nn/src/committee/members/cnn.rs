@@ -1,14 +1,14 @@
 //! `cnn`: convolutions over word + indicator embeddings, each max-pooled over the windows that
 //! start inside the sentence.
 //!
-//! `[committee.member.cnn]`: `widths` (window widths, default `[committee] cnn-widths`),
+//! `[committee.member.cnn]`: `view` (`second-sentence`, the default, or `full`: the context too), `widths` (window widths, default `[committee] cnn-widths`),
 //! `filters` (per width, default `[committee] cnn-filters`).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::{embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use super::{committee_view, is_second_sentence, embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -23,6 +23,9 @@ pub struct CnnSettings {
     pub widths: Vec<i64>,
     pub filters: i64,
     pub dropout: f64,
+    /// The rows it reads in a pool's committee.
+    #[serde(skip_serializing_if = "is_second_sentence")]
+    pub view: af_core::View,
 }
 
 #[derive(Default, Deserialize)]
@@ -30,6 +33,7 @@ pub struct CnnSettings {
 struct Table {
     widths: Option<Vec<i64>>,
     filters: Option<i64>,
+    view: Option<af_core::View>,
 }
 
 impl CnnSettings {
@@ -45,6 +49,7 @@ impl CnnSettings {
             widths,
             filters: positive(overlay(NAME, t.filters, "filters", c.cnn_filters, "cnn-filters"))?,
             dropout: text_dropout(c)?,
+            view: committee_view(NAME, t.view)?,
         })
     }
 
@@ -67,6 +72,10 @@ impl Member for Cnn {
 
     fn columns(&self) -> &'static [Column] {
         &[Column::Words, Column::Indicator]
+    }
+
+    fn view(&self, committee: &CommitteeConfig) -> af_core::View {
+        CnnSettings::resolve(committee).map_or(af_core::View::SecondSentence, |s| s.view)
     }
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {

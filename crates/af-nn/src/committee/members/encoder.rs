@@ -95,7 +95,7 @@ impl Member for EncoderMember {
         &[Column::Encoded]
     }
 
-    fn view(&self) -> af_core::View {
+    fn view(&self, _committee: &CommitteeConfig) -> af_core::View {
         af_core::View::Full
     }
 

@@ -1,13 +1,13 @@
 //! `lstm`: a BiLSTM over word + indicator embeddings, max-pooled (the audit's BiLSTM). Also the
 //! BiLSTM that `pos-lstm` shares.
 //!
-//! `[committee.member.lstm]`: `hidden` (units per direction, default `[committee] lstm-hidden`).
+//! `[committee.member.lstm]`: `view` (`second-sentence`, the default, or `full`: the context too), `hidden` (units per direction, default `[committee] lstm-hidden`).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module, RNN};
 use tch::{Kind, Tensor};
 
-use super::{embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use super::{committee_view, is_second_sentence, embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -21,12 +21,16 @@ pub struct LstmSettings {
     pub indicator_embedding: i64,
     pub hidden: i64,
     pub dropout: f64,
+    /// The rows it reads in a pool's committee.
+    #[serde(skip_serializing_if = "is_second_sentence")]
+    pub view: af_core::View,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct Table {
     hidden: Option<i64>,
+    view: Option<af_core::View>,
 }
 
 impl LstmSettings {
@@ -37,6 +41,7 @@ impl LstmSettings {
             indicator_embedding: indicator_size(c)?,
             hidden: positive(overlay(NAME, t.hidden, "hidden", c.lstm_hidden, "lstm-hidden"))?,
             dropout: text_dropout(c)?,
+            view: committee_view(NAME, t.view)?,
         })
     }
 }
@@ -54,6 +59,10 @@ impl Member for Lstm {
 
     fn columns(&self) -> &'static [Column] {
         &[Column::Words, Column::Indicator]
+    }
+
+    fn view(&self, committee: &CommitteeConfig) -> af_core::View {
+        LstmSettings::resolve(committee).map_or(af_core::View::SecondSentence, |s| s.view)
     }
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {

@@ -129,6 +129,33 @@ pub(crate) fn text_dropout(c: &CommitteeConfig) -> Result<f64, String> {
     probability((c.dropout, "[committee] dropout".into()))
 }
 
+/// `[committee.member.NAME] view` of a text member: the rows it reads in a pool's committee,
+/// `second-sentence` (noun phrase + ending, the default and SWAG's) or `full` (context too).
+pub(crate) fn committee_view(member: &str, view: Option<af_core::View>) -> Result<af_core::View, String> {
+    match view.unwrap_or(af_core::View::SecondSentence) {
+        af_core::View::Ending => Err(format!(
+            "[committee.member.{member}] view = \"ending\": a committee member reads \"second-sentence\" (the default) or \"full\""
+        )),
+        v => Ok(v),
+    }
+}
+
+/// The default view is left out of the settings' JSON, so runs fingerprinted before the key
+/// existed stay up to date.
+pub(crate) fn is_second_sentence(view: &af_core::View) -> bool {
+    *view == af_core::View::SecondSentence
+}
+
+/// A copy of `c` whose members all read the rows they are given (no `view` key): the audit and
+/// data maps build each table from the view they train on.
+pub fn reading_given_rows(c: &CommitteeConfig) -> CommitteeConfig {
+    let mut c = c.clone();
+    for table in c.member.values_mut() {
+        table.remove("view");
+    }
+    c
+}
+
 /// Settings as the JSON a fingerprint records.
 pub(crate) fn to_json(settings: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(settings).expect("settings are plain structs")
@@ -176,7 +203,7 @@ mod tests {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
             let view = if name == "encoder" { af_core::View::Full } else { af_core::View::SecondSentence };
-            assert_eq!(m.view(), view);
+            assert_eq!(m.view(&CommitteeConfig::default()), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
         }
@@ -227,6 +254,26 @@ mod tests {
         assert_eq!(e, "[committee.member.mlp] dropout = 1.5: must be in [0, 1)");
         let e = registry.get("ngram").unwrap().settings(&config(serde_json::json!({ "embedding": 0 }))).unwrap_err();
         assert_eq!(e, "[committee] embedding = 0: must be positive");
+    }
+
+    #[test]
+    fn text_members_read_the_second_sentence_or_the_full_view() {
+        let registry = Registry::builtin();
+        for name in ["cnn", "lstm", "ngram"] {
+            let m = registry.get(name).unwrap();
+            let default = CommitteeConfig::default();
+            assert_eq!(m.view(&default), af_core::View::SecondSentence);
+            assert!(m.settings(&default).unwrap().get("view").is_none(), "the default stays out of fingerprints");
+            let full = config(serde_json::json!({ "member": { name: { "view": "full" } } }));
+            assert_eq!(m.view(&full), af_core::View::Full);
+            assert_eq!(m.settings(&full).unwrap()["view"], "full");
+            assert_eq!(reading_given_rows(&full).member[name].get("view"), None);
+            let e = m.settings(&config(serde_json::json!({ "member": { name: { "view": "ending" } } }))).unwrap_err();
+            assert!(e.contains(&format!("[committee.member.{name}] view = \"ending\"")), "{e}");
+        }
+        // pos-lstm and bow have no view key.
+        let e = registry.get("bow").unwrap().settings(&config(serde_json::json!({ "member": { "bow": { "view": "full" } } }))).unwrap_err();
+        assert!(e.contains("`view`"), "{e}");
     }
 
     #[test]

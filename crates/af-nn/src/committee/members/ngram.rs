@@ -1,14 +1,14 @@
 //! `ngram`: fastText-style, the mean of a candidate's word and hashed word-bigram embeddings (the
 //! audit's n-gram bag).
 //!
-//! `[committee.member.ngram]`: `buckets` (hash buckets for the bigrams, default
+//! `[committee.member.ngram]`: `view` (`second-sentence`, the default, or `full`: the context too), `buckets` (hash buckets for the bigrams, default
 //! `[committee] ngram-buckets`).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::Tensor;
 
-use super::{embedding_size, masked_mean, member_table, overlay, positive, text_dropout, to_json};
+use super::{committee_view, is_second_sentence, embedding_size, masked_mean, member_table, overlay, positive, text_dropout, to_json};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -24,12 +24,16 @@ pub struct NgramSettings {
     pub embedding: i64,
     pub buckets: i64,
     pub dropout: f64,
+    /// The rows it reads in a pool's committee.
+    #[serde(skip_serializing_if = "is_second_sentence")]
+    pub view: af_core::View,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct Table {
     buckets: Option<i64>,
+    view: Option<af_core::View>,
 }
 
 impl NgramSettings {
@@ -39,6 +43,7 @@ impl NgramSettings {
             embedding: embedding_size(c)?,
             buckets: positive(overlay(NAME, t.buckets, "buckets", c.ngram_buckets, "ngram-buckets"))?,
             dropout: text_dropout(c)?,
+            view: committee_view(NAME, t.view)?,
         })
     }
 }
@@ -56,6 +61,10 @@ impl Member for Ngram {
 
     fn columns(&self) -> &'static [Column] {
         &[Column::Words]
+    }
+
+    fn view(&self, committee: &CommitteeConfig) -> af_core::View {
+        NgramSettings::resolve(committee).map_or(af_core::View::SecondSentence, |s| s.view)
     }
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
