@@ -171,6 +171,13 @@ pub struct GenerateConfig {
     /// An ending stops at `.`, `!` or `?`, or after this many tokens.
     pub max_tokens: usize,
     pub temperature: f64,
+    /// Draw among the k most likely next tokens only (0: all).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub top_k: usize,
+    /// Nucleus sampling: draw among the fewest most likely tokens whose probability reaches p
+    /// (1: all).
+    #[serde(skip_serializing_if = "is_one")]
+    pub top_p: f64,
     /// Sampling rounds per item before it keeps what it has.
     pub max_rounds: usize,
     /// Items processed together and written as one part of the pool: the unit of resuming and
@@ -192,6 +199,8 @@ impl Default for GenerateConfig {
             endings: 1023,
             max_tokens: 25,
             temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
             max_rounds: 6,
             block_items: 64,
             batch_sequences: 16384,
@@ -623,6 +632,10 @@ impl SwapChoice {
 
 // Keys that came after a run was first fingerprinted stay out of the serialised config at their
 // default, so that existing runs stay up to date.
+fn is_zero(x: &usize) -> bool {
+    *x == 0
+}
+
 fn is_one(x: &f64) -> bool {
     *x == 1.0
 }
@@ -816,6 +829,9 @@ impl Config {
         }
         if g.temperature <= 0.0 {
             return Err(invalid("[generate] temperature must be positive".into()));
+        }
+        if !(g.top_p > 0.0 && g.top_p <= 1.0) {
+            return Err(invalid(format!("[generate] top-p = {}: must be in (0, 1]", g.top_p)));
         }
         parse_device(&self.run.device).map_err(|m| invalid(format!("[run] device: {m}")))?;
         self.validate_filter().map_err(invalid)

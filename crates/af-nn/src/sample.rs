@@ -21,6 +21,11 @@ pub struct SampleJob<'a> {
 pub struct SampleSettings {
     pub max_tokens: usize,
     pub temperature: f64,
+    /// Draw among the `top_k` most likely tokens only (0: all).
+    pub top_k: usize,
+    /// Draw from the nucleus: the fewest most likely tokens whose probability reaches `top_p`
+    /// (1: all). Applied after `top_k`, on the distribution over the temperature.
+    pub top_p: f64,
     /// Token ids that end an ending (and are kept in it): `.`, `!`, `?`.
     pub stop: Vec<i64>,
     pub device: Device,
@@ -57,7 +62,7 @@ pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<
 
     let mut drawn = Vec::with_capacity(t_max);
     for t in 0..t_max {
-        let cdf = bans.logits(lm, &top, s.temperature, t == 0).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
+        let cdf = truncate(bans.logits(lm, &top, s.temperature, t == 0), s.top_k, s.top_p).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
         let target = uniforms.narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
         // "right": the first token whose cumulative probability exceeds the target, so a token of
         // probability zero (banned) is never chosen, even for a uniform of exactly 0.
@@ -90,6 +95,29 @@ pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<
         }
     }
     out
+}
+
+/// Top-k, then nucleus (top-p) truncation of next-token logits: the tokens outside are set to
+/// -inf. Ties with the k-th logit are kept; the most likely token always is.
+/// # Shapes
+/// [B, V] -> [B, V]
+fn truncate(logits: Tensor, top_k: usize, top_p: f64) -> Tensor {
+    let mut logits = logits;
+    let vocab = logits.size()[1];
+    if top_k > 0 && (top_k as i64) < vocab {
+        let (values, _) = logits.topk(top_k as i64, 1, true, true);
+        let kth = values.narrow(1, top_k as i64 - 1, 1);
+        logits = logits.masked_fill(&logits.lt_tensor(&kth), f64::NEG_INFINITY);
+    }
+    if top_p < 1.0 {
+        let (sorted, order) = logits.sort(1, true);
+        let probs = sorted.softmax(-1, Kind::Float);
+        // A token is outside the nucleus when the tokens before it already reach top_p.
+        let outside_sorted = (probs.cumsum(1, Kind::Float) - &probs).ge(top_p).to_kind(Kind::Float);
+        let outside = outside_sorted.zeros_like().scatter(1, &order, &outside_sorted).gt(0.5);
+        logits = logits.masked_fill(&outside, f64::NEG_INFINITY);
+    }
+    logits
 }
 
 /// The tokens sampling never draws (`<pad>`, `<unk>`, `<bos>`), and those it never draws first
@@ -271,7 +299,8 @@ pub fn first_token_distribution(lm: &BiLm, prefixes: &[&[i64]], s: &SampleSettin
     let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
     let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
     let vocab = lm.shape.vocab;
-    let p = Bans::new(vocab, &s.stop, s.device).logits(lm, &top, s.temperature, true).softmax(-1, Kind::Float).to_device(Device::Cpu);
+    let logits = Bans::new(vocab, &s.stop, s.device).logits(lm, &top, s.temperature, true);
+    let p = truncate(logits, s.top_k, s.top_p).softmax(-1, Kind::Float).to_device(Device::Cpu);
     let flat = Vec::<f32>::try_from(p.flatten(0, -1)).expect("f32 probabilities");
     flat.chunks(vocab as usize).map(<[f32]>::to_vec).collect()
 }
@@ -290,7 +319,7 @@ mod tests {
     }
 
     fn settings() -> SampleSettings {
-        SampleSettings { max_tokens: 6, temperature: 1.0, stop: vec![4], device: Device::Cpu }
+        SampleSettings { max_tokens: 6, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![4], device: Device::Cpu }
     }
 
     #[test]
@@ -319,7 +348,7 @@ mod tests {
         let prefix: &[i64] = &[BOS, 5, 6];
         let n = 4000;
         let u: Vec<f32> = (0..n).flat_map(|i| [(i as f32 + 0.5) / n as f32, 0.0]).collect();
-        let s = SampleSettings { max_tokens: 2, temperature: 1.0, stop: vec![], device: Device::Cpu };
+        let s = SampleSettings { max_tokens: 2, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![], device: Device::Cpu };
         let drawn = sample(&lm, &[SampleJob { prefix, count: n, uniforms: &u }], &s);
         let mut counts = [0f64; 20];
         for e in &drawn[0] {
@@ -334,6 +363,42 @@ mod tests {
             let expected = f64::from(p[t]);
             assert!((counts[t] / n as f64 - expected).abs() < 0.01, "token {t}: {} vs {expected}", counts[t] / n as f64);
         }
+    }
+
+    #[test]
+    fn top_k_and_top_p_keep_the_most_likely_tokens_renormalised() {
+        let _torch_rng = crate::torch_rng_lock();
+        let (_vs, lm) = model();
+        let prefix: &[i64] = &[BOS, 5, 6];
+        let with = |top_k, top_p| first_token_distribution(&lm, &[prefix], &SampleSettings { top_k, top_p, ..settings() }).remove(0);
+        let full = with(0, 1.0);
+        let mut ranked: Vec<usize> = (0..full.len()).collect();
+        ranked.sort_by(|&a, &b| full[b].total_cmp(&full[a]));
+        // Top 3: the three most likely tokens, in their proportions.
+        let k3 = with(3, 1.0);
+        let mass: f32 = ranked[..3].iter().map(|&t| full[t]).sum();
+        for (rank, &t) in ranked.iter().enumerate() {
+            let want = if rank < 3 { full[t] / mass } else { 0.0 };
+            assert!((k3[t] - want).abs() < 1e-5, "token {t}: {} vs {want}", k3[t]);
+        }
+        // Nucleus 0.5: the fewest tokens whose mass reaches 0.5.
+        let p = with(0, 0.5);
+        let mut cum = 0.0;
+        let kept = ranked.iter().take_while(|&&t| { let before = cum; cum += full[t]; before < 0.5 }).count();
+        assert!(kept >= 1 && kept < ranked.len(), "{kept}");
+        let mass: f32 = ranked[..kept].iter().map(|&t| full[t]).sum();
+        for (rank, &t) in ranked.iter().enumerate() {
+            let want = if rank < kept { full[t] / mass } else { 0.0 };
+            assert!((p[t] - want).abs() < 1e-5, "token {t}: {} vs {want}", p[t]);
+        }
+        // A tiny nucleus still keeps the most likely token; both off is the full distribution.
+        let one = with(0, 1e-6);
+        assert!((one[ranked[0]] - 1.0).abs() < 1e-6);
+        assert_eq!(with(0, 1.0), full);
+        // And the sampler draws only kept tokens.
+        let u: Vec<f32> = (0..500).flat_map(|i| [(i as f32 + 0.5) / 500.0; 6]).collect();
+        let drawn = sample(&lm, &[SampleJob { prefix, count: 500, uniforms: &u }], &SampleSettings { top_k: 3, ..settings() });
+        assert!(drawn[0].iter().all(|e| ranked[..3].contains(&(e[0] as usize))));
     }
 
     #[test]

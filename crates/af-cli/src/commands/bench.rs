@@ -187,7 +187,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let vs = tch::nn::VarStore::new(device);
             let lm = BiLm::new(&vs.root(), LmShape { vocab, embedding, hidden, layers, dropout: 0.0 });
             // Weights are random: speed does not depend on them. Token 4 stops an ending.
-            let settings = SampleSettings { max_tokens, temperature: 1.0, stop: vec![4], device };
+            let settings = SampleSettings { max_tokens, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![4], device };
             let prefixes: Vec<Vec<i64>> =
                 (0..contexts).map(|c| std::iter::once(BOS).chain((0..context_tokens).map(|t| 5 + ((c * 31 + t * 7) as i64 % (vocab - 5)))).collect()).collect();
             let uniforms: Vec<f32> = (0..per_context * max_tokens).map(|i| ((i * 2_654_435_761) % 1000) as f32 / 1000.0).collect();

@@ -361,7 +361,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         tracing::info!("generate: resuming, {} of {} blocks already done", mine.len() - todo.len(), mine.len());
     }
     let stop: Vec<i64> = [".", "!", "?"].iter().map(|p| i64::from(vocab.id(p))).filter(|&id| id != 1).collect();
-    let settings = SampleSettings { max_tokens: g.max_tokens, temperature: g.temperature, stop, device };
+    let settings = SampleSettings { max_tokens: g.max_tokens, temperature: g.temperature, top_k: g.top_k, top_p: g.top_p, stop, device };
     let mut models = HashMap::new();
     if !todo.is_empty() {
         for fold in 0..config.pairs.folds {
@@ -509,7 +509,7 @@ mod tests {
             })
             .collect();
         let block: Vec<(usize, &Item)> = items.iter().enumerate().collect();
-        let settings = SampleSettings { max_tokens: 5, temperature: 1.0, stop: vec![i64::from(vocab.id("."))], device: Device::Cpu };
+        let settings = SampleSettings { max_tokens: 5, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![i64::from(vocab.id("."))], device: Device::Cpu };
         let check = precision_check(&block, &models, &vocab, &settings, 64, Device::Cpu);
         assert_eq!(check.items, 3);
         assert_eq!((check.first_token_tv_mean, check.first_token_tv_max), (0.0, 0.0));
