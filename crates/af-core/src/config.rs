@@ -178,6 +178,16 @@ pub struct GenerateConfig {
     /// (1: all).
     #[serde(skip_serializing_if = "is_one")]
     pub top_p: f64,
+    /// Endings breaking these rules are not kept (more are sampled in later rounds); every rule
+    /// is counted in the report either way.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reject: Vec<ValidityRule>,
+    /// `near-copy`: the share of the gold's words an ending may share before it is one.
+    #[serde(skip_serializing_if = "is_default_overlap")]
+    pub near_copy_overlap: f64,
+    /// `length-gap`: how many tokens longer or shorter than the gold an ending may be.
+    #[serde(skip_serializing_if = "is_default_gap")]
+    pub max_length_gap: usize,
     /// Sampling rounds per item before it keeps what it has.
     pub max_rounds: usize,
     /// Items processed together and written as one part of the pool: the unit of resuming and
@@ -201,12 +211,51 @@ impl Default for GenerateConfig {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            reject: Vec::new(),
+            near_copy_overlap: DEFAULT_NEAR_COPY_OVERLAP,
+            max_length_gap: DEFAULT_MAX_LENGTH_GAP,
             max_rounds: 6,
             block_items: 64,
             batch_sequences: 16384,
             limit_items: 0,
             precision: Precision::Auto,
         }
+    }
+}
+
+/// A validity rule for generated endings (af-text's `validity` module holds the rules): why an
+/// ending is not a good distractor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValidityRule {
+    /// Shares most of its words with the gold ending: a second right answer.
+    NearCopy,
+    /// A word three times in a row, or a content word three times.
+    Repeat,
+    /// Stops on a determiner, adposition, conjunction or "to".
+    Dangling,
+    /// No verb.
+    NoVerb,
+    /// Much longer or shorter than the gold ending.
+    LengthGap,
+}
+
+impl ValidityRule {
+    pub const ALL: [ValidityRule; 5] = [ValidityRule::NearCopy, ValidityRule::Repeat, ValidityRule::Dangling, ValidityRule::NoVerb, ValidityRule::LengthGap];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ValidityRule::NearCopy => "near-copy",
+            ValidityRule::Repeat => "repeat",
+            ValidityRule::Dangling => "dangling",
+            ValidityRule::NoVerb => "no-verb",
+            ValidityRule::LengthGap => "length-gap",
+        }
+    }
+
+    /// The rules that read the ending alone (the gold can be checked against them too).
+    pub fn of_the_ending_alone(self) -> bool {
+        matches!(self, ValidityRule::Repeat | ValidityRule::Dangling | ValidityRule::NoVerb)
     }
 }
 
@@ -632,6 +681,17 @@ impl SwapChoice {
 
 // Keys that came after a run was first fingerprinted stay out of the serialised config at their
 // default, so that existing runs stay up to date.
+const DEFAULT_NEAR_COPY_OVERLAP: f64 = 0.8;
+const DEFAULT_MAX_LENGTH_GAP: usize = 8;
+
+fn is_default_overlap(x: &f64) -> bool {
+    *x == DEFAULT_NEAR_COPY_OVERLAP
+}
+
+fn is_default_gap(x: &usize) -> bool {
+    *x == DEFAULT_MAX_LENGTH_GAP
+}
+
 fn is_zero(x: &usize) -> bool {
     *x == 0
 }
@@ -829,6 +889,9 @@ impl Config {
         }
         if g.temperature <= 0.0 {
             return Err(invalid("[generate] temperature must be positive".into()));
+        }
+        if !(g.near_copy_overlap > 0.0 && g.near_copy_overlap <= 1.0) {
+            return Err(invalid(format!("[generate] near-copy-overlap = {}: must be in (0, 1]", g.near_copy_overlap)));
         }
         if !(g.top_p > 0.0 && g.top_p <= 1.0) {
             return Err(invalid(format!("[generate] top-p = {}: must be in (0, 1]", g.top_p)));

@@ -319,3 +319,36 @@ fn a_failed_stage_leaves_the_last_good_outputs_as_they_were() {
     let left: Vec<String> = std::fs::read_dir(d.path().join("run")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left, ["pairs"], "no work directory is left behind");
 }
+
+/// The generate report counts every validity rule on the pool and on the gold endings; rules
+/// named in `[generate] reject` keep their endings out of the pool, and the draws they turned
+/// away are counted.
+#[test]
+fn generate_counts_validity_and_rejects_what_it_is_told() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    run_stages(&load(&cfg), until(Generate), &[]);
+    let report = json(&d.path().join("run/generate/report.json"));
+    let v = &report["validity"];
+    let rules: Vec<&str> = v["rules"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(rules, ["dangling", "length-gap", "near-copy", "no-verb", "repeat"]);
+    assert_eq!(v["rejected_draws"], 0, "nothing rejected unless asked");
+    let (valid, gold) = (v["valid_share"].as_f64().unwrap(), v["gold_valid_share"].as_f64().unwrap());
+    assert!(gold > 0.8, "the captions are sentences: {gold}");
+    assert!(valid < gold, "the tiny LM's endings are worse than the captions: {valid} vs {gold}");
+    assert!(v["rules"]["near-copy"]["gold"].is_null(), "a gold ending is not compared with itself");
+
+    let strict = std::fs::read_to_string(&cfg).unwrap().replace("[generate]\n", "[generate]\nreject = [\"no-verb\", \"dangling\", \"repeat\"]\n");
+    std::fs::write(&cfg, strict).unwrap();
+    assert_eq!(run_stages(&load(&cfg), &[Generate], &[]), [(Some(Generate), "done")], "a new rule set is a new pool");
+    let report = json(&d.path().join("run/generate/report.json"));
+    let v = &report["validity"];
+    assert_eq!(v["reject"], serde_json::json!(["no-verb", "dangling", "repeat"]));
+    for rule in ["no-verb", "dangling", "repeat"] {
+        assert_eq!(v["rules"][rule]["kept"], 0, "{rule}: rejected endings stay out of the pool");
+    }
+    assert!(v["rejected_draws"].as_u64().unwrap() > 0);
+    assert!(v["rules"]["no-verb"]["rejected_draws"].as_u64().unwrap() > 0);
+    assert!(d.path().join("run/generate/rejected/part-00000.json").is_file());
+}

@@ -8,6 +8,10 @@
 //! the sharding, with random numbers drawn from per-item seeds, so the merged pool equals an
 //! unsharded run's.
 //!
+//! Every ending is checked against af-text's validity rules (second right answers, broken text,
+//! length gaps): counted in the report, and kept out of the pool for the rules `[generate]
+//! reject` names (more are sampled in later rounds).
+//!
 //! The device samples and scores block b+1 while a writer thread writes block b's part and adds
 //! it to the pool statistics, so host memory holds at most two blocks' candidates, and the
 //! report needs no second pass over the pool (blocks done by an earlier run or another shard are
@@ -16,11 +20,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use af_core::{Candidate, Item};
+use af_core::{Candidate, Item, ValidityRule};
 use af_nn::lm::BiLm;
 use af_nn::runtime::in_precision;
 use af_nn::sample::{first_token_distribution, items_features, sample, ItemEndings, SampleJob, SampleSettings};
-use af_text::{detokenize, Vocab};
+use af_text::validity::ValidityRules;
+use af_text::{detokenize, Tagger, Vocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -53,7 +58,31 @@ impl Encoded {
     }
 }
 
-/// Samples and scores one block; returns its rows (gold first for each item).
+/// The validity rules as the stage applies them (af-text's `validity`): which reject an ending,
+/// the thresholds, and the tagger that reads the endings.
+struct Validity<'a> {
+    tagger: &'a Tagger,
+    rules: ValidityRules,
+    reject: &'a [ValidityRule],
+}
+
+impl Validity<'_> {
+    /// The rules `ending` breaks (with the gold: every rule; without: the ending's own).
+    fn broken<S: AsRef<str>>(&self, ending: &[S], gold: Option<&[S]>) -> Vec<ValidityRule> {
+        let tags = self.tagger.tag(ending);
+        af_text::validity::check(ending, &tags, gold, &self.rules)
+    }
+}
+
+/// Draws an item's sampling rejected, per rule broken (a draw may break several), and in all.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+struct Rejected {
+    draws: usize,
+    by_rule: BTreeMap<ValidityRule, usize>,
+}
+
+/// Samples and scores one block; returns its rows (gold first for each item) and the draws the
+/// validity rules rejected.
 #[allow(clippy::too_many_arguments)]
 fn run_block(
     block: &[(usize, &Item)],
@@ -66,8 +95,11 @@ fn run_block(
     seed: u64,
     device: Device,
     mixed: bool,
-) -> Vec<Candidate> {
+    validity: &Validity,
+) -> (Vec<Candidate>, Rejected) {
     let enc: Vec<Encoded> = block.iter().map(|(_, item)| Encoded::new(vocab, item)).collect();
+    let gold_tokens: Vec<Vec<String>> = block.iter().map(|(_, item)| af_text::tokenize_lowercase(&item.ending)).collect();
+    let mut rejected = Rejected::default();
     let mut seen: Vec<HashSet<Vec<i64>>> = enc.iter().map(|e| HashSet::from([e.v.clone()])).collect();
     let mut found: Vec<Vec<Vec<i64>>> = vec![Vec::new(); block.len()];
     let t = settings.max_tokens;
@@ -122,9 +154,23 @@ fn run_block(
                         if found[i].len() == endings {
                             break;
                         }
-                        if seen[i].insert(e.clone()) {
-                            found[i].push(e);
+                        if !seen[i].insert(e.clone()) {
+                            continue;
                         }
+                        if !validity.reject.is_empty() {
+                            // The ending as the pool will hold it, read back as the report reads it.
+                            let words: Vec<&str> = e.iter().map(|&id| vocab.word(id as u32)).collect();
+                            let ending = af_text::tokenize_lowercase(&detokenize(&words));
+                            let broken = validity.broken(&ending, Some(&gold_tokens[i]));
+                            if broken.iter().any(|r| validity.reject.contains(r)) {
+                                rejected.draws += 1;
+                                for r in broken {
+                                    *rejected.by_rule.entry(r).or_default() += 1;
+                                }
+                                continue;
+                            }
+                        }
+                        found[i].push(e);
                     }
                 }
                 start = end;
@@ -175,7 +221,7 @@ fn run_block(
             });
         }
     }
-    rows
+    (rows, rejected)
 }
 
 /// How far mixed precision moves what the stage computes, on one block's items with the real
@@ -244,6 +290,7 @@ pub struct GenerateReport {
     /// For `mixed`: how far it moved the numbers (`precision-check.json`, from this or an
     /// earlier run of the stage).
     pub precision_check: Option<serde_json::Value>,
+    pub validity: ValidityReport,
 }
 
 /// What a run of the stage did: the whole pool, or its shard with blocks of others missing.
@@ -257,13 +304,15 @@ impl std::fmt::Display for GenerateOutcome {
         match self {
             GenerateOutcome::Complete(r) => write!(
                 f,
-                "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}",
+                "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}; {:.1}% of endings pass the validity rules (gold {:.1}%)",
                 r.endings_generated,
                 r.items,
                 100.0 * r.share_with_all_endings,
                 r.endings_wanted,
                 r.distinct_1,
-                r.distinct_2
+                r.distinct_2,
+                100.0 * r.validity.valid_share,
+                100.0 * r.validity.gold_valid_share
             ),
             GenerateOutcome::Shard { shard, shards, missing_blocks } => write!(
                 f,
@@ -287,10 +336,18 @@ struct PoolStats {
     n_bigrams: usize,
     /// Per block: the sums of gold and of generated endings' forward log-perplexity.
     logppl: BTreeMap<usize, (f64, f64)>,
+    /// The pool's endings that break each validity rule, and that break none.
+    kept_broken: BTreeMap<ValidityRule, usize>,
+    kept_valid: usize,
+    /// The gold endings that break each rule of the ending alone, and that break none.
+    gold: usize,
+    gold_broken: BTreeMap<ValidityRule, usize>,
+    gold_valid: usize,
 }
 
 impl PoolStats {
-    fn add(&mut self, block: usize, rows: &[Candidate]) {
+    fn add(&mut self, block: usize, rows: &[Candidate], validity: &Validity) {
+        self.count_validity(rows, validity);
         let (mut gold, mut generated) = (0.0, 0.0);
         for row in rows {
             let entry = self.per_item.entry(row.item_index).or_default();
@@ -313,7 +370,38 @@ impl PoolStats {
         self.logppl.insert(block, (gold, generated));
     }
 
-    fn report(&self, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>) -> anyhow::Result<GenerateReport> {
+    /// Every row's validity: a generated ending against its item's gold (the row before it with
+    /// candidate 0), a gold ending by the rules of the ending alone.
+    fn count_validity(&mut self, rows: &[Candidate], validity: &Validity) {
+        use rayon::prelude::*;
+        let tokens: Vec<Vec<String>> = rows.par_iter().map(|r| af_text::tokenize_lowercase(&r.ending)).collect();
+        let mut gold_of = Vec::with_capacity(rows.len());
+        let mut gold = 0;
+        for (r, row) in rows.iter().enumerate() {
+            if row.is_gold() {
+                gold = r;
+            }
+            gold_of.push(gold);
+        }
+        let broken: Vec<Vec<ValidityRule>> = (0..rows.len())
+            .into_par_iter()
+            .map(|r| if rows[r].is_gold() { validity.broken(&tokens[r], None) } else { validity.broken(&tokens[r], Some(&tokens[gold_of[r]])) })
+            .collect();
+        for (row, broken) in rows.iter().zip(broken) {
+            let (counts, valid) = if row.is_gold() {
+                self.gold += 1;
+                (&mut self.gold_broken, &mut self.gold_valid)
+            } else {
+                (&mut self.kept_broken, &mut self.kept_valid)
+            };
+            *valid += usize::from(broken.is_empty());
+            for rule in broken {
+                *counts.entry(rule).or_default() += 1;
+            }
+        }
+    }
+
+    fn report(&self, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
         anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
         let full = self.per_item.values().filter(|&&c| c == endings).count();
         let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
@@ -331,8 +419,59 @@ impl PoolStats {
             mean_generated_fwd_logppl_v_given_sn: generated_ppl / self.generated.max(1) as f64,
             precision,
             precision_check: check,
+            validity,
         })
     }
+
+    /// The validity part of the report, with the draws rejected while sampling.
+    fn validity_report(&self, v: &Validity, rejected: &Rejected) -> ValidityReport {
+        let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
+        let rules = ValidityRule::ALL
+            .iter()
+            .map(|&r| {
+                let kept = self.kept_broken.get(&r).copied().unwrap_or(0);
+                let gold = r.of_the_ending_alone().then(|| self.gold_broken.get(&r).copied().unwrap_or(0));
+                let rule = RuleCount { kept, kept_share: share(kept, self.generated), gold, gold_share: gold.map(|g| share(g, self.gold)), rejected_draws: rejected.by_rule.get(&r).copied().unwrap_or(0) };
+                (r.name().to_string(), rule)
+            })
+            .collect();
+        ValidityReport {
+            reject: v.reject.iter().map(|r| r.name()).collect(),
+            near_copy_overlap: v.rules.near_copy_overlap,
+            max_length_gap: v.rules.max_length_gap,
+            valid_share: share(self.kept_valid, self.generated),
+            gold_valid_share: share(self.gold_valid, self.gold),
+            rejected_draws: rejected.draws,
+            rules,
+        }
+    }
+}
+
+/// How the pool's endings fare against the validity rules (`report.json`, `validity`).
+#[derive(Serialize)]
+pub struct ValidityReport {
+    /// The rules that rejected draws while sampling (`[generate] reject`).
+    pub reject: Vec<&'static str>,
+    pub near_copy_overlap: f64,
+    pub max_length_gap: usize,
+    /// Generated endings in the pool that break no rule.
+    pub valid_share: f64,
+    /// Gold endings that break none of the rules of the ending alone.
+    pub gold_valid_share: f64,
+    /// Unique draws the `reject` rules turned away.
+    pub rejected_draws: usize,
+    pub rules: BTreeMap<String, RuleCount>,
+}
+
+/// One rule: the pool's endings that break it, the gold endings that do (for the rules of the
+/// ending alone), and the draws it turned away.
+#[derive(Serialize)]
+pub struct RuleCount {
+    pub kept: usize,
+    pub kept_share: f64,
+    pub gold: Option<usize>,
+    pub gold_share: Option<f64>,
+    pub rejected_draws: usize,
 }
 
 /// The pool is complete when every block is done; only then does the runner record the stage.
@@ -351,6 +490,12 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let precision = if mixed { "mixed" } else { "fp32" };
     let pool = ctx.dir.join("pool");
     std::fs::create_dir_all(&pool)?;
+    // Each block's draws rejected by the validity rules, written before its part.
+    let rejected_dir = ctx.dir.join("rejected");
+    std::fs::create_dir_all(&rejected_dir)?;
+    let rejected_path = |b: usize| rejected_dir.join(format!("part-{b:05}.json"));
+    let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
+    let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: g.near_copy_overlap, max_length_gap: g.max_length_gap }, reject: &g.reject };
 
     let indexed: Vec<(usize, &Item)> = items.iter().enumerate().collect();
     let blocks: Vec<&[(usize, &Item)]> = indexed.chunks(g.block_items).collect();
@@ -382,21 +527,22 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let bar = ctx.progress.bar("items", todo_items as u64);
     let start = Instant::now();
     // The writer: writes each block's part and counts it, while the device goes on.
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>, Rejected)>(1);
     let mut stats = std::thread::scope(|scope| -> anyhow::Result<PoolStats> {
         let writer = scope.spawn(|| -> anyhow::Result<PoolStats> {
             let mut stats = PoolStats::default();
-            for (b, rows) in receiver {
+            for (b, rows, rejected) in receiver {
+                af_core::atomic::write(rejected_path(b), serde_json::to_string(&rejected)?.as_bytes())?;
                 af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
-                stats.add(b, &rows);
+                stats.add(b, &rows, &validity);
                 bar.inc(blocks[b].len() as u64);
                 bar.set_message(format!("{:.0} endings/s", stats.generated as f64 / start.elapsed().as_secs_f64()));
             }
             Ok(stats)
         });
         for &b in &todo {
-            let rows = run_block(blocks[b], &models, &vocab, &settings, g.endings, g.max_rounds, g.batch_sequences, config.run.seed, device, mixed);
-            if sender.send((b, rows)).is_err() {
+            let (rows, rejected) = run_block(blocks[b], &models, &vocab, &settings, g.endings, g.max_rounds, g.batch_sequences, config.run.seed, device, mixed, &validity);
+            if sender.send((b, rows, rejected)).is_err() {
                 break; // the writer failed: its error is reported below
             }
         }
@@ -419,11 +565,23 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     // Blocks written by an earlier run or another shard are read back to be counted.
     for b in 0..blocks.len() {
         if !stats.logppl.contains_key(&b) {
-            stats.add(b, &af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?);
+            stats.add(b, &af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?, &validity);
         }
     }
+    let mut rejected = Rejected::default();
+    for b in 0..blocks.len() {
+        let path = rejected_path(b);
+        // A pool made before the rules existed has no record: nothing was rejected then.
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let block: Rejected = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        rejected.draws += block.draws;
+        for (rule, n) in block.by_rule {
+            *rejected.by_rule.entry(rule).or_default() += n;
+        }
+    }
+    let validity_report = stats.validity_report(&validity, &rejected);
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
-    let report = stats.report(items.len(), g.endings, precision, check)?;
+    let report = stats.report(items.len(), g.endings, precision, check, validity_report)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
     Ok(GenerateOutcome::Complete(report))
