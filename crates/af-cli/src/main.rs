@@ -130,6 +130,14 @@ enum Command {
     /// RUN_DIR/ablate/NAME, resumes after a kill and is skipped when up to date; writes
     /// cross-matrix.csv, summary.csv, cross-matrix.svg/.png and ablate.html (docs/formats.md).
     Ablate(commands::ablate::AblateArgs),
+    /// Re-filter an existing multiple-choice dataset with the config's committee: each question
+    /// is an item as it stands, its own wrong options its pool (topped up with `--generate N`
+    /// endings from LMs trained on the dataset's questions); then every stage of `af run`, and
+    /// the audit of the dataset as it came against the re-filtered one (RUN_DIR/refilter).
+    ///
+    /// Reruns skip what is up to date, as `af run` does; RUN_DIR/refilter.toml is the config it
+    /// ran, for `af run` and `af ablate`.
+    Refilter(commands::refilter::RefilterArgs),
     /// Run every stage of a config in order, skipping those whose outputs are up to date.
     Run {
         #[command(flatten)]
@@ -261,6 +269,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Bench(c) => commands::bench::run(c),
         Command::Ablate(a) => commands::ablate::run(a),
+        Command::Refilter(a) => commands::refilter::run(a),
         Command::Aflite(a) => commands::aflite::run(a),
         Command::Datamap(a) => commands::datamap::run(a),
         Command::Audit(a) => commands::audit::run(a),

@@ -363,6 +363,10 @@ pub enum InputFormat {
     Jsonl,
     /// Plain text: one document per file (a directory means every `*.txt` in it).
     Text,
+    /// A multiple-choice dataset in any layout `af audit` reads (`layout` names it when the
+    /// first line does not tell): each question is an item as it stands (context, the start of
+    /// the second sentence, the right ending), and its wrong options join its candidate pool.
+    Questions,
 }
 
 impl fmt::Display for InputFormat {
@@ -372,6 +376,7 @@ impl fmt::Display for InputFormat {
             InputFormat::Csv => "csv",
             InputFormat::Jsonl => "jsonl",
             InputFormat::Text => "text",
+            InputFormat::Questions => "questions",
         })
     }
 }
@@ -397,6 +402,14 @@ pub struct InputSpec {
     /// CSV only: the field delimiter (default ",").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delimiter: Option<char>,
+    /// `questions` only: the dataset's layout (swag, swag-full, hellaswag, winogrande, generic,
+    /// af) when its first line does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
+    /// `questions` only: leave out (and list in the pairs report) the questions that cannot be
+    /// read or have too few options, instead of stopping.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_bad: bool,
 }
 
 /// How a CSV/JSONL input lays out its text, once validated.
@@ -418,6 +431,8 @@ impl InputSpec {
             sentence2_field: None,
             id_field: None,
             delimiter: None,
+            layout: None,
+            skip_bad: false,
         }
     }
 
@@ -871,9 +886,12 @@ impl Config {
         if p.min_ending_tokens > p.max_ending_tokens || p.min_ending_tokens == 0 {
             return Err(invalid("[pairs] needs 1 <= min-ending-tokens <= max-ending-tokens".into()));
         }
-        for input in &p.inputs {
+        for input in p.inputs.iter().chain(&self.lm.pretrain) {
             if matches!(input.format, InputFormat::Csv | InputFormat::Jsonl) {
                 input.record_layout().map_err(invalid)?;
+            }
+            if input.format != InputFormat::Questions && (input.layout.is_some() || input.skip_bad) {
+                return Err(invalid(format!("input {}: `layout` and `skip-bad` belong to `questions` inputs", input.path.display())));
             }
         }
         let lm = &self.lm;
@@ -884,8 +902,14 @@ impl Config {
             return Err(invalid("[lm] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into()));
         }
         let g = &self.generate;
-        if g.endings == 0 || g.max_tokens == 0 || g.block_items == 0 || g.batch_sequences == 0 || g.max_rounds == 0 {
-            return Err(invalid("[generate] endings, max-tokens, max-rounds, block-items and batch-sequences must be positive".into()));
+        // A pool may hold only the questions inputs' own options (`af refilter` without new
+        // endings); other items have nothing but what is generated.
+        let only_questions = !p.inputs.is_empty() && p.inputs.iter().all(|i| i.format == InputFormat::Questions);
+        if g.endings == 0 && !only_questions {
+            return Err(invalid("[generate] endings must be positive (it may be 0 only when every input is a `questions` input, whose options make the pool)".into()));
+        }
+        if g.max_tokens == 0 || g.block_items == 0 || g.batch_sequences == 0 || g.max_rounds == 0 {
+            return Err(invalid("[generate] max-tokens, max-rounds, block-items and batch-sequences must be positive".into()));
         }
         if g.temperature <= 0.0 {
             return Err(invalid("[generate] temperature must be positive".into()));
@@ -1097,6 +1121,8 @@ mod tests {
             sentence2_field: None,
             id_field: None,
             delimiter: Some(';'),
+            layout: None,
+            skip_bad: false,
         });
         let back = Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap();
         assert_eq!(back, c);

@@ -29,6 +29,11 @@ pub struct Item {
     pub context_tokens: u32,
     pub noun_phrase_tokens: u32,
     pub ending_tokens: u32,
+    /// The wrong options the item came with, when it was read from a multiple-choice dataset
+    /// (`questions` inputs): they join its pool before any generated ending, as candidates
+    /// 1..=len, in the dataset's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distractors: Vec<String>,
 }
 
 impl Item {

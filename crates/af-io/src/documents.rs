@@ -20,6 +20,18 @@ pub fn read_input(spec: &InputSpec) -> Result<Vec<Document>, ReadError> {
         InputFormat::Csv => read_records(spec, csv_records(&spec.path, spec.delimiter.unwrap_or(',') as u8)?)?,
         InputFormat::Jsonl => read_records(spec, jsonl_records(&spec.path)?)?,
         InputFormat::Text => read_text(&spec.path)?,
+        // As text to learn from (an LM's pretraining): each question's context and its second
+        // sentence with the right ending, one two-sentence document.
+        InputFormat::Questions => crate::questions::read_question_input(spec)?
+            .questions
+            .into_iter()
+            .map(|q| Document {
+                group: q.group,
+                id: Some(q.id),
+                sentences: vec![q.context, af_core::question::join_text(&q.prefix, &q.endings[q.label])].into_iter().filter(|s| !s.is_empty()).collect(),
+                origin: format!("{}:{}", spec.path.display(), q.line),
+            })
+            .collect(),
     };
     if docs.iter().all(|d| d.sentences.is_empty()) {
         return Err(ReadError::Invalid { path: spec.path.clone(), message: "no sentences in this input".into() });

@@ -47,6 +47,7 @@ mod tests {
             context_tokens: 9,
             noun_phrase_tokens: 1,
             ending_tokens: 8,
+            distractors: Vec::new(),
         };
         write_items(&p, std::slice::from_ref(&item)).unwrap();
         assert_eq!(read_items(&p).unwrap(), vec![item]);

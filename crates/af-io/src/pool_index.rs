@@ -192,6 +192,7 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
             context_tokens: 4,
             noun_phrase_tokens: 2,
             ending_tokens: 3,
+            distractors: Vec::new(),
         })
         .collect();
     std::fs::create_dir_all(dir.join("pairs"))?;

@@ -64,6 +64,19 @@ pub struct QuestionFile {
     pub skipped: Vec<SkippedRow>,
 }
 
+/// Reads a `questions` input of a run (`[[pairs.inputs]]` with `format = "questions"`): its
+/// `layout` names the layout, or the first line tells it.
+pub fn read_question_input(spec: &af_core::config::InputSpec) -> Result<QuestionFile, ReadError> {
+    let format = match spec.layout.as_deref() {
+        None => None,
+        Some(name) => Some(QuestionFormat::parse(name).ok_or_else(|| ReadError::Invalid {
+            path: spec.path.clone(),
+            message: format!("layout `{name}` is not one af reads; the layouts are {}", QuestionFormat::NAMES),
+        })?),
+    };
+    read_questions(&spec.path, format, spec.skip_bad)
+}
+
 /// Reads a dataset, detecting its layout from the header (CSV) or the first line's keys (JSONL)
 /// unless `format` names it.
 pub fn read_questions(path: &Path, format: Option<QuestionFormat>, skip_bad: bool) -> Result<QuestionFile, ReadError> {
@@ -192,7 +205,7 @@ fn swag(row: &Row, line: usize) -> Result<Question, String> {
     // SWAG has ending0..ending3; af's exports of k + 1 options have as many columns.
     field(row, "ending0")?;
     let endings: Vec<String> = (0..).map_while(|e| row.get(&format!("ending{e}")).cloned()).collect();
-    let label_text = field(row, "label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited".to_string())?;
+    let label_text = field(row, "label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited or re-filtered".to_string())?;
     let label = parse_label(label_text, "label", endings.len(), 0)?;
     let group = field(row, "video-id")?.to_string();
     let id = row.get("").filter(|s| !s.is_empty()).cloned().unwrap_or_else(|| format!("{group}:{line}"));
@@ -280,7 +293,7 @@ fn endings(v: &Value, key: &str) -> Result<Vec<String>, String> {
 /// A label as a number or numeric text, `base` for 0- or 1-based layouts.
 fn parse_label_value(v: &Value, key: &str, options: usize, base: usize) -> Result<usize, String> {
     match v.get(key) {
-        None | Some(Value::Null) => Err(format!("no field `{key}`: a file without answers cannot be audited")),
+        None | Some(Value::Null) => Err(format!("no field `{key}`: a file without answers cannot be audited or re-filtered")),
         Some(Value::Number(n)) => parse_label(&n.to_string(), key, options, base),
         Some(Value::String(s)) => parse_label(s, key, options, base),
         Some(other) => Err(format!("field `{key}` is {}, expected a number", kind(other))),
@@ -290,7 +303,7 @@ fn parse_label_value(v: &Value, key: &str, options: usize, base: usize) -> Resul
 fn parse_label(s: &str, key: &str, options: usize, base: usize) -> Result<usize, String> {
     let s = s.trim();
     if s.is_empty() {
-        return Err(format!("field `{key}` is empty: a file without answers cannot be audited"));
+        return Err(format!("field `{key}` is empty: a file without answers cannot be audited or re-filtered"));
     }
     match s.parse::<usize>() {
         Ok(n) if n >= base && n - base < options => Ok(n - base),

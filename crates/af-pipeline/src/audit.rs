@@ -221,6 +221,32 @@ pub fn audit_questions(
     Ok((report, learner.options_cut))
 }
 
+/// Audits `questions` as the dataset `NAME.jsonl` of `dir`, without their published split (so
+/// the audit splits by group with `[audit] eval-share`), and writes the report to
+/// `dir/audit-NAME.json`: the export's random and AF datasets, refilter's before and after.
+#[allow(clippy::too_many_arguments)]
+pub fn audit_named(
+    dir: &Path,
+    name: &str,
+    questions: &[af_core::Question],
+    config: &Config,
+    registry: &Registry,
+    exclude: &[(MemberName, af_core::View)],
+    tagger: &Tagger,
+    device: Device,
+    progress: &dyn Progress,
+) -> anyhow::Result<AuditReport> {
+    let file = QuestionFile {
+        path: dir.join(format!("{name}.jsonl")),
+        format: QuestionFormat::Af,
+        questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
+        skipped: Vec::new(),
+    };
+    let (report, _) = audit_questions(&file, None, config, registry, exclude, config.run.seed, tagger, device, progress)?;
+    af_core::atomic::write(dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    Ok(report)
+}
+
 fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
     let report = record.report;
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes).with_context(|| format!("cannot write {}", out.join(name).display()));

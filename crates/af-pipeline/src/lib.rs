@@ -10,6 +10,8 @@
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
 //! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
 //!   cross-matrix of every detector on every composition's dataset;
+//! - `af refilter` ([`refilter`]): an existing multiple-choice dataset run through the stages,
+//!   and audited before against after;
 //! - loading configs against the member registry, devices and threads ([`setup`]).
 //!
 //! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
@@ -24,6 +26,7 @@ pub mod datamap;
 pub mod encoded;
 pub mod features;
 pub mod progress;
+pub mod refilter;
 pub mod resources;
 pub mod runner;
 pub mod setup;

@@ -40,6 +40,7 @@ fn planted_pool(dir: &std::path::Path) {
             context_tokens: 4,
             noun_phrase_tokens: 2,
             ending_tokens: 5,
+            distractors: Vec::new(),
         })
         .collect();
     std::fs::create_dir_all(dir.join("pairs")).unwrap();

@@ -36,6 +36,7 @@ fn pool_with_cued_golds(dir: &std::path::Path, n: usize) {
             context_tokens: 4,
             noun_phrase_tokens: 2,
             ending_tokens: 5,
+            distractors: Vec::new(),
         })
         .collect();
     std::fs::create_dir_all(dir.join("pairs")).unwrap();

@@ -62,6 +62,47 @@ pub struct PairsReport {
     pub items_per_fold: Vec<u64>,
     /// Groups per fold.
     pub groups_per_fold: Vec<u64>,
+    /// Items read as they stand from multiple-choice questions (`questions` inputs), among `items`.
+    #[serde(default)]
+    pub questions: u64,
+    /// Questions left out under `skip-bad`: where, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_questions: Vec<SkippedQuestion>,
+}
+
+/// A question of a `questions` input left out under `skip-bad`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkippedQuestion {
+    /// `file:line`.
+    pub origin: String,
+    /// `unreadable` or `too-few-options`: the key it is counted under in `dropped`.
+    pub reason: String,
+    pub detail: String,
+}
+
+/// An item read as it stands from a multiple-choice question, with where it came from.
+pub struct GivenItem {
+    pub item: Item,
+    /// `file:line`, for messages.
+    pub origin: String,
+}
+
+/// A question as an item: its context, the start of its second sentence as the noun phrase, its
+/// right ending, and its wrong options as the item's distractors (the fold is dealt later).
+pub fn question_item(q: &af_core::Question) -> Item {
+    let count = |t: &str| tokenize(t).len() as u32;
+    Item {
+        id: q.id.clone(),
+        group: q.group.clone(),
+        fold: 0,
+        context: q.context.clone(),
+        noun_phrase: q.prefix.clone(),
+        ending: q.endings[q.label].clone(),
+        context_tokens: count(&q.context),
+        noun_phrase_tokens: count(&q.prefix),
+        ending_tokens: count(&q.endings[q.label]),
+        distractors: q.endings.iter().enumerate().filter(|&(i, _)| i != q.label).map(|(_, e)| e.clone()).collect(),
+    }
 }
 
 pub struct PairsOutput {
@@ -117,6 +158,7 @@ fn make_pair(doc: &Document, k: usize, tagger: &Tagger, o: &PairOptions) -> Outc
         context_tokens: n_ctx,
         noun_phrase_tokens: split as u32,
         ending_tokens: n_end,
+        distractors: Vec::new(),
     })
 }
 
@@ -131,10 +173,12 @@ pub fn assign_folds<'a>(groups: impl IntoIterator<Item = &'a str>, folds: u32, s
     groups.into_iter().enumerate().map(|(i, g)| (g.to_string(), (i % folds as usize) as u32)).collect()
 }
 
-/// Makes the items of `docs`, in document order; `on_document` is called once per document done
-/// (from worker threads), for progress bars.
+/// Makes the items of `docs`, in document order, then takes the `given` items (read from
+/// multiple-choice questions) as they are; `on_document` is called once per document done (from
+/// worker threads), for progress bars.
 pub fn make_pairs(
     docs: &[Document],
+    given: Vec<GivenItem>,
     tagger: &Tagger,
     options: &PairOptions,
     on_document: &(dyn Fn() + Sync),
@@ -160,22 +204,26 @@ pub fn make_pairs(
     report.groups = groups.len() as u64;
 
     let mut items = Vec::new();
-    let mut origin_of: HashMap<String, usize> = HashMap::new();
+    let mut origin_of: HashMap<String, String> = HashMap::new();
+    let mut keep = |item: Item, origin: &str, items: &mut Vec<Item>| {
+        if let Some(first) = origin_of.insert(item.id.clone(), origin.to_string()) {
+            return Err(PairsError::DuplicateId { id: item.id, first, second: origin.to_string() });
+        }
+        items.push(item);
+        Ok(())
+    };
     for (outcome, d) in per_doc.into_iter().flatten() {
         report.candidate_pairs += 1;
         match outcome {
-            Outcome::Kept(item) => {
-                if let Some(first) = origin_of.insert(item.id.clone(), d) {
-                    return Err(PairsError::DuplicateId {
-                        id: item.id,
-                        first: docs[first].origin.clone(),
-                        second: docs[d].origin.clone(),
-                    });
-                }
-                items.push(item);
-            }
+            Outcome::Kept(item) => keep(item, &docs[d].origin, &mut items)?,
             Outcome::Dropped(reason) => *report.dropped.entry(reason.to_string()).or_default() += 1,
         }
+    }
+    report.questions = given.len() as u64;
+    let new_groups: std::collections::HashSet<&str> = given.iter().map(|g| g.item.group.as_str()).filter(|g| groups.binary_search(g).is_err()).collect();
+    report.groups += new_groups.len() as u64;
+    for g in given {
+        keep(g.item, &g.origin, &mut items)?;
     }
 
     let folds = assign_folds(items.iter().map(|i| i.group.as_str()), options.folds, options.seed);
@@ -188,7 +236,7 @@ pub fn make_pairs(
     for item in &mut items {
         item.fold = folds[&item.group];
         report.items_per_fold[item.fold as usize] += 1;
-        for text in [&item.context, &item.noun_phrase, &item.ending] {
+        for text in [&item.context, &item.noun_phrase, &item.ending].into_iter().chain(&item.distractors) {
             for t in tokenize(text).iter() {
                 *token_counts.entry(t.to_string()).or_default() += 1;
             }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod datamap;
 pub mod doctor;
 pub mod features;
+pub mod refilter;
 pub mod tagger;
 
 /// Where and how a standalone command (not a stage) computes: the options `af aflite` and

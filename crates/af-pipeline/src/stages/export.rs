@@ -177,16 +177,7 @@ fn audit_comparison(
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
     for (name, questions) in [("random", random), ("af", af)] {
-        let file = af_io::questions::QuestionFile {
-            path: ctx.dir.join(format!("{name}.jsonl")),
-            format: af_io::questions::QuestionFormat::Af,
-            // Without the published split, so the audit splits by group with `[audit] eval-share`.
-            questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
-            skipped: Vec::new(),
-        };
-        let (report, _) = crate::audit::audit_questions(&file, None, config, registry, &exclude, config.run.seed, &tagger, device, ctx.progress)?;
-        af_core::atomic::write(ctx.dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
-        reports.push(report);
+        reports.push(crate::audit::audit_named(&ctx.dir, name, questions, config, registry, &exclude, &tagger, device, ctx.progress)?);
     }
     let (random_report, af_report) = (&reports[0], &reports[1]);
     let rows: Vec<Compared> = random_report

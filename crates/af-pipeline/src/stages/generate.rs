@@ -101,14 +101,20 @@ fn run_block(
     let gold_tokens: Vec<Vec<String>> = block.iter().map(|(_, item)| af_text::tokenize_lowercase(&item.ending)).collect();
     let mut rejected = Rejected::default();
     let mut seen: Vec<HashSet<Vec<i64>>> = enc.iter().map(|e| HashSet::from([e.v.clone()])).collect();
-    let mut found: Vec<Vec<Vec<i64>>> = vec![Vec::new(); block.len()];
+    // A question's own wrong options come first, as they are; sampled endings repeat none of them.
+    let mut found: Vec<Vec<Vec<i64>>> = block.iter().map(|(_, item)| item.distractors.iter().map(|d| encode(vocab, d)).collect()).collect();
+    for (seen, found) in seen.iter_mut().zip(&found) {
+        seen.extend(found.iter().cloned());
+    }
+    let target: Vec<usize> = block.iter().map(|(_, item)| item.distractors.len() + endings).collect();
     let t = settings.max_tokens;
     for round in 0..max_rounds {
         // Duplicates are common for short contexts: ask for more than is missing.
         let wanted: Vec<usize> = found
             .iter()
-            .map(|f| {
-                let missing = endings - f.len();
+            .zip(&target)
+            .map(|(f, &target)| {
+                let missing = target - f.len();
                 if missing == 0 { 0 } else { missing + missing / 4 + 8 }
             })
             .collect();
@@ -151,7 +157,7 @@ fn run_block(
                 let drawn = in_precision(mixed, device, || sample(lm, &jobs, settings));
                 for (&i, endings_drawn) in members[start..end].iter().zip(drawn) {
                     for e in endings_drawn {
-                        if found[i].len() == endings {
+                        if found[i].len() == target[i] {
                             break;
                         }
                         if !seen[i].insert(e.clone()) {
@@ -204,6 +210,8 @@ fn run_block(
         for (c, f) in std::mem::take(&mut feats[i]).into_iter().enumerate() {
             let (ending, tokens, truncated) = if c == 0 {
                 (item.ending.clone(), e.v.len() as u32, false)
+            } else if c <= item.distractors.len() {
+                (item.distractors[c - 1].clone(), found[i][c - 1].len() as u32, false)
             } else {
                 let v = &found[i][c - 1];
                 let words: Vec<&str> = v.iter().map(|&id| vocab.word(id as u32)).collect();
@@ -275,8 +283,12 @@ fn precision_check(
 #[derive(Serialize)]
 pub struct GenerateReport {
     pub items: usize,
+    /// New endings wanted per item.
     pub endings_wanted: usize,
     pub endings_generated: usize,
+    /// The questions' own wrong options in the pool (`questions` inputs); the shares and
+    /// validity counts below are over every pool ending, these included.
+    pub given_endings: usize,
     pub items_with_all_endings: usize,
     pub items_short: usize,
     pub share_with_all_endings: f64,
@@ -302,18 +314,24 @@ pub enum GenerateOutcome {
 impl std::fmt::Display for GenerateOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            GenerateOutcome::Complete(r) => write!(
-                f,
-                "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}; {:.1}% of endings pass the validity rules (gold {:.1}%)",
-                r.endings_generated,
-                r.items,
-                100.0 * r.share_with_all_endings,
-                r.endings_wanted,
-                r.distinct_1,
-                r.distinct_2,
-                100.0 * r.validity.valid_share,
-                100.0 * r.validity.gold_valid_share
-            ),
+            GenerateOutcome::Complete(r) => {
+                write!(
+                    f,
+                    "generate: {} endings for {} items; {:.1}% of items have all {}; distinct-1 {:.3}, distinct-2 {:.3}; {:.1}% of endings pass the validity rules (gold {:.1}%)",
+                    r.endings_generated,
+                    r.items,
+                    100.0 * r.share_with_all_endings,
+                    r.endings_wanted,
+                    r.distinct_1,
+                    r.distinct_2,
+                    100.0 * r.validity.valid_share,
+                    100.0 * r.validity.gold_valid_share
+                )?;
+                if r.given_endings > 0 {
+                    write!(f, "\n  and the questions' own {} wrong options", r.given_endings)?;
+                }
+                Ok(())
+            }
             GenerateOutcome::Shard { shard, shards, missing_blocks } => write!(
                 f,
                 "generate: shard {shard}/{shards} done; {missing_blocks} blocks of other shards are missing. Run `af generate` without --shard once all shards finished, to check the pool and write its report."
@@ -401,14 +419,17 @@ impl PoolStats {
         }
     }
 
-    fn report(&self, n_items: usize, endings: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
+    fn report(&self, items: &[Item], endings: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
+        let n_items = items.len();
         anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
-        let full = self.per_item.values().filter(|&&c| c == endings).count();
+        let full = items.iter().enumerate().filter(|(i, item)| self.per_item.get(&(*i as u32)) == Some(&(item.distractors.len() + endings))).count();
+        let given: usize = items.iter().map(|i| i.distractors.len()).sum();
         let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
         Ok(GenerateReport {
             items: n_items,
             endings_wanted: endings,
-            endings_generated: self.generated,
+            endings_generated: self.generated - given,
+            given_endings: given,
             items_with_all_endings: full,
             items_short: n_items - full,
             share_with_all_endings: full as f64 / n_items.max(1) as f64,
@@ -581,7 +602,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     }
     let validity_report = stats.validity_report(&validity, &rejected);
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
-    let report = stats.report(items.len(), g.endings, precision, check, validity_report)?;
+    let report = stats.report(&items, g.endings, precision, check, validity_report)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
     Ok(GenerateOutcome::Complete(report))
@@ -664,6 +685,7 @@ mod tests {
                 context_tokens: 4,
                 noun_phrase_tokens: 2,
                 ending_tokens: 2,
+                distractors: Vec::new(),
             })
             .collect();
         let block: Vec<(usize, &Item)> = items.iter().enumerate().collect();

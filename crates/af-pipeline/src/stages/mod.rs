@@ -32,6 +32,9 @@ impl fmt::Display for StageReport {
                     "pairs: {} items from {} candidate pairs ({} groups, {} sentences); folds {:?}",
                     r.items, r.candidate_pairs, r.groups, r.sentences, r.items_per_fold
                 )?;
+                if r.questions > 0 {
+                    write!(f, "\n  {} of the items are questions read as they stand, their wrong options in their pools", r.questions)?;
+                }
                 for (reason, n) in &r.dropped {
                     write!(f, "\n  dropped {n:>6} {reason}")?;
                 }

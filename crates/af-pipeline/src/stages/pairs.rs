@@ -1,6 +1,7 @@
 //! The `pairs` stage: inputs -> items.jsonl, vocab.tsv, report.json.
 
-use af_text::pairs::{make_pairs, PairOptions, PairsReport};
+use af_core::config::InputFormat;
+use af_text::pairs::{make_pairs, question_item, GivenItem, PairOptions, PairsReport, SkippedQuestion};
 use anyhow::Context;
 
 use crate::runner::StageContext;
@@ -11,7 +12,15 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
         anyhow::bail!("[pairs] has no inputs: add at least one [[pairs.inputs]] with `path` and `format`");
     }
     let mut docs = Vec::new();
+    let (mut given, mut skipped) = (Vec::new(), Vec::new());
     for input in &config.pairs.inputs {
+        if input.format == InputFormat::Questions {
+            let (items, left_out) = question_items(input, config)?;
+            tracing::info!("read {} questions from {}", items.len(), input.path.display());
+            given.extend(items);
+            skipped.extend(left_out);
+            continue;
+        }
         let read = af_io::documents::read_input(input)?;
         tracing::info!("read {} documents from {}", read.len(), input.path.display());
         docs.extend(read);
@@ -19,8 +28,12 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let bar = ctx.progress.bar("documents", docs.len() as u64);
     let options = PairOptions::from((&config.pairs, config.run.seed));
-    let out = make_pairs(&docs, &tagger, &options, &|| bar.inc(1))?;
+    let mut out = make_pairs(&docs, given, &tagger, &options, &|| bar.inc(1))?;
     bar.finish();
+    for s in &skipped {
+        *out.report.dropped.entry(s.reason.clone()).or_default() += 1;
+    }
+    out.report.skipped_questions = skipped;
     if out.items.is_empty() {
         anyhow::bail!(
             "no items survived: {} candidate pairs, dropped {:?}; check the length filters in [pairs]",
@@ -36,6 +49,38 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     Ok(out.report)
 }
 
+/// The items of a `questions` input as they stand, and the questions left out under `skip-bad`.
+/// A question needs k wrong answers in its pool: its own wrong options and the endings
+/// `[generate]` adds.
+fn question_items(input: &af_core::config::InputSpec, config: &af_core::Config) -> anyhow::Result<(Vec<GivenItem>, Vec<SkippedQuestion>)> {
+    let file = af_io::questions::read_question_input(input)?;
+    let at = |line: usize| format!("{}:{line}", input.path.display());
+    let mut skipped: Vec<SkippedQuestion> =
+        file.skipped.iter().map(|s| SkippedQuestion { origin: at(s.line), reason: "unreadable".into(), detail: s.reason.clone() }).collect();
+    let (k, added) = (config.filter.k, config.generate.endings);
+    let mut items = Vec::new();
+    for q in &file.questions {
+        let own = q.endings.len().saturating_sub(1);
+        if own + added < k {
+            let detail = format!(
+                "{} options, so {own} wrong ones{}, and k = {k} needs {k}",
+                q.endings.len(),
+                if added > 0 { format!(" and {added} generated") } else { String::new() }
+            );
+            anyhow::ensure!(
+                input.skip_bad,
+                "{}: question `{}` has {detail}; [generate] endings = N adds N per question, or `skip-bad = true` on the input leaves such questions out",
+                at(q.line),
+                q.id
+            );
+            skipped.push(SkippedQuestion { origin: at(q.line), reason: "too-few-options".into(), detail });
+            continue;
+        }
+        items.push(GivenItem { item: question_item(q), origin: at(q.line) });
+    }
+    Ok((items, skipped))
+}
+
 /// The `pairs` stage.
 pub struct Pairs;
 
@@ -47,13 +92,18 @@ impl crate::runner::Stage for Pairs {
         for input in &config.pairs.inputs {
             inputs.push(file_stamp(&input.path)?);
         }
-        Ok(json!({
+        let mut stamp = json!({
             "seed": config.run.seed,
             "pairs": config.pairs,
             "tagger": config.tagger,
             "tagger_file": config.tagger.model.as_deref().map(file_stamp).transpose()?,
             "inputs": inputs,
-        }))
+        });
+        // Which questions have enough options depends on k and on the endings generate adds.
+        if config.pairs.inputs.iter().any(|i| i.format == InputFormat::Questions) {
+            stamp["questions_need"] = json!({"k": config.filter.k, "endings": config.generate.endings});
+        }
+        Ok(stamp)
     }
 
     fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
