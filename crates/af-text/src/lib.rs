@@ -1,7 +1,8 @@
 //! af-text owns everything af does with words before any tensor exists: tokenizing (and the
 //! inverse, for exports), the vocabulary, the part-of-speech tagger, the split of a sentence into
 //! its subject noun phrase and its ending, sentence splitting for prose, and the making of items
-//! from documents (`af pairs`), and the validity rules generated endings are checked against. No libtorch, no I/O formats, no printing.
+//! from documents (`af pairs`), the validity rules generated endings are checked against, and the
+//! demo's caption world, written by a grammar ([`world`]). No libtorch, no I/O formats, no printing.
 
 pub mod pairs;
 pub mod sentences;
@@ -10,6 +11,7 @@ pub mod tagger;
 pub mod tokenize;
 pub mod validity;
 pub mod vocab;
+pub mod world;
 
 pub use tagger::Tagger;
 pub use tokenize::{detokenize, tokenize, tokenize_lowercase};

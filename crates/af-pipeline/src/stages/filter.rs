@@ -271,10 +271,40 @@ impl std::fmt::Display for FilterReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "filter: {} iterations, driving head {:.3} -> {:.3} (chance {:.3}), {} swaps in {} items",
-            self.iterations, self.driving_head_first, self.driving_head_last, self.chance, self.swaps, self.items_ever_changed
+            "filter: {} iterations, driving head {:.3} -> {:.3} (chance {:.3}), {} swaps in {} items\n  {}",
+            self.iterations,
+            self.driving_head_first,
+            self.driving_head_last,
+            self.chance,
+            self.swaps,
+            self.items_ever_changed,
+            what_it_means(self.driving_head_first, self.driving_head_last, self.chance)
         )
     }
+}
+
+/// The filter's outcome in one sentence for a reader new to AF: what the driving head's first
+/// and last accuracies say, and where real runs' figures are.
+pub fn what_it_means(first: f64, last: f64, chance: f64) -> String {
+    let pct = |x: f64| format!("{:.0}%", 100.0 * x);
+    let start = format!(
+        "The committee picked the right ending {} of the time against random distractors and {} against AF's (chance {})",
+        pct(first),
+        pct(last),
+        pct(chance)
+    );
+    let verdict = if first - chance <= 0.02 {
+        "it could not tell them apart by style to begin with, so AF had nothing to remove".to_string()
+    } else if last - chance <= 0.03 {
+        format!("AF took away {} of its edge, so by the style it reads AF's distractors can no longer be told from the right ending", pct(((first - last) / (first - chance)).min(1.0)))
+    } else {
+        format!(
+            "AF took away {} of its edge; {:.0} points above chance remain, which the pool's candidates could not remove",
+            pct(((first - last) / (first - chance)).max(0.0)),
+            100.0 * (last - chance)
+        )
+    };
+    format!("{start}: {verdict}. The audit in the export measures detectors AF never trained against; real runs' figures are in docs/results.md.")
 }
 
 fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) -> anyhow::Result<FilterReport> {
@@ -333,5 +363,21 @@ impl crate::runner::Stage for Filter {
     fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
         use super::StageReport;
         Ok((StageReport::Filter(run(ctx)?), true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::what_it_means;
+
+    #[test]
+    fn the_sentence_says_what_the_driving_head_did() {
+        let done = what_it_means(0.44, 0.24, 0.25);
+        assert!(done.contains("44% of the time against random distractors and 24% against AF's (chance 25%)"), "{done}");
+        assert!(done.contains("took away 100% of its edge") && done.contains("can no longer be told"), "{done}");
+        let partial = what_it_means(1.0, 0.957, 0.25);
+        assert!(partial.contains("took away 6% of its edge; 71 points above chance remain"), "{partial}");
+        assert!(what_it_means(0.26, 0.25, 0.25).contains("could not tell them apart by style to begin with"));
+        assert!(done.contains("docs/results.md"), "every run points at real runs' figures");
     }
 }

@@ -57,9 +57,11 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
 
     let mut sections = Vec::new();
     let num = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let meaning = super::filter::what_it_means(num(&summary, "driving_head_first"), num(&summary, "driving_head_last"), chance);
     sections.push(Section {
         title: "Summary".into(),
-        html: table(
+        html: format!("<p>{}</p>", escape(&meaning))
+            + &table(
             &["", "value"],
             &[
                 vec!["items".into(), format!("{}", num(&summary, "items"))],
