@@ -500,7 +500,17 @@ fn bench_committee(
     anyhow::ensure!(k <= pool && items >= 5, "need k <= pool and at least 5 items");
     tch::manual_seed(3);
     let width = pool + 1;
-    let table = synthetic_table((items * width) as i64, tokens, vocab, device);
+    let mut table = synthetic_table((items * width) as i64, tokens, vocab, device);
+    if registry.reads_encoded(&members) {
+        // all-MiniLM-L6-v2's width; the encoding itself is once per run (`af bench encoder`),
+        // an iteration pays only the head over the cached embeddings.
+        use tch::{Kind, Tensor};
+        let (rows, dim) = ((items * width) as i64, 384);
+        let text = Tensor::randn([rows, dim], (Kind::Float, device));
+        let contexts = Tensor::randn([items as i64, dim], (Kind::Float, device));
+        let of = Tensor::arange(rows, (Kind::Int64, device)).divide_scalar_mode(width as i64, "floor");
+        table.attach_encoded(af_nn::table::EncodedRows { text, contexts: Some((contexts, of)) })?;
+    }
     let score_batch = score_batch.map_or(af_core::ScoreBatch::Auto, af_core::ScoreBatch::Candidates);
     let config = CommitteeConfig { epochs, validation_share: 0.0, batch_items, score_batch, precision, ..Default::default() };
     let mixed = precision.mixed_on(device.is_cuda());
