@@ -27,13 +27,17 @@ impl fmt::Display for StageReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StageReport::Pairs(r) => {
-                write!(
-                    f,
-                    "pairs: {} items from {} candidate pairs ({} groups, {} sentences); folds {:?}",
-                    r.items, r.candidate_pairs, r.groups, r.sentences, r.items_per_fold
-                )?;
-                if r.questions > 0 {
-                    write!(f, "\n  {} of the items are questions read as they stand, their wrong options in their pools", r.questions)?;
+                if r.documents == 0 {
+                    write!(f, "pairs: {} items, every one a question read as it stands with its wrong options in its pool ({} groups); folds {:?}", r.items, r.groups, r.items_per_fold)?;
+                } else {
+                    write!(
+                        f,
+                        "pairs: {} items from {} candidate pairs ({} groups, {} sentences); folds {:?}",
+                        r.items, r.candidate_pairs, r.groups, r.sentences, r.items_per_fold
+                    )?;
+                    if r.questions > 0 {
+                        write!(f, "\n  {} of the items are questions read as they stand, their wrong options in their pools", r.questions)?;
+                    }
                 }
                 for (reason, n) in &r.dropped {
                     write!(f, "\n  dropped {n:>6} {reason}")?;
