@@ -23,7 +23,8 @@ fn config_show_resolves_defaults_and_paths() {
     let o = af(&["config", "show"], &repo());
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("min-ending-tokens = 5"), "{out}");
+    assert!(out.contains("min-ending-tokens = 4"), "the file's own value: {out}");
+    assert!(out.contains("max-rounds = 6"), "a default the file does not set: {out}");
     assert!(out.contains(&format!("dir = \"{}/runs/default\"", repo().display())), "{out}");
 }
 
