@@ -202,6 +202,9 @@ pub fn audit_questions(
     let mut learner = TorchLearner { config: &committee, registry, tagger, device, options_cut: 0, encoder: None };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
+        if done > 0 {
+            crate::resources::after_a_model("audit: a detector");
+        }
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(name.to_string());

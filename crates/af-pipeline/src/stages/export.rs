@@ -83,7 +83,9 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let committee = TorchCommittee::new(&pool, &table, &config.committee, &registry, device);
     let members = evaluation_members(config, &registry);
     let af = evaluate("af", &committee, &chosen, &state.assignment, &members, config)?;
+    crate::resources::after_a_model("export: the fresh committee on AF's dataset");
     let baseline = evaluate("random", &committee, &chosen, &random, &members, config)?;
+    crate::resources::after_a_model("export: the fresh committee on the random assignment");
     let detectors = af.detectors.iter().zip(&baseline.detectors).map(|(a, b)| (a.name.clone(), b.accuracy, a.accuracy)).collect();
     let mut evaluation = json!({
         "k": config.filter.k,
