@@ -102,6 +102,15 @@ pub struct DetectorResult {
     pub seconds: f64,
 }
 
+impl DetectorResult {
+    /// How much of this detector's edge over chance is gone in `after` (the same detector on
+    /// another version of the dataset): (edge - after's edge) / edge, only where there is an
+    /// edge to shrink (this one is flagged and above chance).
+    pub fn edge_shrink(&self, after: &DetectorResult) -> Option<f64> {
+        (self.flagged && self.edge > 0.0).then(|| (self.edge - after.edge) / self.edge)
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SplitSummary {
     /// `separate evaluation file`, `split field (train vs ...)` or `by group (share ...)`.

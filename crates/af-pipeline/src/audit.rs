@@ -35,6 +35,18 @@ impl Learner for TorchLearner<'_> {
     type Error = af_nn::NnError;
 
     fn train_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
+        let scores = self.fit_and_score(model, train, eval, seed);
+        // Its table and weights are gone: audits, the export and `af ablate` train dozens of
+        // detectors in turn.
+        crate::resources::after_a_model(&format!("detector {model}"));
+        scores
+    }
+}
+
+impl TorchLearner<'_> {
+    /// One detector: its table from the questions' options, a fresh model trained on `train`,
+    /// the scores of `eval`'s options.
+    fn fit_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
         let options: Vec<(&[String], std::ops::Range<usize>)> =
             train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
@@ -202,9 +214,6 @@ pub fn audit_questions(
     let mut learner = TorchLearner { config: &committee, registry, tagger, device, options_cut: 0, encoder: None };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
-        if done > 0 {
-            crate::resources::after_a_model("audit: a detector");
-        }
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(name.to_string());

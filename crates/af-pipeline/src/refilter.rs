@@ -152,7 +152,7 @@ pub fn audit_before_after(config: &Config, registry: &Registry, progress: &dyn P
             after_chance: a.chance,
             before_edge: b.edge,
             after_edge: a.edge,
-            edge_shrink: (b.flagged && b.edge > 0.0).then(|| (b.edge - a.edge) / b.edge),
+            edge_shrink: b.edge_shrink(a),
             before_flagged: b.flagged,
             after_flagged: a.flagged,
         })

@@ -195,8 +195,7 @@ fn audit_comparison(
             af_ci: (a.ci_low, a.ci_high),
             random_edge: r.edge,
             af_edge: a.edge,
-            // Only an edge that is there (flagged on the random assignment) can shrink.
-            edge_shrink: (r.flagged && r.edge > 0.0).then(|| (r.edge - a.edge) / r.edge),
+            edge_shrink: r.edge_shrink(a),
             random_flagged: r.flagged,
             af_flagged: a.flagged,
         })
