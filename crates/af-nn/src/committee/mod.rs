@@ -12,8 +12,9 @@
 //! A candidate's score does not depend on how much padding it is read with: the CNN pools only
 //! windows that start inside the sentence, and the BiLSTM's backward direction reads each sentence
 //! reversed within its own length (pads after it, never before). So every batch is cut to its
-//! longest row, and scoring sorts rows by length first, which is most of a BiLSTM's time saved
-//! on pools of short endings.
+//! longest row, scoring sorts rows by length first, and on the CPU those members compute a
+//! training batch in groups of similar length ([`Batch::by_length`]): most of a BiLSTM's and a
+//! CNN's time saved, on pools of short endings and on long full-view rows alike.
 
 pub mod member;
 pub mod members;
@@ -83,6 +84,89 @@ impl Batch {
                 .map(|(contexts, of)| contexts.index_select(0, &of.index_select(0, rows)).to_kind(Kind::Float)),
         }
     }
+
+    /// The batch's rows at `rows` (positions in this batch), cut to their first `width` columns.
+    fn select(&self, rows: &Tensor, width: i64) -> Self {
+        let cut = |t: &Tensor| t.index_select(0, rows).narrow(1, 0, width);
+        Self {
+            words: cut(&self.words),
+            pos: cut(&self.pos),
+            indicator: cut(&self.indicator),
+            mask: cut(&self.mask),
+            lengths: self.lengths.index_select(0, rows),
+            features: self.features.index_select(0, rows),
+            encoded: self.encoded.as_ref().map(|e| e.index_select(0, rows)),
+            encoded_context: self.encoded_context.as_ref().map(|e| e.index_select(0, rows)),
+        }
+    }
+
+    /// `per_row` over the batch's rows, computed on the CPU in groups of similar length, each cut
+    /// to its own longest row; the outputs in the batch's order. For members whose output does
+    /// not depend on padding (module doc): the same function of the batch, with less padding
+    /// computed. A training batch is drawn at random, so its longest row is often three times
+    /// its mean (HellaSwag's full view) and most of a padded BiLSTM's or CNN's work would be on
+    /// padding; grouping by length inside the batch keeps the batch what it was (the same
+    /// questions, the same loss, the same dropout draws) where sorting the data into batches of
+    /// one length would not (docs/decisions.md). On a GPU, where padding is cheap next to many
+    /// small kernels and a host sync per batch, the batch is computed as it is.
+    /// # Shapes
+    /// per_row: Batch of n rows -> [n, D]; -> [N, D]
+    pub(crate) fn by_length(&self, per_row: impl Fn(&Batch) -> Tensor) -> Tensor {
+        if self.words.device() != Device::Cpu {
+            return per_row(self);
+        }
+        let lengths = Vec::<i64>::try_from(&self.lengths).expect("i64 lengths");
+        let mut order: Vec<i64> = (0..lengths.len() as i64).collect();
+        order.sort_by_key(|&i| lengths[i as usize]);
+        let sorted: Vec<i64> = order.iter().map(|&i| lengths[i as usize]).collect();
+        let groups = length_groups(&sorted, LENGTH_GROUP_OVERHEAD_ROWS);
+        if groups.len() <= 1 {
+            return per_row(self);
+        }
+        let order = Tensor::from_slice(&order);
+        let parts: Vec<Tensor> = groups
+            .iter()
+            .map(|g| per_row(&self.select(&order.narrow(0, g.start as i64, g.len() as i64), sorted[g.end - 1].max(1))))
+            .collect();
+        // Row order[j] of the batch is row j of the parts: put each back in its place.
+        let out = Tensor::cat(&parts, 0);
+        out.index_select(0, &order.argsort(0, false))
+    }
+}
+
+/// What one more group costs in [`Batch::by_length`], in rows of padding: a group is a call of
+/// its own, which a group of one or two rows does not repay. 4 to 100 were within noise of each
+/// other for the CNN on HellaSwag-sized batches on CPU-2, and the BiLSTM was fastest at the
+/// low end (docs/benchmarks.md).
+const LENGTH_GROUP_OVERHEAD_ROWS: usize = 8;
+
+/// Lengths sorted ascending, cut into consecutive groups that minimise the padded cells
+/// (rows x longest) plus `overhead` rows per column of each group: exact, by dynamic programming
+/// over the cut points (quadratic in the rows; a batch has hundreds).
+fn length_groups(sorted: &[i64], overhead: usize) -> Vec<std::ops::Range<usize>> {
+    let n = sorted.len();
+    // best[j]: the cost of the first j rows; cut[j]: where the last group of that best starts.
+    let mut best = vec![0u64; n + 1];
+    let mut cut = vec![0usize; n + 1];
+    for j in 1..=n {
+        let longest = sorted[j - 1].max(1) as u64;
+        let (mut b, mut c) = (u64::MAX, 0);
+        for i in 0..j {
+            let cost = best[i] + (j - i + overhead) as u64 * longest;
+            if cost < b {
+                (b, c) = (cost, i);
+            }
+        }
+        (best[j], cut[j]) = (b, c);
+    }
+    let mut groups = Vec::new();
+    let mut j = n;
+    while j > 0 {
+        groups.push(cut[j]..j);
+        j = cut[j];
+    }
+    groups.reverse();
+    groups
 }
 
 /// A batch's rows in each view a committee's members read.
@@ -689,6 +773,62 @@ mod tests {
         // And the rows are really read: different rows score differently on every text head.
         for (head, s) in &all {
             assert!(head == "mlp" || s.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-4), "{head}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn length_groups_cut_where_padding_costs_more_than_a_group() {
+        // One group: 44 rows x 40 columns. Two: the short rows at their own width.
+        let lengths: Vec<i64> = std::iter::repeat_n(2, 40).chain(std::iter::repeat_n(40, 4)).collect();
+        assert_eq!(length_groups(&lengths, 8), vec![0..40, 40..44]);
+        // Rows of nearly one length stay together; an empty batch has no group.
+        assert_eq!(length_groups(&[5, 5, 6, 6, 7], 8), vec![0..5]);
+        assert!(length_groups(&[], 8).is_empty());
+        // Every cut covers every row once, in order.
+        let mut ragged: Vec<i64> = (1..=200).map(|i| 1 + (i * i) % 97).collect();
+        ragged.sort_unstable();
+        let groups = length_groups(&ragged, 8);
+        assert!(groups.len() > 2, "{groups:?}");
+        assert_eq!(groups.first().unwrap().start, 0);
+        assert_eq!(groups.last().unwrap().end, ragged.len());
+        assert!(groups.windows(2).all(|w| w[0].end == w[1].start && w[0].start < w[0].end));
+    }
+
+    /// A batch computed in length groups ([`Batch::by_length`]) scores every row as the row alone
+    /// would be scored, in the batch's order.
+    #[test]
+    fn a_batch_in_length_groups_scores_as_its_rows_alone() {
+        let _torch_rng = crate::torch_rng_lock();
+        tch::manual_seed(11);
+        // 30 short rows and 3 long ones, interleaved: the long rows make a group of their own.
+        let inputs: Vec<CandidateInput> = (0..33usize)
+            .map(|i| {
+                let len = if i % 11 == 5 { 40 + i % 3 } else { 2 + i % 3 };
+                CandidateInput {
+                    words: (0..len).map(|j| 2 + ((i * 7 + j * 3) % 37) as i32).collect(),
+                    pos: (0..len).map(|j| 2 + ((i + j) % 20) as i32).collect(),
+                    marked: 0..1,
+                    features: [0.0; 8],
+                }
+            })
+            .collect();
+        let table = table_of(&inputs, 40, 24, 5);
+        let rows: Vec<i64> = (0..33).collect();
+        let sorted: Vec<i64> = {
+            let mut l: Vec<i64> = rows.iter().map(|&r| table.lengths[r as usize] as i64).collect();
+            l.sort_unstable();
+            l
+        };
+        assert!(length_groups(&sorted, LENGTH_GROUP_OVERHEAD_ROWS).len() > 1, "the batch is computed in groups");
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &names(&["cnn", "lstm", "pos-lstm"]), false, &table).unwrap();
+        let together = tch::no_grad(|| model.forward(&table, &rows, false));
+        let alone = score(&model, &table, &rows, ScoreBatch::Candidates(1));
+        for (t, a) in together.iter().zip(&alone) {
+            let t = Vec::<f32>::try_from(&t.scores).unwrap();
+            for (r, (x, y)) in t.iter().zip(&a.1).enumerate() {
+                assert!((x - y).abs() < 1e-5, "{} row {r}: {x} in the batch, {y} alone", a.0);
+            }
         }
     }
 

@@ -111,6 +111,15 @@ impl MemberNet for CnnNet {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
+        b.by_length(|b| self.pooled(b)).dropout(self.settings.dropout, train)
+    }
+}
+
+impl CnnNet {
+    /// Every width's filters, max-pooled over the windows inside each row.
+    /// # Shapes
+    /// -> [N, filters x widths]
+    fn pooled(&self, b: &Batch) -> Tensor {
         let (mut words, mut indicator) = (b.words.shallow_clone(), b.indicator.shallow_clone());
         // A table cut to narrower batches than the widest window (its min_len set from other
         // widths): pad as the table would, with id 0.
@@ -135,6 +144,6 @@ impl MemberNet for CnnNet {
                 out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0).amax([2].as_slice(), false)
             })
             .collect();
-        Tensor::cat(&pooled, 1).dropout(self.settings.dropout, train)
+        Tensor::cat(&pooled, 1)
     }
 }

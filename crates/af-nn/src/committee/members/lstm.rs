@@ -118,8 +118,12 @@ impl MemberNet for TokenLstmNet {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        let tokens = if self.column == Column::Pos { &b.pos } else { &b.words };
-        self.lstm.max_pooled(&self.tokens.forward(tokens), &self.indicator, b).dropout(self.dropout, train)
+        let column = self.column;
+        b.by_length(|b| {
+            let tokens = if column == Column::Pos { &b.pos } else { &b.words };
+            self.lstm.max_pooled(&self.tokens.forward(tokens), &self.indicator, b)
+        })
+        .dropout(self.dropout, train)
     }
 }
 
