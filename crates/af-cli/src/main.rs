@@ -37,6 +37,9 @@ enum Command {
         /// Print the findings as JSON.
         #[arg(long)]
         json: bool,
+        /// Also check what this config names: a `[committee.member.torchscript] module` must load.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Inspect configuration files.
     #[command(subcommand)]
@@ -225,7 +228,7 @@ fn one_stage(config: &af_core::Config, stage: StageName, force: bool, shard: Opt
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     use af_pipeline::load_config;
     match command {
-        Command::Doctor { json } => commands::doctor::run(json),
+        Command::Doctor { json, config } => commands::doctor::run(json, config.as_deref()),
         Command::Config(ConfigCommand::Show { file }) => {
             let config = load_config(file.as_deref())?;
             print!("{}", config.to_toml());

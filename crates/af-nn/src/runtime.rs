@@ -28,9 +28,12 @@ pub enum NnError {
     /// A member's settings: the message names the key.
     #[error("{0}")]
     InvalidSettings(String),
-    /// A NaN or infinite number where training needs finite ones: stopping beats training on.
     #[error(transparent)]
     Encoder(#[from] crate::encoder::EncoderError),
+    /// The encoder a frozen-embedding member's settings name did not load.
+    #[error("[committee.member.{member}] {key}: {error}")]
+    FrozenEncoder { member: &'static str, key: &'static str, error: crate::encoder::EncoderError },
+    /// A NaN or infinite number where training needs finite ones: stopping beats training on.
     #[error("{what} is not finite ({value}); {kept}")]
     NonFinite { what: String, value: f64, kept: String },
 }

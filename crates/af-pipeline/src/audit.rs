@@ -27,8 +27,9 @@ pub struct TorchLearner<'a> {
     pub device: Device,
     /// The most options any detector's table cut to `[committee] max-tokens`.
     pub options_cut: usize,
-    /// The `encoder` detector's model, loaded when first needed.
-    pub encoder: Option<af_nn::encoder::Encoder>,
+    /// The frozen-embedding detector's encoder (`encoder` or `torchscript`), loaded when first
+    /// needed, with the settings it was loaded from.
+    pub encoder: Option<(nnc::members::FrozenEncoder, af_nn::encoder::Encoder)>,
 }
 
 impl Learner for TorchLearner<'_> {
@@ -53,16 +54,16 @@ impl TorchLearner<'_> {
         let pos = self.registry.get(model.as_str()).is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
         let (mut table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
         self.options_cut = self.options_cut.max(cut);
-        if self.registry.reads_encoded(std::slice::from_ref(model)) {
+        if let Some(frozen) = self.registry.frozen_encoder(std::slice::from_ref(model), self.config)? {
             let encoder = match self.encoder.take() {
-                Some(e) => e,
-                None => nnc::members::EncoderSettings::resolve(self.config).map_err(af_nn::NnError::InvalidSettings)?.load(self.device)?,
+                Some((loaded_from, e)) if loaded_from == frozen => e,
+                _ => frozen.load(self.device)?,
             };
             // The view's text as the tokens give it: an uncased WordPiece tokenizer splits the
             // punctuation the words were split at the same way.
             let texts: Vec<String> = options.iter().map(|(tokens, _)| tokens.join(" ")).collect();
             let attached = crate::encoded::attach_texts(&mut table, &encoder, &texts, &crate::NoProgress);
-            self.encoder = Some(encoder);
+            self.encoder = Some((frozen, encoder));
             attached?;
         }
         let mut questions = Vec::with_capacity(train.len());
@@ -211,6 +212,8 @@ pub fn audit_questions(
     // Each detector reads the rows of the view it is trained on, whatever view a member's table
     // gives it in the committee.
     let committee = nnc::members::reading_given_rows(&config.committee);
+    // One frozen-embedding detector per audit, as per committee: said before any detector trains.
+    registry.encoded_member(&config.audit.models).map_err(|e| anyhow::anyhow!("[audit] models: {e}"))?;
     let mut learner = TorchLearner { config: &committee, registry, tagger, device, options_cut: 0, encoder: None };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {

@@ -215,20 +215,21 @@ pub fn encoded_cache_dir(config: &Config) -> std::path::PathBuf {
     config.run.dir.join("encoded")
 }
 
-/// Every member a config names: its filter phases' and `[ablate]`'s.
-fn named_members(config: &Config) -> Vec<MemberName> {
+/// Every member a config names: its filter phases' and `[ablate]`'s (they share the pool's table).
+pub(crate) fn named_members(config: &Config) -> Vec<MemberName> {
     let phases = config.filter.stages.iter().flat_map(|s| &s.members);
     let ablate = config.ablate.members.iter().chain(config.ablate.compositions.iter().flat_map(|c| &c.members));
     phases.chain(ablate).cloned().collect()
 }
 
 fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut CandidateTable, progress: &dyn Progress) -> anyhow::Result<()> {
-    if !registry.reads_encoded(&named_members(config)) {
+    let Some(encoder) = registry.frozen_encoder(&named_members(config), &config.committee)? else {
         return Ok(());
-    }
-    let done = crate::encoded::attach_pool(table, pool, &config.committee, &encoded_cache_dir(config), progress)?;
+    };
+    let done = crate::encoded::attach_pool(table, pool, &encoder, &encoded_cache_dir(config), progress)?;
     tracing::info!(
-        "encoder: {} second sentences and {} contexts, {}-d, from {} ({} in {:.1} s)",
+        "{}: {} second sentences and {} contexts, {}-d, from {} ({} in {:.1} s)",
+        done.member,
         done.rows,
         done.contexts,
         done.dim,

@@ -163,9 +163,9 @@ pub fn dynamics(
         let tokens: Vec<Vec<(Vec<String>, std::ops::Range<usize>)>> = mine.iter().map(|&q| options_of(&questions[q])).collect();
         let flat: Vec<(&[String], std::ops::Range<usize>)> = tokens.iter().flatten().map(|(t, m)| (t.as_slice(), m.clone())).collect();
         let (mut table, cut) = crate::table::sentence_table(&flat, flat.len(), &config, tagger, device);
-        if registry.reads_encoded(members) {
+        if let Some(frozen) = registry.frozen_encoder(members, &config)? {
             if encoder.is_none() {
-                encoder = Some(crate::encoded::load_encoder(&config, device)?);
+                encoder = Some(frozen.load(device)?);
             }
             let encoder = encoder.as_ref().expect("loaded above");
             let texts: Vec<String> = flat.iter().map(|(tokens, _)| tokens.join(" ")).collect();

@@ -1,16 +1,15 @@
-//! Frozen sentence embeddings for the `encoder` member: the model its settings name, loaded once;
-//! a pool's candidates (second sentences) and contexts encoded once per run and cached in the
-//! run directory (`filter/encoded/`), so a resumed or repeated filter and the export read them
-//! back instead of encoding again; and the rows of an audit's or a data map's table, encoded from
-//! their own text.
+//! Frozen sentence embeddings for the frozen-embedding members (`encoder`, `torchscript`): the
+//! encoder a member's settings name ([`FrozenEncoder`]), loaded once; a pool's candidates (second
+//! sentences) and contexts encoded once per run and cached in the run directory (`encoded/`,
+//! keyed by the texts and by the member and model that encoded them), so a resumed or repeated
+//! filter and the export read them back instead of encoding again; and the rows of an audit's or
+//! a data map's table, encoded from their own text.
 
 use std::path::{Path, PathBuf};
 
-
-use af_core::CommitteeConfig;
 use af_io::pool_index::Pool;
-use af_nn::committee::members::EncoderSettings;
-use af_nn::encoder::Encoder;
+use af_nn::committee::members::FrozenEncoder;
+use af_nn::encoder::{Encoder, EncoderSource};
 use af_nn::table::{CandidateTable, EncodedRows};
 use af_nn::NnError;
 use anyhow::Context;
@@ -21,17 +20,6 @@ use crate::progress::Progress;
 
 /// Texts per encoder call: the progress bar moves, and the host holds one chunk's tokens.
 const CHUNK: usize = 4096;
-
-/// The `encoder` member's settings, as the config gives them.
-fn settings(c: &CommitteeConfig) -> anyhow::Result<EncoderSettings> {
-    EncoderSettings::resolve(c).map_err(anyhow::Error::msg)
-}
-
-/// Loads the model the `encoder` member's settings name on `device`.
-pub fn load_encoder(c: &CommitteeConfig, device: Device) -> anyhow::Result<Encoder> {
-    let s = settings(c)?;
-    s.load(device).with_context(|| format!("loading the encoder member's model from {}", s.model_dir().map_or("(none)".into(), |d| d.display().to_string())))
-}
 
 /// The kind embeddings are kept in on `device`: half on a GPU (a full pool's are tens of GB in
 /// f32), f32 on the CPU (where f16 arithmetic is slow).
@@ -68,10 +56,20 @@ pub fn attach_texts(table: &mut CandidateTable, encoder: &Encoder, texts: &[Stri
     Ok(())
 }
 
-/// What `filter/encoded/encoded.json` says of the cached embeddings.
+/// What `encoded/encoded.json` says of the cached embeddings.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct CacheKey {
+    /// The member whose encoder wrote them (caches written before `torchscript` existed are the
+    /// `encoder` member's).
+    #[serde(default = "encoder_member")]
+    member: String,
+    /// The BERT directory or the TorchScript module.
     model: PathBuf,
+    /// A TorchScript module's tokenizer and token limit (a BERT directory holds its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tokenizer: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_length: Option<usize>,
     rows: usize,
     contexts: usize,
     dim: i64,
@@ -79,9 +77,15 @@ struct CacheKey {
     texts: String,
 }
 
+fn encoder_member() -> String {
+    "encoder".into()
+}
+
 /// What attaching a pool's embeddings did, for the stage's records.
 #[derive(Debug, Serialize)]
 pub struct PoolEncoding {
+    /// The member whose encoder computed them.
+    pub member: &'static str,
     pub model: PathBuf,
     pub rows: usize,
     pub contexts: usize,
@@ -117,12 +121,17 @@ fn texts_hash<'a>(texts: impl IntoIterator<Item = &'a String>) -> String {
 }
 
 /// Attaches the pool's embeddings to its table: each candidate's second sentence and each item's
-/// context, read from `cache` when it holds them for the same texts and model, else encoded and
-/// written there (the cache's key last, so an interrupted write is encoded again).
-pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, c: &CommitteeConfig, cache: &Path, progress: &dyn Progress) -> anyhow::Result<PoolEncoding> {
+/// context, read from `cache` when it holds them for the same texts and encoder, else encoded
+/// with `encoder` and written there (the cache's key last, so an interrupted write is encoded
+/// again).
+pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, encoder: &FrozenEncoder, cache: &Path, progress: &dyn Progress) -> anyhow::Result<PoolEncoding> {
     let started = std::time::Instant::now();
     let device = table.device;
-    let model = settings(c)?.model_dir()?;
+    let model = encoder.model().to_path_buf();
+    let (tokenizer, max_length) = match &encoder.source {
+        EncoderSource::Bert { .. } => (None, None),
+        EncoderSource::TorchScript { tokenizer, .. } => (Some(tokenizer.clone()), encoder.options.max_length),
+    };
     let sentences = second_sentences(pool)?;
     let contexts: Vec<String> = pool.items.iter().map(|i| i.context.clone()).collect();
     let context_of: Vec<i64> = (0..pool.items.len()).flat_map(|i| std::iter::repeat_n(i as i64, pool.sizes[i] + 1)).collect();
@@ -130,23 +139,32 @@ pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, c: &CommitteeConfig,
     let texts = texts_hash(sentences.iter().chain(&contexts));
     let (key_path, tensors_path) = (cache.join("encoded.json"), cache.join("encoded.safetensors"));
     let cached: Option<CacheKey> = std::fs::read_to_string(&key_path).ok().and_then(|t| serde_json::from_str(&t).ok());
-    let wanted = |dim| CacheKey { model: model.clone(), rows: sentences.len(), contexts: contexts.len(), dim, texts: texts.clone() };
+    let wanted = |dim| CacheKey {
+        member: encoder.member.to_string(),
+        model: model.clone(),
+        tokenizer: tokenizer.clone(),
+        max_length,
+        rows: sentences.len(),
+        contexts: contexts.len(),
+        dim,
+        texts: texts.clone(),
+    };
     if let Some(key) = cached.filter(|k| *k == wanted(k.dim)) {
         match read_cache(&tensors_path, &key, device) {
             Ok((text, ctx)) => {
                 let of = Tensor::from_slice(&context_of).to(device);
                 table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
-                return Ok(PoolEncoding { model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: true, seconds: started.elapsed().as_secs_f64() });
+                return Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: true, seconds: started.elapsed().as_secs_f64() });
             }
             Err(e) => tracing::warn!("{e:#}: encoding again"),
         }
     }
-    let encoder = load_encoder(c, device)?;
+    let loaded = encoder.load(device)?;
     let bar = progress.bar("encoding the pool", (sentences.len() + contexts.len()) as u64);
-    let text = encode_all(&encoder, &sentences, device, bar.as_ref())?;
-    let ctx = encode_all(&encoder, &contexts, device, bar.as_ref())?;
+    let text = encode_all(&loaded, &sentences, device, bar.as_ref())?;
+    let ctx = encode_all(&loaded, &contexts, device, bar.as_ref())?;
     bar.finish();
-    let key = wanted(encoder.dim() as i64);
+    let key = wanted(loaded.dim() as i64);
     std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
     let _ = std::fs::remove_file(&key_path);
     let named = [("text", text.to(Device::Cpu).to_kind(Kind::Half)), ("contexts", ctx.to(Device::Cpu).to_kind(Kind::Half))];
@@ -154,7 +172,7 @@ pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, c: &CommitteeConfig,
     af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
     let of = Tensor::from_slice(&context_of).to(device);
     table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
-    Ok(PoolEncoding { model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: false, seconds: started.elapsed().as_secs_f64() })
+    Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: false, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// The cached text and context embeddings, checked against their key. They are stored in f16

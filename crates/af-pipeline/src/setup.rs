@@ -54,8 +54,9 @@ impl std::fmt::Display for MemberCheckError {
 }
 
 /// What af-core cannot check because the members are af-nn's: every member a config names
-/// exists, each member table belongs to a member, every member's settings are valid, and the
-/// audit's detectors read text (a dataset to audit has no LM features).
+/// exists, each member table belongs to a member, every member's settings are valid, the pool's
+/// members and the audit's detectors each hold at most one frozen-embedding member (`encoder` or
+/// `torchscript`), and the audit's detectors read text (a dataset to audit has no LM features).
 pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberCheckError> {
     let fail = |name: &str, message: String| MemberCheckError { name: name.to_string(), message };
     let known = || registry.names().join(", ");
@@ -72,6 +73,13 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
     if !config.ablate.is_default() {
         config.ablate.compositions(&config.filter).map_err(|message| fail("", message))?;
     }
+    // The filter's phases and the ablations share the pool's table, which holds one set of
+    // frozen embeddings.
+    let pool_members = crate::committee::named_members(config);
+    let last_encoded = |members: &[af_core::MemberName]| members.iter().rev().find(|m| registry.reads_encoded(std::slice::from_ref(m))).map_or(String::new(), |m| m.to_string());
+    if let Err(e) = registry.encoded_member(&pool_members) {
+        return Err(fail(&last_encoded(&pool_members), format!("[[filter.stages]] and [ablate]: {e}")));
+    }
     if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
         registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
     }
@@ -83,6 +91,9 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
     for name in registry.names() {
         let member = registry.get(name).expect("a registered name");
         member.settings(&config.committee).map_err(|message| fail(name, message))?;
+    }
+    if let Err(e) = registry.encoded_member(&config.audit.models) {
+        return Err(fail(&last_encoded(&config.audit.models), format!("[audit] models: {e}")));
     }
     for m in &config.audit.models {
         let member = registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use af_audit::synthetic::{questions, Planted};
+use af_audit::synthetic::Planted;
 use af_core::{CommitteeConfig, Config, MemberName, View};
 use af_io::pool_index::{write_synthetic_pool, Pool};
 use af_pipeline::audit::AuditRequest;
@@ -28,9 +28,11 @@ fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
     let tagger = af_text::Tagger::builtin();
     let cache = dir.path().join("encoded");
     let table_of = || af_pipeline::table::candidate_table(&pool, &config, &tagger, Device::Cpu).unwrap().0;
+    let registry = af_nn::Registry::builtin();
+    let encoder_of = |c: &CommitteeConfig| registry.frozen_encoder(&[MemberName::new("encoder")], c).unwrap().unwrap();
 
     let mut first = table_of();
-    let done = af_pipeline::encoded::attach_pool(&mut first, &pool, &config, &cache, &NoProgress).unwrap();
+    let done = af_pipeline::encoded::attach_pool(&mut first, &pool, &encoder_of(&config), &cache, &NoProgress).unwrap();
     assert!(!done.cached);
     assert_eq!((done.rows, done.contexts, done.dim), (pool.rows, 12, 384));
     assert!(cache.join("encoded.json").is_file() && cache.join("encoded.safetensors").is_file());
@@ -51,13 +53,13 @@ fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
 
     // Read back, not encoded again, and exactly the same.
     let mut second = table_of();
-    assert!(af_pipeline::encoded::attach_pool(&mut second, &pool, &config, &cache, &NoProgress).unwrap().cached);
+    assert!(af_pipeline::encoded::attach_pool(&mut second, &pool, &encoder_of(&config), &cache, &NoProgress).unwrap().cached);
     assert!(second.encoded.as_ref().unwrap().text.equal(&encoded.text));
     // A cache for another model is not taken.
     let mut other = config.clone();
     other.member.insert("encoder".into(), toml::toml! { model = "/nonexistent/model" });
-    let e = af_pipeline::encoded::attach_pool(&mut table_of(), &pool, &other, &cache, &NoProgress).unwrap_err();
-    assert!(format!("{e:#}").contains("/nonexistent/model"), "{e:#}");
+    let e = af_pipeline::encoded::attach_pool(&mut table_of(), &pool, &encoder_of(&other), &cache, &NoProgress).unwrap_err();
+    assert!(format!("{e:#}").contains("[committee.member.encoder] model") && format!("{e:#}").contains("/nonexistent/model"), "{e:#}");
     assert_eq!(encoded.text.kind(), Kind::Float);
 }
 
@@ -66,11 +68,7 @@ fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
 fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(String, f64, bool)> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("questions.jsonl");
-    let lines: Vec<String> = questions(n, 4, planted, seed)
-        .iter()
-        .map(|q| serde_json::json!({"id": q.id, "group": q.group, "context": q.context, "prefix": q.prefix, "endings": q.endings, "label": q.label}).to_string())
-        .collect();
-    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    common::write_synthetic_questions(&data, n, 4, planted, seed);
     let mut config = Config::default();
     config.committee.epochs = 4;
     config.committee.validation_share = 0.0;

@@ -33,7 +33,7 @@ pub struct AuditArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Learned detectors, comma-separated: any committee member that reads text (ngram, bow,
-    /// cnn, lstm, pos-lstm); overrides [audit] models.
+    /// cnn, lstm, pos-lstm, encoder or torchscript, not both); overrides [audit] models.
     #[arg(long, value_delimiter = ',')]
     models: Option<Vec<String>>,
     /// Output directory (default: audit/<dataset file name without extension>).

@@ -144,6 +144,13 @@ pub enum BenchCommand {
         /// the least cosine between the two (exit 1 under 0.9999 in fp32, 0.999 in fp16).
         #[arg(long)]
         check_cpu: bool,
+        /// A TorchScript module (`scripts/export-torchscript`) instead of a BERT directory, with
+        /// the tokenizer.json beside it.
+        #[arg(long, conflicts_with_all = ["model", "random_weights", "half"])]
+        torchscript: Option<PathBuf>,
+        /// With --torchscript: tokens per text, special tokens included.
+        #[arg(long, requires = "torchscript", default_value_t = af_nn::encoder::TORCHSCRIPT_DEFAULT_MAX_LENGTH)]
+        max_length: usize,
     },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
@@ -309,8 +316,19 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Encoder { model, sentences, batch, passes, device, half, random_weights, check_cpu } => {
-            bench_encoder(model, sentences, batch, passes, &device, half, random_weights, check_cpu)
+        BenchCommand::Encoder { model, sentences, batch, passes, device, half, random_weights, check_cpu, torchscript, max_length } => {
+            use af_nn::encoder::EncoderSource;
+            let source = match (torchscript, model) {
+                (Some(module), _) => EncoderSource::TorchScript { tokenizer: module.with_file_name("tokenizer.json"), module },
+                (None, Some(dir)) => EncoderSource::Bert { dir },
+                (None, None) => EncoderSource::Bert {
+                    dir: std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV).map(PathBuf::from).ok_or_else(|| {
+                        anyhow::anyhow!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::encoder::ENCODER_DIR_ENV)
+                    })?,
+                },
+            };
+            let max_length = matches!(source, EncoderSource::TorchScript { .. }).then_some(max_length);
+            bench_encoder(source, max_length, sentences, batch, passes, &device, half, random_weights, check_cpu)
         }
         BenchCommand::Tagger { conllu, min_tokens, model } => {
             let tagger = super::load_tagger(model.as_deref())?;
@@ -384,22 +402,25 @@ fn caption_sentences(n: usize) -> Vec<String> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn bench_encoder(model: Option<PathBuf>, n: usize, batch: usize, passes: usize, device: &str, half: bool, random_weights: bool, check_cpu: bool) -> anyhow::Result<ExitCode> {
-    use af_nn::encoder::{Encoder, EncoderOptions, ENCODER_DIR_ENV};
-    let dir = match model {
-        Some(d) => d,
-        None => std::env::var_os(ENCODER_DIR_ENV)
-            .map(PathBuf::from)
-            .ok_or_else(|| anyhow::anyhow!("no --model and {ENCODER_DIR_ENV} is not set: run scripts/setup (source <(scripts/setup --env))"))?,
-    };
+fn bench_encoder(
+    source: af_nn::encoder::EncoderSource,
+    max_length: Option<usize>,
+    n: usize,
+    batch: usize,
+    passes: usize,
+    device: &str,
+    half: bool,
+    random_weights: bool,
+    check_cpu: bool,
+) -> anyhow::Result<ExitCode> {
+    use af_nn::encoder::{Encoder, EncoderOptions, EncoderSource};
     let device = super::device_named(device)?;
     const SEED: i64 = 19;
     let load = |device: tch::Device, half: bool| {
-        let options = EncoderOptions { batch_size: batch, max_length: None, half };
-        if random_weights {
-            Encoder::load_with_random_weights(&dir, device, &options, SEED)
-        } else {
-            Encoder::load(&dir, device, &options)
+        let options = EncoderOptions { batch_size: batch, max_length, half };
+        match &source {
+            EncoderSource::Bert { dir } if random_weights => Encoder::load_with_random_weights(dir, device, &options, SEED),
+            source => Encoder::open(source, device, &options),
         }
     };
     let start = Instant::now();
@@ -433,10 +454,16 @@ fn bench_encoder(model: Option<PathBuf>, n: usize, batch: usize, passes: usize, 
         "machine": machine(),
         "device": format!("{device:?}"),
         "torch_threads": tch::get_num_threads(),
-        "model": dir.display().to_string(),
+        "model": source.path().display().to_string(),
+        "backend": if matches!(source, EncoderSource::TorchScript { .. }) { "torchscript" } else { "bert" },
+        "max_length": encoder.max_length(),
         "dim": encoder.dim(),
         "precision": if half_used { "fp16" } else { "fp32" },
-        "weights": if random_weights { "random (seed 19)" } else { "model.safetensors" },
+        "weights": match &source {
+            EncoderSource::TorchScript { .. } => "the module's",
+            EncoderSource::Bert { .. } if random_weights => "random (seed 19)",
+            EncoderSource::Bert { .. } => "model.safetensors",
+        },
         "sentences": n,
         "passes": passes.max(1),
         "batch": batch,

@@ -1,11 +1,29 @@
 //! `af doctor`: is libtorch usable here, and can it see the GPU? Which pretrained encoder
-//! models are installed?
+//! models are installed? With `--config`, does the TorchScript module it names load?
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use af_nn::runtime::CudaBackend;
 
-pub fn run(json: bool) -> anyhow::Result<ExitCode> {
+/// The TorchScript module a config names, and what loading it on the CPU gave: its vectors'
+/// length and the token limit, or why it did not load.
+struct TorchScriptCheck {
+    module: String,
+    loaded: Result<(usize, usize), String>,
+}
+
+/// Loads the module of the config's `[committee.member.torchscript]`; None when it names none.
+fn check_torchscript(config: &Path) -> anyhow::Result<Option<TorchScriptCheck>> {
+    use af_nn::committee::members::{FrozenSettings, TorchScriptSettings};
+    let config = af_pipeline::load_config(Some(config))?;
+    let settings = TorchScriptSettings::resolve(&config.committee).map_err(anyhow::Error::msg)?;
+    let Some(module) = &settings.module else { return Ok(None) };
+    let loaded = settings.encoder().and_then(|e| e.load(tch::Device::Cpu)).map(|e| (e.dim(), e.max_length())).map_err(|e| e.to_string());
+    Ok(Some(TorchScriptCheck { module: module.display().to_string(), loaded }))
+}
+
+pub fn run(json: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let info = af_nn::libtorch_info();
     // A GPU machine is one with an NVIDIA driver; there, no CUDA is a failure, not a fact.
     let gpu_machine = std::path::Path::new("/proc/driver/nvidia/version").exists();
@@ -29,8 +47,21 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
             problems.push(format!("encoder model: {e}"));
         }
     }
+    let torchscript = match config {
+        Some(c) => check_torchscript(c)?,
+        None => None,
+    };
+    if let Some(TorchScriptCheck { loaded: Err(e), .. }) = &torchscript {
+        problems.push(format!("torchscript module: {e}"));
+    }
     if json {
         let mut value = serde_json::to_value(&info)?;
+        if let Some(TorchScriptCheck { module, loaded }) = &torchscript {
+            value["torchscript"] = match loaded {
+                Ok((dim, max_length)) => serde_json::json!({ "module": module, "loads": true, "dim": dim, "max_length": max_length }),
+                Err(e) => serde_json::json!({ "module": module, "loads": false, "error": e }),
+            };
+        }
         value["encoders"] = encoders
             .iter()
             .map(|(dir, found)| match found {
@@ -74,6 +105,11 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
                 ),
                 Err(_) => println!("{label:<18} {} (unusable: see below)", dir.display()),
             }
+        }
+        match &torchscript {
+            Some(TorchScriptCheck { module, loaded: Ok((dim, max_length)) }) => println!("torchscript module {module} (loads: {dim}-d, max {max_length} tokens)"),
+            Some(TorchScriptCheck { module, loaded: Err(_) }) => println!("torchscript module {module} (does not load: see below)"),
+            None => {}
         }
         for p in &problems {
             eprintln!("problem: {p}");

@@ -3,6 +3,7 @@
 
 use tch::{nn, Tensor};
 
+use super::members::FrozenEncoder;
 use super::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -64,6 +65,12 @@ pub trait Member: Send + Sync + 'static {
     /// `[committee.member.NAME]`) and checked, as JSON: recorded in the filter stage's
     /// fingerprint. Err: a message naming the key.
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String>;
+
+    /// The frozen encoder that fills the table's embeddings for a member that reads them
+    /// ([`Column::Encoded`]), as these settings name it; `None` for every other member.
+    fn frozen_encoder(&self, _committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
+        Ok(None)
+    }
 
     /// A fresh, initialised network under `p`. Each initialisation draws from libtorch's global
     /// generator, so the order in which variables are created is part of the results.

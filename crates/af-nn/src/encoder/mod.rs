@@ -1,15 +1,21 @@
-//! A pretrained BERT-family sentence encoder (BERT, MiniLM) on tch: token, position and segment
-//! embeddings with LayerNorm, post-norm self-attention layers, mean pooling over the attention
-//! mask (or the `[CLS]` vector, as the directory's `1_Pooling/config.json` says) and L2
-//! normalisation, as sentence-transformers computes them.
+//! Frozen sentence encoders: af's own BERT-family implementation (BERT, MiniLM) on tch, and a
+//! TorchScript module for models af does not implement ([`torchscript`]). One [`Encoder`] type
+//! owns what both share: the `tokenizer.json` tokenizer, length-sorted batches and L2
+//! normalisation, so either backend gives the unit vectors the committee's head and the run's
+//! cache use.
 //!
-//! Everything comes from a Hugging Face model directory: `config.json`, `model.safetensors` and
+//! The BERT backend: token, position and segment embeddings with LayerNorm, post-norm
+//! self-attention layers, mean pooling over the attention mask (or the `[CLS]` vector, as the
+//! directory's `1_Pooling/config.json` says), as sentence-transformers computes them. Everything
+//! comes from a Hugging Face model directory: `config.json`, `model.safetensors` and
 //! `tokenizer.json` (plus sentence-transformers' `sentence_bert_config.json` and
 //! `1_Pooling/config.json` when present). Nothing is downloaded. `scripts/setup` installs the
 //! default model, all-MiniLM-L6-v2, and exports its directory as [`ENCODER_DIR_ENV`].
 
 mod config;
 mod model;
+mod torchscript;
+pub mod toy;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +25,8 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 pub use config::{Activation, BertConfig, Pooling};
 use model::Bert;
+pub use torchscript::DEFAULT_MAX_LENGTH as TORCHSCRIPT_DEFAULT_MAX_LENGTH;
+use torchscript::ScriptModule;
 
 /// The environment variable `scripts/setup --env` sets to the default model's directory.
 pub const ENCODER_DIR_ENV: &str = "AF_ENCODER_DIR";
@@ -37,15 +45,17 @@ pub enum EncoderError {
 }
 
 /// How an [`Encoder`] runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EncoderOptions {
     /// Texts per forward pass. Texts are sorted by token count first, so a batch pads little.
     pub batch_size: usize,
     /// Truncate longer inputs to this many tokens (special tokens included); `None`: the model's
-    /// own limit (sentence-transformers' `max_seq_length`, else the position table).
+    /// own limit (sentence-transformers' `max_seq_length`, else the position table), or
+    /// [`TORCHSCRIPT_DEFAULT_MAX_LENGTH`] for a TorchScript module, which does not say its own.
     pub max_length: Option<usize>,
     /// Half precision on CUDA (ignored on the CPU, where f16 matmuls are slow). Pooling and
-    /// normalisation stay in f32.
+    /// normalisation stay in f32. The BERT backend only: a TorchScript module runs in the
+    /// precision it was exported in.
     pub half: bool,
 }
 
@@ -136,33 +146,100 @@ pub fn known_model_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Where an encoder's weights come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EncoderSource {
+    /// A BERT-family Hugging Face directory, run by af's own implementation.
+    Bert { dir: PathBuf },
+    /// A TorchScript module (`forward(input_ids, attention_mask) -> [N, D]`) and its tokenizer.
+    TorchScript { module: PathBuf, tokenizer: PathBuf },
+}
+
+impl EncoderSource {
+    /// The model's own path: the BERT directory or the module file.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Bert { dir } => dir,
+            Self::TorchScript { module, .. } => module,
+        }
+    }
+}
+
+/// The network that turns a batch of token ids into one vector per text.
+enum Backend {
+    Bert { bert: Bert, pooling: Pooling },
+    TorchScript(ScriptModule),
+}
+
+impl Backend {
+    /// Sentence vectors, `[N, D]` f32, not yet normalised.
+    fn vectors(&self, ids: &Tensor, types: &Tensor, mask: &Tensor) -> Result<Tensor, EncoderError> {
+        match self {
+            Self::Bert { bert, pooling } => {
+                let hidden = bert.forward(ids, types, mask).to_kind(Kind::Float);
+                Ok(match pooling {
+                    Pooling::Mean => {
+                        let m = mask.to_kind(Kind::Float).unsqueeze(-1);
+                        (&hidden * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1e-9)
+                    }
+                    Pooling::Cls => hidden.select(1, 0),
+                })
+            }
+            Self::TorchScript(module) => module.forward(ids, mask),
+        }
+    }
+}
+
 /// A loaded encoder: frozen weights on one device and the model's tokenizer.
 pub struct Encoder {
-    bert: Bert,
+    backend: Backend,
     tokenizer: Tokenizer,
     tokenizer_path: PathBuf,
-    pooling: Pooling,
     max_length: usize,
     dim: usize,
     device: Device,
     batch_size: usize,
-    dir: PathBuf,
+    source: EncoderSource,
 }
 
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match &self.backend {
+            Backend::Bert { bert, pooling } => format!("bert ({pooling:?} pooling, {:?})", bert.kind),
+            Backend::TorchScript(_) => "torchscript".to_string(),
+        };
         f.debug_struct("Encoder")
-            .field("dir", &self.dir)
+            .field("source", &self.source)
+            .field("backend", &backend)
             .field("dim", &self.dim)
             .field("max_length", &self.max_length)
-            .field("pooling", &self.pooling)
             .field("device", &self.device)
-            .field("kind", &self.bert.kind)
             .finish()
     }
 }
 
+/// `path`'s tokenizer, truncating at `max_length` and padding nothing (batches pad themselves).
+fn load_tokenizer(path: &Path, max_length: usize) -> Result<Tokenizer, EncoderError> {
+    let mut tokenizer =
+        Tokenizer::from_file(path).map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("not a readable tokenizer: {e}") })?;
+    // tokenizer.json carries its own truncation and fixed padding; both are replaced.
+    tokenizer
+        .with_truncation(Some(TruncationParams { max_length, ..Default::default() }))
+        .map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("truncation: {e}") })?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
 impl Encoder {
+    /// The encoder `source` names.
+    pub fn open(source: &EncoderSource, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+        match source {
+            EncoderSource::Bert { dir } => Self::load(dir, device, options),
+            EncoderSource::TorchScript { module, tokenizer } => Self::load_torchscript(module, tokenizer, device, options),
+        }
+    }
+
+    /// A BERT-family model directory.
     pub fn load(dir: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
         Self::load_inner(dir, device, options, None)
     }
@@ -187,13 +264,7 @@ impl Encoder {
         if max_length < 2 {
             return Err(EncoderError::Dir { dir: dir.to_path_buf(), message: format!("max length {max_length} leaves no room for a token") });
         }
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| EncoderError::File { path: tokenizer_path.clone(), message: format!("not a readable tokenizer: {e}") })?;
-        // tokenizer.json carries its own truncation and fixed padding; batches pad themselves here.
-        tokenizer
-            .with_truncation(Some(TruncationParams { max_length, ..Default::default() }))
-            .map_err(|e| EncoderError::File { path: tokenizer_path.clone(), message: format!("truncation: {e}") })?;
-        tokenizer.with_padding(None);
+        let tokenizer = load_tokenizer(&tokenizer_path, max_length)?;
         let kind = if options.half && device.is_cuda() { Kind::Half } else { Kind::Float };
         let bert = {
             let _guard = tch::no_grad_guard();
@@ -203,15 +274,45 @@ impl Encoder {
             }
         };
         Ok(Self {
-            bert,
+            backend: Backend::Bert { bert, pooling },
             tokenizer,
             tokenizer_path,
-            pooling,
             max_length,
             dim: cfg.hidden_size,
             device,
             batch_size: options.batch_size.max(1),
-            dir: dir.to_path_buf(),
+            source: EncoderSource::Bert { dir: dir.to_path_buf() },
+        })
+    }
+
+    /// A TorchScript module taking `(input_ids, attention_mask)`, with the `tokenizer.json` its
+    /// ids come from. The module is run once at load on a short text, which checks its interface
+    /// and gives the vectors' length.
+    pub fn load_torchscript(module: &Path, tokenizer: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+        let max_length = options.max_length.unwrap_or(torchscript::DEFAULT_MAX_LENGTH);
+        if max_length < 2 {
+            return Err(EncoderError::File { path: module.to_path_buf(), message: format!("max length {max_length} leaves no room for a token") });
+        }
+        let script = ScriptModule::load(module, device)?;
+        if !tokenizer.is_file() {
+            return Err(EncoderError::File { path: tokenizer.to_path_buf(), message: "no such file (the module's tokenizer.json)".into() });
+        }
+        let tok = load_tokenizer(tokenizer, max_length)?;
+        let probe = tokenize_with(&tok, tokenizer, &["a probe"])?;
+        let (ids, _, mask) = batch_tensors(&probe, &[0], device);
+        let dim = {
+            let _guard = tch::no_grad_guard();
+            script.probe_dim(&ids, &mask)?
+        };
+        Ok(Self {
+            backend: Backend::TorchScript(script),
+            tokenizer: tok,
+            tokenizer_path: tokenizer.to_path_buf(),
+            max_length,
+            dim,
+            device,
+            batch_size: options.batch_size.max(1),
+            source: EncoderSource::TorchScript { module: module.to_path_buf(), tokenizer: tokenizer.to_path_buf() },
         })
     }
 
@@ -228,15 +329,14 @@ impl Encoder {
         self.device
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Where its weights came from.
+    pub fn source(&self) -> &EncoderSource {
+        &self.source
     }
 
     /// Token ids (special tokens included, truncated) of each text.
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>, EncoderError> {
-        self.tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EncoderError::Tokenize { path: self.tokenizer_path.clone(), message: e.to_string() })
+        tokenize_with(&self.tokenizer, &self.tokenizer_path, texts)
     }
 
     /// Normalised sentence vectors, `[texts.len(), dim]` f32 on the CPU, in the order of `texts`.
@@ -251,31 +351,8 @@ impl Encoder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
         for chunk in order.chunks(self.batch_size) {
-            let len = chunk.iter().map(|&i| encodings[i].len()).max().unwrap_or(1).max(1);
-            let b = chunk.len();
-            let mut ids = vec![0i64; b * len];
-            let mut types = vec![0i64; b * len];
-            let mut mask = vec![0i64; b * len];
-            for (row, &i) in chunk.iter().enumerate() {
-                let e = &encodings[i];
-                for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
-                    ids[row * len + j] = id as i64;
-                    types[row * len + j] = ty as i64;
-                    mask[row * len + j] = m as i64;
-                }
-            }
-            let shape = [b as i64, len as i64];
-            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
-            let types = Tensor::from_slice(&types).view(shape).to_device(self.device);
-            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
-            let hidden = self.bert.forward(&ids, &types, &mask).to_kind(Kind::Float);
-            let pooled = match self.pooling {
-                Pooling::Mean => {
-                    let m = mask.to_kind(Kind::Float).unsqueeze(-1);
-                    (&hidden * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1e-9)
-                }
-                Pooling::Cls => hidden.select(1, 0),
-            };
+            let (ids, types, mask) = batch_tensors(&encodings, chunk, self.device);
+            let pooled = self.backend.vectors(&ids, &types, &mask)?;
             let norm = pooled.norm_scalaropt_dim(2, [1], true).clamp_min(1e-12);
             let vecs = (pooled / norm).to_device(Device::Cpu);
             let index = Tensor::from_slice(&chunk.iter().map(|&i| i as i64).collect::<Vec<_>>());
@@ -283,4 +360,29 @@ impl Encoder {
         }
         Ok(out)
     }
+}
+
+fn tokenize_with(tokenizer: &Tokenizer, path: &Path, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>, EncoderError> {
+    tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EncoderError::Tokenize { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Token ids, token types and attention mask of the texts `rows` of `encodings`, each `[rows,
+/// longest]` i64 on `device`, padded with zeros.
+fn batch_tensors(encodings: &[tokenizers::Encoding], rows: &[usize], device: Device) -> (Tensor, Tensor, Tensor) {
+    let len = rows.iter().map(|&i| encodings[i].len()).max().unwrap_or(1).max(1);
+    let b = rows.len();
+    let mut ids = vec![0i64; b * len];
+    let mut types = vec![0i64; b * len];
+    let mut mask = vec![0i64; b * len];
+    for (row, &i) in rows.iter().enumerate() {
+        let e = &encodings[i];
+        for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
+            ids[row * len + j] = id as i64;
+            types[row * len + j] = ty as i64;
+            mask[row * len + j] = m as i64;
+        }
+    }
+    let shape = [b as i64, len as i64];
+    let tensor = |v: &[i64]| Tensor::from_slice(v).view(shape).to_device(device);
+    (tensor(&ids), tensor(&types), tensor(&mask))
 }

@@ -54,6 +54,16 @@ pub fn fixture_config(dir: &Path, mlp: usize, full: usize, extra: &str) -> PathB
     config_in(dir, &format!("{tiny}{extra}\n{}", captions_input()))
 }
 
+/// af-audit's synthetic questions (`n` of `options` endings, `planted` in the right ones) as a
+/// generic JSONL file at `path`.
+pub fn write_synthetic_questions(path: &Path, n: usize, options: usize, planted: af_audit::synthetic::Planted, seed: u64) {
+    let lines: Vec<String> = af_audit::synthetic::questions(n, options, planted, seed)
+        .iter()
+        .map(|q| serde_json::json!({"id": q.id, "group": q.group, "context": q.context, "prefix": q.prefix, "endings": q.endings, "label": q.label}).to_string())
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
 /// 200 generic 4-way questions in `dir/bad.jsonl` whose 8th line has the label 9 (out of range).
 pub fn write_bad_labels(dir: &Path) -> PathBuf {
     use af_audit::synthetic::{questions, Planted};

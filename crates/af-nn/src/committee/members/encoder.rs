@@ -1,9 +1,10 @@
 //! `encoder`: a small head over frozen sentence embeddings from a pretrained encoder (all-MiniLM-L6-v2
-//! by default). In a pool's committee it reads the context and the second sentence of each
-//! candidate, [s, c*s, |c-s|] as in sentence-pair classifiers, so it is the first member that sees
-//! the context; where the table has no separate context (an audit's view) it reads the view's
-//! text alone. The embeddings are computed once per run by the caller ([`crate::encoder`]) and
-//! attached to the table; only the head trains.
+//! by default), run by af's own BERT implementation. In a pool's committee it reads the context
+//! and the second sentence of each candidate, [s, c*s, |c-s|] as in sentence-pair classifiers,
+//! so it is the first member that sees the context; where the table has no separate context (an
+//! audit's view) it reads the view's text alone. The embeddings are computed once per run by the
+//! caller ([`crate::encoder`]) and attached to the table; only the head trains (shared with
+//! `torchscript`, [`super::frozen`]).
 //!
 //! `[committee.member.encoder]`: `hidden` (256), `dropout` (default `[committee] dropout`),
 //! `model` (a BERT-family model directory; default `$AF_ENCODER_DIR`, then the first model under
@@ -12,15 +13,16 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tch::nn::{self, Module};
-use tch::Tensor;
 
-use super::{member_table, positive, probability, text_dropout, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
-use crate::committee::{Batch, CommitteeConfig};
+use super::frozen::{FrozenEncoder, FrozenMember, FrozenSettings, SharedKeys};
+use super::member_table;
+use crate::committee::CommitteeConfig;
+use crate::encoder::{EncoderOptions, EncoderSource};
 use crate::NnError;
 
 pub const NAME: &str = "encoder";
+
+pub type EncoderMember = FrozenMember<EncoderSettings>;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -41,18 +43,27 @@ struct Table {
     batch_size: Option<i64>,
 }
 
-impl EncoderSettings {
-    pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
+impl FrozenSettings for EncoderSettings {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "head over frozen pretrained sentence embeddings of the context and the second sentence";
+
+    fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         let t: Table = member_table(c, NAME)?;
-        let dropout = match t.dropout {
-            Some(d) => probability((d, format!("[committee.member.{NAME}] dropout")))?,
-            None => text_dropout(c)?,
-        };
-        Ok(Self {
-            hidden: positive((t.hidden.unwrap_or(256), format!("[committee.member.{NAME}] hidden")))?,
-            dropout,
-            model: t.model,
-            batch_size: positive((t.batch_size.unwrap_or(64), format!("[committee.member.{NAME}] batch-size")))?,
+        let head = SharedKeys::resolve(c, NAME, t.hidden, t.dropout, t.batch_size)?;
+        Ok(Self { hidden: head.hidden, dropout: head.dropout, model: t.model, batch_size: head.batch_size })
+    }
+
+    fn head(&self) -> (i64, f64) {
+        (self.hidden, self.dropout)
+    }
+
+    /// The model these settings name (half precision on a GPU).
+    fn encoder(&self) -> Result<FrozenEncoder, NnError> {
+        Ok(FrozenEncoder {
+            member: NAME,
+            key: "model",
+            source: EncoderSource::Bert { dir: self.model_dir()? },
+            options: EncoderOptions { batch_size: self.batch_size as usize, max_length: None, half: true },
         })
     }
 }
@@ -71,71 +82,5 @@ impl EncoderSettings {
                 ))
             }),
         }
-    }
-
-    /// The model, loaded on `device` (half precision on a GPU).
-    pub fn load(&self, device: tch::Device) -> Result<crate::encoder::Encoder, NnError> {
-        let options = crate::encoder::EncoderOptions { batch_size: self.batch_size as usize, max_length: None, half: device.is_cuda() };
-        Ok(crate::encoder::Encoder::load(&self.model_dir()?, device, &options)?)
-    }
-}
-
-pub struct EncoderMember;
-
-impl Member for EncoderMember {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn describe(&self) -> &'static str {
-        "head over frozen pretrained sentence embeddings of the context and the second sentence"
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &[Column::Encoded]
-    }
-
-    fn view(&self, _committee: &CommitteeConfig) -> af_core::View {
-        af_core::View::Full
-    }
-
-    fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
-        EncoderSettings::resolve(committee).map(|s| to_json(&s))
-    }
-
-    fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
-        let s = EncoderSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
-        let Some((dim, with_context)) = ctx.encoded else {
-            return Err(NnError::InvalidSettings(format!(
-                "the `{NAME}` member reads frozen sentence embeddings, and this table has none (the caller encodes the rows first)"
-            )));
-        };
-        let input = if with_context { 3 * dim } else { dim };
-        Ok(Box::new(EncoderNet { hidden: nn::linear(p / "hidden", input, s.hidden, Default::default()), width: s.hidden, dropout: s.dropout, with_context }))
-    }
-}
-
-#[derive(Debug)]
-struct EncoderNet {
-    hidden: nn::Linear,
-    width: i64,
-    dropout: f64,
-    with_context: bool,
-}
-
-impl MemberNet for EncoderNet {
-    fn width(&self) -> i64 {
-        self.width
-    }
-
-    fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        let s = b.encoded.as_ref().expect("built over a table with embeddings");
-        let input = if self.with_context {
-            let c = b.encoded_context.as_ref().expect("built over a table with context embeddings");
-            Tensor::cat(&[s.shallow_clone(), c * s, (c - s).abs()], 1)
-        } else {
-            s.shallow_clone()
-        };
-        self.hidden.forward(&input.dropout(self.dropout, train)).relu().dropout(self.dropout, train)
     }
 }

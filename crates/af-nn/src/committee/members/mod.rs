@@ -11,10 +11,12 @@
 pub mod bow;
 pub mod cnn;
 pub mod encoder;
+pub mod frozen;
 pub mod lstm;
 pub mod mlp;
 pub mod ngram;
 pub mod pos_lstm;
+pub mod torchscript;
 
 use std::sync::Arc;
 
@@ -24,10 +26,12 @@ use tch::nn;
 pub use bow::{Bow, BowSettings};
 pub use cnn::{Cnn, CnnSettings};
 pub use encoder::{EncoderMember, EncoderSettings};
+pub use frozen::{FrozenEncoder, FrozenMember, FrozenSettings};
 pub use lstm::{Lstm, LstmSettings};
 pub use mlp::{Mlp, MlpSettings};
 pub use ngram::{Ngram, NgramSettings};
 pub use pos_lstm::{PosLstm, PosLstmSettings};
+pub use torchscript::{TorchScriptMember, TorchScriptSettings};
 
 use super::member::{Column, Member};
 use super::{CommitteeConfig, MemberName};
@@ -40,10 +44,20 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, in that order.
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, in that
+    /// order.
     pub fn builtin() -> Self {
         Self {
-            members: vec![Arc::new(Mlp), Arc::new(Bow), Arc::new(Cnn), Arc::new(PosLstm), Arc::new(Ngram), Arc::new(Lstm), Arc::new(EncoderMember)],
+            members: vec![
+                Arc::new(Mlp),
+                Arc::new(Bow),
+                Arc::new(Cnn),
+                Arc::new(PosLstm),
+                Arc::new(Ngram),
+                Arc::new(Lstm),
+                Arc::new(EncoderMember::new()),
+                Arc::new(TorchScriptMember::new()),
+            ],
         }
     }
 
@@ -74,6 +88,36 @@ impl Registry {
     /// to the table first). Unknown names read nothing.
     pub fn reads_encoded(&self, members: &[MemberName]) -> bool {
         members.iter().any(|m| self.get(m.as_str()).is_some_and(|m| m.columns().contains(&Column::Encoded)))
+    }
+
+    /// The one member of `members` that reads frozen sentence embeddings, if any. A table holds
+    /// one set of them, so two different such members (`encoder` and `torchscript`) are an
+    /// error naming both. Unknown names read nothing.
+    pub fn encoded_member(&self, members: &[MemberName]) -> Result<Option<&dyn Member>, NnError> {
+        let mut found: Option<&dyn Member> = None;
+        for m in members.iter().filter_map(|m| self.get(m.as_str())).filter(|m| m.columns().contains(&Column::Encoded)) {
+            match found {
+                Some(first) if first.name() != m.name() => {
+                    return Err(NnError::InvalidSettings(format!(
+                        "members `{}` and `{}` both read frozen sentence embeddings, and a committee's table holds one set: keep one of them",
+                        first.name(),
+                        m.name()
+                    )))
+                }
+                _ => found = Some(m),
+            }
+        }
+        Ok(found)
+    }
+
+    /// The frozen encoder whose embeddings `members` read (see [`Registry::encoded_member`]), as
+    /// `committee`'s settings name it; None when no member reads them.
+    pub fn frozen_encoder(&self, members: &[MemberName], committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
+        let Some(member) = self.encoded_member(members)? else { return Ok(None) };
+        match member.frozen_encoder(committee)? {
+            Some(encoder) => Ok(Some(encoder)),
+            None => Err(NnError::InvalidSettings(format!("member `{}` reads frozen sentence embeddings but names no encoder to compute them", member.name()))),
+        }
     }
 
     /// Members that read text only (no LM features): the audit's learned detectors.
@@ -197,12 +241,12 @@ mod tests {
     #[test]
     fn builtin_members_in_order_and_the_text_ones() {
         let r = Registry::builtin();
-        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder"]);
-        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder"]);
+        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript"]);
+        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript"]);
         for name in r.names() {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
-            let view = if name == "encoder" { af_core::View::Full } else { af_core::View::SecondSentence };
+            let view = if ["encoder", "torchscript"].contains(&name) { af_core::View::Full } else { af_core::View::SecondSentence };
             assert_eq!(m.view(&CommitteeConfig::default()), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
@@ -280,9 +324,9 @@ mod tests {
     fn unknown_and_duplicate_members_are_errors() {
         let mut registry = Registry::builtin();
         let e = registry.lookup(&MemberName::new("rnn")).err().unwrap().to_string();
-        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder");
+        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript");
         let e = registry.register(Cnn).unwrap_err();
         assert!(matches!(&e, NnError::DuplicateMember(name) if name == "cnn"), "{e}");
-        assert_eq!(registry.names().len(), 7);
+        assert_eq!(registry.names().len(), 8);
     }
 }
