@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FilterConfig, MemberName, Phase, SwapHead};
+use crate::config::{FilterConfig, MemberName, Phase};
 
 /// How the compositions are drawn from `members`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,13 +171,8 @@ impl AblateConfig {
             }
             own.to_vec()
         };
-        if let SwapHead::Member(m) = &filter.swap_head {
-            if let Some(p) = stages.iter().find(|p| !p.members.contains(m)) {
-                return Err(format!(
-                    "[ablate] composition `{name}`: [filter] swap-head = \"{m}\", but its stage `{}` does not have that member (use \"joint\" or \"best-member\")",
-                    p.name
-                ));
-            }
+        for p in &stages {
+            p.check_driving(&filter.swap_head, true, &format!("[ablate] composition `{name}`,"))?;
         }
         Ok(Composition { name: name.to_string(), members: members.to_vec(), stages })
     }
@@ -190,7 +185,7 @@ fn join(members: &[MemberName]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::member_names;
+    use crate::config::{member_names, SwapHead};
 
     fn filter() -> FilterConfig {
         FilterConfig::default()
@@ -226,7 +221,7 @@ mod tests {
         a.compositions = vec![CompositionSpec {
             name: "cnn-long".into(),
             members: member_names(&["cnn"]),
-            stages: vec![Phase { name: "long".into(), members: member_names(&["cnn"]), iterations: 7 }],
+            stages: vec![Phase { name: "long".into(), members: member_names(&["cnn"]), iterations: 7, swap_head: None }],
         }];
         let c = a.compositions(&filter()).unwrap();
         assert_eq!(c.len(), 1);

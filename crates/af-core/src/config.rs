@@ -643,6 +643,33 @@ pub struct Phase {
     pub name: String,
     pub members: Vec<MemberName>,
     pub iterations: usize,
+    /// The head whose scores decide this phase's swaps, when not `[filter] swap-head` (for
+    /// example a phase driven by its fine-tuned `encoder-ft`, HellaSwag's adversary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_head: Option<SwapHead>,
+}
+
+impl Phase {
+    /// The head that drives this phase: its own `swap-head`, else `default` (`[filter] swap-head`).
+    pub fn driving<'a>(&'a self, default: &'a SwapHead) -> &'a SwapHead {
+        self.swap_head.as_ref().unwrap_or(default)
+    }
+
+    /// Err when the head driving this phase cannot be there: a member it does not have, or the
+    /// joint head without one. `within` names where the phase is, for the message.
+    pub fn check_driving(&self, default: &SwapHead, joint: bool, within: &str) -> Result<(), String> {
+        let (head, key) = match &self.swap_head {
+            Some(h) => (h, format!("its swap-head = \"{}\"", String::from(h.clone()))),
+            None => (default, format!("[filter] swap-head = \"{}\"", String::from(default.clone()))),
+        };
+        match head {
+            SwapHead::Joint if !joint => Err(format!("{within} stage `{}`: {key} but [committee] joint = false", self.name)),
+            SwapHead::Member(m) if !self.members.contains(m) => {
+                Err(format!("{within} stage `{}`: {key}, but the stage does not have that member (use \"joint\" or \"best-member\", or give the stage its own swap-head)", self.name))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `af filter`: the AF loop.
@@ -726,8 +753,8 @@ impl Default for FilterConfig {
             epsilon: 0.02,
             patience: 3,
             stages: vec![
-                Phase { name: "mlp".into(), members: member_names(&["mlp"]), iterations: 100 },
-                Phase { name: "full".into(), members: member_names(&SWAG_COMMITTEE), iterations: 40 },
+                Phase { name: "mlp".into(), members: member_names(&["mlp"]), iterations: 100, swap_head: None },
+                Phase { name: "full".into(), members: member_names(&SWAG_COMMITTEE), iterations: 40, swap_head: None },
             ],
             swap_choice: SwapChoice::Uniform,
             swap_temperature: 1.0,
@@ -987,15 +1014,8 @@ impl Config {
                 return Err(format!("[filter] stage `{}` has 0 iterations", s.name));
             }
         }
-        match &f.swap_head {
-            SwapHead::Joint if !c.joint => Err("[filter] swap-head = \"joint\" but [committee] joint = false".into()),
-            SwapHead::Joint | SwapHead::BestMember => Ok(()),
-            // Whether the name is a member at all is the registry's to say (af-nn).
-            SwapHead::Member(m) => match f.stages.iter().find(|s| !s.members.contains(m)) {
-                Some(s) => Err(format!("[filter] swap-head = \"{m}\", but stage `{}` does not have that member", s.name)),
-                None => Ok(()),
-            },
-        }
+        // Whether a name is a member at all is the registry's to say (af-nn).
+        f.stages.iter().try_for_each(|s| s.check_driving(&f.swap_head, c.joint, "[filter]"))
     }
 
     pub fn to_toml(&self) -> String {
@@ -1157,6 +1177,29 @@ mod tests {
         std::fs::write(&file, "[filter]\nswap-head = \"lstm\"\n").unwrap();
         let err = Config::load(&file).unwrap_err().to_string();
         assert!(err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"), "{err}");
+    }
+
+    #[test]
+    fn a_stage_may_name_its_own_swap_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let stages = |head: &str| {
+            format!(
+                "[[filter.stages]]\nname = \"mlp\"\nmembers = [\"mlp\"]\niterations = 2\n\
+                 [[filter.stages]]\nname = \"ft\"\nmembers = [\"mlp\", \"encoder-ft\"]\niterations = 2\nswap-head = \"{head}\"\n"
+            )
+        };
+        std::fs::write(&file, stages("encoder-ft")).unwrap();
+        let c = Config::load(&file).unwrap();
+        assert_eq!(c.filter.stages[0].swap_head, None);
+        assert_eq!(c.filter.stages[1].driving(&c.filter.swap_head), &SwapHead::Member(MemberName::new("encoder-ft")));
+        assert_eq!(c.filter.stages[0].driving(&c.filter.swap_head), &SwapHead::Joint);
+        assert!(!toml::to_string(&c.filter.stages[0]).unwrap().contains("swap-head"), "a stage without its own head writes none");
+        assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
+        // Its own head must be one of its members.
+        std::fs::write(&file, stages("cnn")).unwrap();
+        let err = Config::load(&file).unwrap_err().to_string();
+        assert!(err.contains("stage `ft`: its swap-head = \"cnn\", but the stage does not have that member"), "{err}");
     }
 
     #[test]

@@ -220,7 +220,7 @@ impl FilterState {
             }
         }
         let metrics: Vec<HeadMetrics> = heads.iter().map(|h| self.metrics(h, &heldout)).collect();
-        let driving = driving_head(&heads, &metrics, &config.swap_head)?;
+        let driving = driving_head(&heads, &metrics, phase.driving(&config.swap_head))?;
         let budget = swap_budget(config.budget, config.n_easy, &metrics[driving]);
         let (mut changed, mut swaps) = (0, 0);
         for (h, &item) in heldout.iter().enumerate() {
@@ -384,7 +384,7 @@ mod tests {
     const SEED: u64 = 9;
 
     fn phase(name: &str, members: &[&str], iterations: usize) -> Phase {
-        Phase { name: name.into(), members: af_core::member_names(members), iterations }
+        Phase { name: name.into(), members: af_core::member_names(members), iterations, swap_head: None }
     }
 
     fn setup() -> (StyleCommittee, Vec<String>, FilterConfig, Assignment) {
@@ -437,6 +437,19 @@ mod tests {
             u.dedup();
             assert_eq!(u.len(), 3, "distractors stay distinct");
         }
+    }
+
+    /// A phase with its own swap-head is driven by that head, the others by `[filter] swap-head`.
+    #[test]
+    fn a_phase_with_its_own_swap_head_is_driven_by_it() {
+        let (mut c, groups, mut options, start) = setup();
+        let mut own = phase("own", &["mlp", "bow"], 2);
+        own.swap_head = Some(SwapHead::Member(af_core::MemberName::new("bow")));
+        options.stages = vec![phase("plain", &["mlp"], 2), own];
+        let mut state = FilterState::new(start);
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
+        let driven: Vec<&str> = state.iterations.iter().map(|i| i.driving_head.as_str()).collect();
+        assert_eq!(driven, ["joint", "joint", "bow", "bow"]);
     }
 
     #[test]

@@ -79,7 +79,7 @@ fn config(dir: &std::path::Path) -> Config {
     (m.embedding, m.mlp_hidden, m.joint_hidden, m.max_vocab, m.cnn_filters, m.lstm_hidden) = (16, 32, 16, 60, 8, 8);
     (m.epochs, m.batch_items, m.learning_rate, m.validation_share) = (4, 32, 5e-3, 0.0);
     (c.filter.k, c.filter.patience) = (3, 100);
-    c.filter.stages = vec![Phase { name: "all".into(), members: member_names(&["mlp", "bow"]), iterations: 14 }];
+    c.filter.stages = vec![Phase { name: "all".into(), members: member_names(&["mlp", "bow"]), iterations: 14, swap_head: None }];
     c.audit.models = member_names(&["ngram"]);
     c.audit.views = vec![View::Ending];
     c.ablate.design = Design::Singletons;
@@ -152,7 +152,7 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     assert!(csv.starts_with("composition,detector,family,questions,accuracy,ci_low,ci_high,chance,edge,p_value,in_composition"));
 
     // Up to date: nothing runs again; a new composition runs alone.
-    config.ablate.compositions = vec![CompositionSpec { name: "bow-twice".into(), members: member_names(&["bow"]), stages: vec![Phase { name: "b".into(), members: member_names(&["bow"]), iterations: 2 }] }];
+    config.ablate.compositions = vec![CompositionSpec { name: "bow-twice".into(), members: member_names(&["bow"]), stages: vec![Phase { name: "b".into(), members: member_names(&["bow"]), iterations: 2, swap_head: None }] }];
     let before = std::fs::read(run.dir.join("only-bow/cross.json")).unwrap();
     let (_, outcomes) = ablate(&config, false).unwrap_or_else(|e| panic!("{e:#}"));
     let ran: Vec<&str> = outcomes.iter().filter(|(_, o)| *o == Outcome::Ran).map(|(n, _)| n.as_str()).collect();

@@ -79,7 +79,7 @@ fn the_filters_data_map_puts_cued_items_in_easy_to_learn() {
     let (table, _) = af_pipeline::table::candidate_table(&pool, &committee, &af_text::Tagger::builtin(), Device::Cpu).unwrap();
     let registry = Registry::builtin();
     let mut torch = TorchCommittee::new(&pool, &table, &committee, &registry, Device::Cpu);
-    let filter = FilterConfig { k: 3, patience: 100, stages: vec![Phase { name: "bow".into(), members: member_names(&["bow"]), iterations: 4 }], ..Config::default().filter };
+    let filter = FilterConfig { k: 3, patience: 100, stages: vec![Phase { name: "bow".into(), members: member_names(&["bow"]), iterations: 4, swap_head: None }], ..Config::default().filter };
     let mut state = FilterState::new(random_assignment(&pool, 3, 1).unwrap());
     while state.step(&mut torch, &pool.groups(), &filter, 9).unwrap() {}
 

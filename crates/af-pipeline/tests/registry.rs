@@ -83,7 +83,7 @@ fn the_af_loop_runs_with_a_member_only_this_test_knows() {
         k: 3,
         swap_head: SwapHead::BestMember,
         budget: BudgetRule::Fixed,
-        stages: vec![Phase { name: "toy".into(), members: member_names(&["unknown-share", "bow"]), iterations: 3 }],
+        stages: vec![Phase { name: "toy".into(), members: member_names(&["unknown-share", "bow"]), iterations: 3, swap_head: None }],
         ..Config::default().filter
     };
     let mut state = FilterState::new(random_assignment(&pool, 3, 1).unwrap());
