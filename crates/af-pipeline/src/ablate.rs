@@ -381,6 +381,9 @@ fn committee_detectors(
 ) -> anyhow::Result<Vec<DetectorScore>> {
     let alone = CommitteeConfig { joint: false, ..config.committee.clone() };
     let joint = CommitteeConfig { joint: true, ..config.committee.clone() };
+    // A fine-tuned member (`encoder-ft`) has no detector of its own here: it is not a member of
+    // a joint committee, and training it per composition would cost more than the ablation.
+    let members: Vec<MemberName> = members.iter().filter(|m| !registry.is_fine_tuned(m.as_str())).cloned().collect();
     let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members.iter().map(|m| (m.clone(), vec![m.clone()], &alone)).collect();
     runs.push((MemberName::new(af_core::JOINT_HEAD), members.to_vec(), &joint));
     let width = assignment.k + 1;

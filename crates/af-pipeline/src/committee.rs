@@ -40,6 +40,12 @@ pub enum CommitteeError {
     Train(#[source] NnError),
     #[error("head `{head}` scored candidate {candidate} of item `{item}` {score}: a committee's scores must be finite")]
     NonFiniteScore { head: String, item: String, candidate: usize, score: f32 },
+    #[error("member `{member}`")]
+    FineTune {
+        member: &'static str,
+        #[source]
+        source: anyhow::Error,
+    },
 }
 
 impl<'a> TorchCommittee<'a> {
@@ -117,6 +123,27 @@ impl af_filter::Committee for TorchCommittee<'_> {
     type Error = CommitteeError;
 
     fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, CommitteeError> {
+        let fine_tuned = self.registry.fine_tuned(&phase.members, self.config).map_err(|source| CommitteeError::Build { phase: phase.name.clone(), source })?;
+        let mut heads = self.train_and_score_joint(phase, train, heldout, assignment, plan)?;
+        if let Some((member, settings)) = fine_tuned {
+            // The committee's answer picks the shortlist: its joint head, else its first member.
+            let by = heads.iter().position(|h| !h.is_member).unwrap_or(0);
+            let head = crate::fine_tuned::train_and_score(self.pool, member, &settings, self.device, train, heldout, assignment, &heads[by], plan)
+                .map_err(|source| CommitteeError::FineTune { member, source })?;
+            heads.push(head);
+        }
+        Ok(heads)
+    }
+
+    fn take_dynamics(&mut self) -> Vec<Option<EpochRecord>> {
+        std::mem::take(&mut self.dynamics)
+    }
+}
+
+impl TorchCommittee<'_> {
+    /// The phase's joint committee (every member but a fine-tuned one) trained on the training
+    /// items and scoring every candidate of the held-out ones.
+    fn train_and_score_joint(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, CommitteeError> {
         let questions: Vec<Vec<i64>> = train.iter().map(|&i| self.question(i, assignment)).collect();
         let (_vs, model, dynamics) = self.train_recording(&phase.members, &questions, plan)?;
         self.dynamics = dynamics;
@@ -151,10 +178,6 @@ impl af_filter::Committee for TorchCommittee<'_> {
                 HeadScores { head, is_member, scores: per_item }
             })
             .collect())
-    }
-
-    fn take_dynamics(&mut self) -> Vec<Option<EpochRecord>> {
-        std::mem::take(&mut self.dynamics)
     }
 }
 

@@ -5,7 +5,8 @@
 //! - one module per stage ([`stages`]), each returning its report for the caller to show;
 //! - the libtorch committee behind af-filter's `Committee` trait ([`committee`]) and the
 //!   candidate table it reads, built from text ([`table`]);
-//! - frozen sentence embeddings for the `encoder` member, cached per run ([`encoded`]);
+//! - frozen sentence embeddings for the `encoder` member, cached per run ([`encoded`]), and the
+//!   fine-tuned `encoder-ft` member's iteration beside the joint committee ([`fine_tuned`]);
 //! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
 //! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
@@ -25,6 +26,7 @@ pub mod committee;
 pub mod datamap;
 pub mod encoded;
 pub mod features;
+pub mod fine_tuned;
 pub mod progress;
 pub mod refilter;
 pub mod resources;

@@ -83,6 +83,24 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
     if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
         registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
     }
+    // A fine-tuned member (`encoder-ft`) re-scores what the rest of its phase shortlists.
+    let compositions = if config.ablate.is_default() { Vec::new() } else { config.ablate.compositions(&config.filter).unwrap_or_default() };
+    let phases = config.filter.stages.iter().map(|p| ("[[filter.stages]]".to_string(), p));
+    let phases = phases.chain(compositions.iter().flat_map(|c| c.stages.iter().map(move |p| (format!("[ablate] composition `{}`,", c.name), p))));
+    for (within, phase) in phases {
+        if let Some(af_core::SwapHead::Member(m)) = &phase.swap_head {
+            registry.lookup(m).map_err(|e| fail(m.as_str(), format!("{within} `{}` swap-head: {e}", phase.name)))?;
+        }
+        let fine_tuned = registry.fine_tuned(&phase.members, &config.committee).map_err(|e| fail("", format!("{within} `{}`: {e}", phase.name)))?;
+        if let Some((name, _)) = fine_tuned {
+            if phase.members.iter().all(|m| registry.is_fine_tuned(m.as_str())) {
+                return Err(fail(
+                    name,
+                    format!("{within} `{}`: `{name}` re-scores a shortlist that the stage's other members choose, and the stage has none (add one, e.g. \"mlp\" or \"cnn\")", phase.name),
+                ));
+            }
+        }
+    }
     if let Some(name) = config.committee.member.keys().find(|name| registry.get(name).is_none()) {
         return Err(fail(name, format!("[committee.member.{name}]: no member is called `{name}` (the members are {})", known())));
     }
@@ -97,6 +115,9 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
     }
     for m in &config.audit.models {
         let member = registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;
+        if member.columns().contains(&Column::Text) {
+            return Err(fail(m.as_str(), format!("[audit] models: `{m}` is fine-tuned inside the AF loop and is not an audit detector (text members: {})", registry.text_members().join(", "))));
+        }
         if member.columns().contains(&Column::Features) {
             return Err(fail(
                 m.as_str(),

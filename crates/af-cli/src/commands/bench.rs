@@ -152,6 +152,35 @@ pub enum BenchCommand {
         #[arg(long, requires = "torchscript", default_value_t = af_nn::encoder::TORCHSCRIPT_DEFAULT_MAX_LENGTH)]
         max_length: usize,
     },
+    /// What the fine-tuned `encoder-ft` member costs: (context, second sentence) pairs per second
+    /// fine-tuned (forward and backward, AdamW) and scored, on caption-like pairs, and what one
+    /// AF iteration of the ActivityNet CPU config would take at those rates.
+    EncoderFt {
+        /// A Hugging Face BERT-family directory (default: $AF_ENCODER_DIR, set by scripts/setup).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Questions fine-tuned on (one epoch), each of --options pairs.
+        #[arg(long, default_value_t = 32)]
+        questions: usize,
+        #[arg(long, default_value_t = 10)]
+        options: usize,
+        /// Questions per optimisation step.
+        #[arg(long, default_value_t = 4)]
+        batch_items: usize,
+        /// Pairs scored after the fine-tuning.
+        #[arg(long, default_value_t = 512)]
+        scored: usize,
+        /// Pairs per scoring pass.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        #[arg(long, default_value_t = 128)]
+        max_length: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// Random weights in the model's architecture (its config.json and tokenizer.json only).
+        #[arg(long)]
+        random_weights: bool,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -321,14 +350,17 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let source = match (torchscript, model) {
                 (Some(module), _) => EncoderSource::TorchScript { tokenizer: module.with_file_name("tokenizer.json"), module },
                 (None, Some(dir)) => EncoderSource::Bert { dir },
-                (None, None) => EncoderSource::Bert {
-                    dir: std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV).map(PathBuf::from).ok_or_else(|| {
-                        anyhow::anyhow!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::encoder::ENCODER_DIR_ENV)
-                    })?,
-                },
+                (None, None) => EncoderSource::Bert { dir: default_encoder_dir()? },
             };
             let max_length = matches!(source, EncoderSource::TorchScript { .. }).then_some(max_length);
             bench_encoder(source, max_length, sentences, batch, passes, &device, half, random_weights, check_cpu)
+        }
+        BenchCommand::EncoderFt { model, questions, options, batch_items, scored, batch, max_length, device, random_weights } => {
+            let dir = match model {
+                Some(dir) => dir,
+                None => default_encoder_dir()?,
+            };
+            bench_encoder_ft(&dir, questions, options, batch_items, scored, batch, max_length, &device, random_weights)
         }
         BenchCommand::Tagger { conllu, min_tokens, model } => {
             let tagger = super::load_tagger(model.as_deref())?;
@@ -371,6 +403,85 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `$AF_ENCODER_DIR`, for a bench without `--model`.
+fn default_encoder_dir() -> anyhow::Result<PathBuf> {
+    std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV)
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow::anyhow!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::encoder::ENCODER_DIR_ENV))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_encoder_ft(
+    dir: &std::path::Path,
+    questions: usize,
+    options: usize,
+    batch_items: usize,
+    scored: usize,
+    batch: usize,
+    max_length: usize,
+    device: &str,
+    random_weights: bool,
+) -> anyhow::Result<ExitCode> {
+    use af_nn::encoder::{CrossEncoder, FineTuneOptions};
+    anyhow::ensure!(questions > 0 && options > 1 && scored > 0, "--questions, --scored must be positive and --options at least 2");
+    let device = super::device_named(device)?;
+    let random_dir = tempfile::tempdir()?;
+    let dir = if random_weights {
+        af_nn::encoder::write_random_weights(dir, random_dir.path(), 19)?;
+        random_dir.path()
+    } else {
+        dir
+    };
+    let fine_tune = FineTuneOptions { max_length, batch_size: batch, epochs: 1, batch_items, ..FineTuneOptions::default() };
+    tch::manual_seed(19);
+    let start = Instant::now();
+    let mut encoder = CrossEncoder::fresh(dir, device, &fine_tune)?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    // Question q: one context, `options` second sentences; then `scored` pairs more.
+    let sentences = caption_sentences(questions * (options + 1) + scored * 2);
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for q in 0..questions {
+        let at = q * (options + 1);
+        pairs.extend((1..=options).map(|o| (sentences[at].as_str(), sentences[at + o].as_str())));
+    }
+    let base = questions * (options + 1);
+    pairs.extend((0..scored).map(|i| (sentences[base + 2 * i].as_str(), sentences[base + 2 * i + 1].as_str())));
+    let encodings = encoder.tokenize_pairs(&pairs)?;
+    let n_train = questions * options;
+    let mean_tokens = encodings.iter().map(|e| e.len()).sum::<usize>() as f64 / encodings.len() as f64;
+    let groups: Vec<Vec<usize>> = (0..questions).map(|q| (q * options..(q + 1) * options).collect()).collect();
+    let start = Instant::now();
+    let report = encoder.fine_tune(&encodings[..n_train], &groups, 19)?;
+    let train_seconds = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let scores = encoder.score(&encodings[n_train..]);
+    let score_seconds = start.elapsed().as_secs_f64();
+    let (train_rate, score_rate) = (n_train as f64 / train_seconds, scored as f64 / score_seconds);
+    // The ActivityNet CPU config: 1,000 items, 10-way, 80% trained on, shortlist 16.
+    let (train_pairs, score_pairs) = (800.0 * 10.0, 200.0 * (10.0 + 16.0));
+    let out = json!({
+        "benchmark": "encoder-ft",
+        "machine": machine(),
+        "device": format!("{device:?}"),
+        "torch_threads": tch::get_num_threads(),
+        "model": dir.display().to_string(),
+        "weights": if random_weights { "random (seed 19)" } else { "model.safetensors" },
+        "max_length": max_length,
+        "mean_tokens": mean_tokens,
+        "load_seconds": load_seconds,
+        "fine_tune": { "questions": questions, "options": options, "batch_items": batch_items, "steps": report.steps, "seconds": train_seconds, "pairs_per_second": train_rate, "loss": report.train_loss },
+        "score": { "pairs": scored, "batch": batch, "seconds": score_seconds, "pairs_per_second": score_rate },
+        "activitynet_cpu_iteration_estimate": {
+            "fine_tune_pairs": train_pairs,
+            "scored_pairs": score_pairs,
+            "seconds_at_these_rates": train_pairs / train_rate + score_pairs / score_rate,
+        },
+        "checksum": scores.iter().map(|&s| f64::from(s)).sum::<f64>(),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Deterministic caption-like sentences, as the encoder member reads them (ActivityNet style).

@@ -3,7 +3,7 @@
 
 use tch::{nn, Tensor};
 
-use super::members::FrozenEncoder;
+use super::members::{EncoderFtSettings, FrozenEncoder};
 use super::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -16,6 +16,9 @@ pub enum Column {
     Features,
     /// Frozen sentence embeddings ([`crate::table::EncodedRows`]), attached by the caller.
     Encoded,
+    /// The candidate's text itself, read by a model the caller fine-tunes apart from the joint
+    /// committee (`encoder-ft`): such a member is not built into a [`crate::CommitteeModel`].
+    Text,
 }
 
 /// What building a member may use.
@@ -69,6 +72,12 @@ pub trait Member: Send + Sync + 'static {
     /// The frozen encoder that fills the table's embeddings for a member that reads them
     /// ([`Column::Encoded`]), as these settings name it; `None` for every other member.
     fn frozen_encoder(&self, _committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
+        Ok(None)
+    }
+
+    /// The settings of the cross-encoder the caller fine-tunes for a member that reads the text
+    /// itself ([`Column::Text`]); `None` for every other member.
+    fn fine_tuned(&self, _committee: &CommitteeConfig) -> Result<Option<EncoderFtSettings>, NnError> {
         Ok(None)
     }
 

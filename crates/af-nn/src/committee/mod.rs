@@ -224,6 +224,14 @@ impl CommitteeModel {
         for member in &kinds {
             member.settings(config).map_err(NnError::InvalidSettings)?;
         }
+        // A fine-tuned member (`encoder-ft`) is the caller's to run, beside this committee.
+        let kinds: Vec<&dyn Member> = kinds.into_iter().filter(|m| !m.columns().contains(&Column::Text)).collect();
+        if kinds.is_empty() {
+            return Err(NnError::InvalidSettings(format!(
+                "the committee {} has no member that reads the candidate table (a fine-tuned member needs others to shortlist with)",
+                members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+")
+            )));
+        }
         let ctx = BuildContext::of(config, table);
         let mut total = 0;
         let mut built = Vec::with_capacity(members.len());

@@ -13,6 +13,7 @@
 //! default model, all-MiniLM-L6-v2, and exports its directory as [`ENCODER_DIR_ENV`].
 
 mod config;
+pub mod cross;
 mod model;
 mod torchscript;
 pub mod toy;
@@ -24,6 +25,7 @@ use thiserror::Error;
 use tokenizers::{Tokenizer, TruncationParams};
 
 pub use config::{Activation, BertConfig, Pooling};
+pub use cross::{CrossEncoder, FineTuneOptions, FineTuneReport};
 use model::Bert;
 pub use torchscript::DEFAULT_MAX_LENGTH as TORCHSCRIPT_DEFAULT_MAX_LENGTH;
 use torchscript::ScriptModule;
@@ -118,6 +120,32 @@ pub fn inspect(dir: &Path) -> Result<ModelInfo, EncoderError> {
     })
 }
 
+/// Copies `dir`'s architecture and tokenizer into `out` with BERT's random initialisation drawn
+/// from `seed` as `model.safetensors` (`dir` need not have one): a model of the same speed, for
+/// benchmarks on machines the real weights cannot be carried to.
+pub fn write_random_weights(dir: &Path, out: &Path, seed: i64) -> Result<(), EncoderError> {
+    let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
+    let tokenizer = require(dir, TOKENIZER)?;
+    let io = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: e.to_string() };
+    std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
+    // Copying a file onto itself would empty it.
+    let same = dir.canonicalize().ok() == out.canonicalize().ok();
+    for (from, name) in [(dir.join(CONFIG), CONFIG), (tokenizer, TOKENIZER)] {
+        if !same {
+            std::fs::copy(&from, out.join(name)).map_err(|e| io(&from, e))?;
+        }
+    }
+    let pooling = dir.join("1_Pooling").join("config.json");
+    if pooling.exists() && !same {
+        std::fs::create_dir_all(out.join("1_Pooling")).map_err(|e| io(out, e))?;
+        std::fs::copy(&pooling, out.join("1_Pooling").join("config.json")).map_err(|e| io(&pooling, e))?;
+    }
+    let tensors = model::random_tensors(&cfg, seed);
+    let named: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    Tensor::write_safetensors(&named, out.join(WEIGHTS))?;
+    Ok(())
+}
+
 /// The model directories af knows of: [`ENCODER_DIR_ENV`] when set, then every directory under
 /// `$HOME/.cache/af/encoders/` (where `scripts/setup` extracts them), without duplicates.
 pub fn known_model_dirs() -> Vec<PathBuf> {
@@ -144,6 +172,20 @@ pub fn known_model_dirs() -> Vec<PathBuf> {
         }
     });
     dirs
+}
+
+/// A member's model directory: `configured` when given, else the first of [`known_model_dirs`];
+/// an error saying how to get one.
+pub fn model_dir_or_default(configured: Option<&Path>, member: &str) -> Result<PathBuf, crate::NnError> {
+    match configured {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => known_model_dirs().into_iter().next().ok_or_else(|| {
+            crate::NnError::InvalidSettings(format!(
+                "the `{member}` member needs a pretrained model and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {ENCODER_DIR_ENV}, \
+                 or name a BERT-family directory in [committee.member.{member}] model"
+            ))
+        }),
+    }
 }
 
 /// Where an encoder's weights come from.

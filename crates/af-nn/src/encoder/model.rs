@@ -1,10 +1,11 @@
-//! BERT's forward pass on plain tensors (no VarStore: the weights are frozen and read from the
-//! model's safetensors file).
+//! BERT's forward pass on plain tensors: frozen weights read from the model's safetensors file,
+//! or, for fine-tuning (`encoder-ft`), the same weights copied into a VarStore as trainable
+//! variables ([`Bert::load_trainable`]).
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use tch::{Device, Kind, Tensor};
+use tch::{nn, Device, Kind, Tensor};
 
 use super::config::{Activation, BertConfig};
 use super::EncoderError;
@@ -68,14 +69,16 @@ fn canonical_name(name: &str) -> String {
     }
 }
 
-struct Weights<'a> {
+struct Weights<'a, 'p> {
     path: &'a Path,
     tensors: HashMap<String, Tensor>,
     device: Device,
     kind: Kind,
+    /// Where trainable copies go; None: the tensors are used as they are (frozen).
+    vars: Option<&'a nn::Path<'p>>,
 }
 
-impl Weights<'_> {
+impl Weights<'_, '_> {
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor, EncoderError> {
         let t = self.tensors.remove(name).ok_or_else(|| EncoderError::File {
             path: self.path.to_path_buf(),
@@ -88,7 +91,17 @@ impl Weights<'_> {
                 message: format!("tensor `{name}` has shape {:?}; config.json implies {want:?}", t.size()),
             });
         }
-        Ok(t.to_device(self.device).to_kind(self.kind))
+        let t = t.to_device(self.device).to_kind(self.kind);
+        Ok(match self.vars {
+            None => t,
+            Some(root) => {
+                // A VarStore path cannot hold dots in a name: one path segment per part.
+                let mut parts: Vec<&str> = name.split('.').collect();
+                let last = parts.pop().expect("a name has a part");
+                let p = parts.iter().fold(root.clone(), |p, part| &p / *part);
+                p.var_copy(last, &t)
+            }
+        })
     }
 
     fn linear(&mut self, prefix: &str, out: usize, inp: usize) -> Result<Linear, EncoderError> {
@@ -102,56 +115,26 @@ impl Weights<'_> {
 
 impl Bert {
     pub(crate) fn load(path: &Path, cfg: &BertConfig, device: Device, kind: Kind) -> Result<Self, EncoderError> {
-        let raw = Tensor::read_safetensors(path).map_err(|e| EncoderError::File {
-            path: path.to_path_buf(),
-            message: format!("not a readable safetensors file: {e}"),
-        })?;
-        let mut tensors = HashMap::with_capacity(raw.len());
-        for (name, t) in raw {
-            // Weights may be stored in half precision; the forward pass starts from f32.
-            let t = if t.is_floating_point() { t.to_kind(Kind::Float) } else { t };
-            tensors.insert(canonical_name(&name), t);
-        }
-        Self::from_tensors(path, tensors, cfg, device, kind)
+        let tensors = read_tensors(path)?;
+        Self::from_tensors(path, tensors, cfg, device, kind, None)
+    }
+
+    /// The pretrained weights at `path` as trainable f32 variables under `root` (on its
+    /// VarStore's device), for fine-tuning: every call starts again from the file.
+    pub(crate) fn load_trainable(path: &Path, cfg: &BertConfig, root: &nn::Path) -> Result<Self, EncoderError> {
+        let tensors = read_tensors(path)?;
+        Self::from_tensors(path, tensors, cfg, root.device(), Kind::Float, Some(root))
     }
 
     /// BERT's initialisation (normal, deviation 0.02; LayerNorm 1 and 0) drawn on the CPU from
     /// `seed`, so the same seed gives the same weights on any device. For benchmarks on machines
     /// the real weights cannot be carried to: the speed is the architecture's.
     pub(crate) fn random(path: &Path, cfg: &BertConfig, seed: i64, device: Device, kind: Kind) -> Result<Self, EncoderError> {
-        tch::manual_seed(seed);
-        let (h, i) = (cfg.hidden_size as i64, cfg.intermediate_size as i64);
-        let opts = (Kind::Float, Device::Cpu);
-        let mut tensors = HashMap::new();
-        let normal = |shape: &[i64]| Tensor::randn(shape, opts) * 0.02;
-        tensors.insert("embeddings.word_embeddings.weight".to_string(), normal(&[cfg.vocab_size as i64, h]));
-        tensors.insert("embeddings.position_embeddings.weight".to_string(), normal(&[cfg.max_position_embeddings as i64, h]));
-        tensors.insert("embeddings.token_type_embeddings.weight".to_string(), normal(&[cfg.type_vocab_size as i64, h]));
-        let mut linears = Vec::new();
-        let mut norms = vec!["embeddings.LayerNorm".to_string()];
-        for l in 0..cfg.num_hidden_layers {
-            let p = format!("encoder.layer.{l}");
-            for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"] {
-                linears.push((format!("{p}.{name}"), h, h));
-            }
-            linears.push((format!("{p}.intermediate.dense"), i, h));
-            linears.push((format!("{p}.output.dense"), h, i));
-            norms.push(format!("{p}.attention.output.LayerNorm"));
-            norms.push(format!("{p}.output.LayerNorm"));
-        }
-        for (name, o, n) in linears {
-            tensors.insert(format!("{name}.weight"), normal(&[o, n]));
-            tensors.insert(format!("{name}.bias"), Tensor::zeros([o], opts));
-        }
-        for name in norms {
-            tensors.insert(format!("{name}.weight"), Tensor::ones([h], opts));
-            tensors.insert(format!("{name}.bias"), Tensor::zeros([h], opts));
-        }
-        Self::from_tensors(path, tensors, cfg, device, kind)
+        Self::from_tensors(path, random_tensors(cfg, seed), cfg, device, kind, None)
     }
 
-    fn from_tensors(path: &Path, tensors: HashMap<String, Tensor>, cfg: &BertConfig, device: Device, kind: Kind) -> Result<Self, EncoderError> {
-        let mut w = Weights { path, tensors, device, kind };
+    fn from_tensors(path: &Path, tensors: HashMap<String, Tensor>, cfg: &BertConfig, device: Device, kind: Kind, vars: Option<&nn::Path>) -> Result<Self, EncoderError> {
+        let mut w = Weights { path, tensors, device, kind, vars };
         let (h, i, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_eps);
         let word = w.take("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
         let position = w.take("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, h])?;
@@ -206,6 +189,51 @@ impl Bert {
         }
         x
     }
+}
+
+/// BERT's initialisation as named tensors, drawn on the CPU from `seed`.
+pub(crate) fn random_tensors(cfg: &BertConfig, seed: i64) -> HashMap<String, Tensor> {
+    tch::manual_seed(seed);
+    let (h, i) = (cfg.hidden_size as i64, cfg.intermediate_size as i64);
+    let opts = (Kind::Float, Device::Cpu);
+    let mut tensors = HashMap::new();
+    let normal = |shape: &[i64]| Tensor::randn(shape, opts) * 0.02;
+    tensors.insert("embeddings.word_embeddings.weight".to_string(), normal(&[cfg.vocab_size as i64, h]));
+    tensors.insert("embeddings.position_embeddings.weight".to_string(), normal(&[cfg.max_position_embeddings as i64, h]));
+    tensors.insert("embeddings.token_type_embeddings.weight".to_string(), normal(&[cfg.type_vocab_size as i64, h]));
+    let mut linears = Vec::new();
+    let mut norms = vec!["embeddings.LayerNorm".to_string()];
+    for l in 0..cfg.num_hidden_layers {
+        let p = format!("encoder.layer.{l}");
+        for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"] {
+            linears.push((format!("{p}.{name}"), h, h));
+        }
+        linears.push((format!("{p}.intermediate.dense"), i, h));
+        linears.push((format!("{p}.output.dense"), h, i));
+        norms.push(format!("{p}.attention.output.LayerNorm"));
+        norms.push(format!("{p}.output.LayerNorm"));
+    }
+    for (name, o, n) in linears {
+        tensors.insert(format!("{name}.weight"), normal(&[o, n]));
+        tensors.insert(format!("{name}.bias"), Tensor::zeros([o], opts));
+    }
+    for name in norms {
+        tensors.insert(format!("{name}.weight"), Tensor::ones([h], opts));
+        tensors.insert(format!("{name}.bias"), Tensor::zeros([h], opts));
+    }
+    tensors
+}
+
+/// A safetensors file's tensors by their canonical names, floating-point ones as f32.
+fn read_tensors(path: &Path) -> Result<HashMap<String, Tensor>, EncoderError> {
+    let raw = Tensor::read_safetensors(path).map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("not a readable safetensors file: {e}") })?;
+    let mut tensors = HashMap::with_capacity(raw.len());
+    for (name, t) in raw {
+        // Weights may be stored in half precision; the forward pass starts from f32.
+        let t = if t.is_floating_point() { t.to_kind(Kind::Float) } else { t };
+        tensors.insert(canonical_name(&name), t);
+    }
+    Ok(tensors)
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
-//! A toy TorchScript sentence encoder written from Rust, for tests (no Python, nothing
-//! downloaded, a few kilobytes): a WordLevel `tokenizer.json` over a given word list, and a
-//! module traced with `CModule::create_by_tracing` that looks each token up in a fixed random
-//! embedding table and averages over the attention mask. Its vectors are not unit length, so a
-//! test also sees af normalise them.
+//! Toy encoders written from Rust, for tests (no Python, nothing downloaded, a few kilobytes),
+//! over a WordLevel `tokenizer.json` of a given word list:
+//! - a TorchScript sentence encoder: a module traced with `CModule::create_by_tracing` that looks
+//!   each token up in a fixed random embedding table and averages over the attention mask. Its
+//!   vectors are not unit length, so a test also sees af normalise them;
+//! - a tiny BERT model directory ([`write_toy_bert`]): `config.json`, `model.safetensors` with
+//!   BERT's random initialisation, and the tokenizer, which af's BERT (and `encoder-ft`) load as
+//!   they load a real one.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +56,27 @@ pub fn toy_forward(weight: &Tensor, ids: &Tensor, mask: &Tensor) -> Tensor {
     let tokens = Tensor::embedding(weight, ids, -1, false, false);
     let m = mask.to_kind(Kind::Float).unsqueeze(-1);
     (tokens * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)
+}
+
+/// Writes a BERT model directory into `dir`: `hidden`-wide, `layers` layers of `heads` heads,
+/// BERT's random initialisation drawn from `seed`, mean pooling (no `1_Pooling`), and the toy
+/// tokenizer over `words`.
+pub fn write_toy_bert(dir: &Path, words: &[&str], hidden: usize, layers: usize, heads: usize, seed: i64) -> Result<(), EncoderError> {
+    let write_error = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: format!("cannot write: {e}") };
+    let config = serde_json::json!({
+        "model_type": "bert",
+        "vocab_size": SPECIAL_TOKENS.len() + words.len(),
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 2 * hidden,
+        "max_position_embeddings": 64,
+    });
+    let path = dir.join("config.json");
+    std::fs::write(&path, config.to_string()).map_err(|e| write_error(&path, e))?;
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, tokenizer_json(words).to_string()).map_err(|e| write_error(&path, e))?;
+    super::write_random_weights(dir, dir, seed)
 }
 
 fn tokenizer_json(words: &[&str]) -> serde_json::Value {

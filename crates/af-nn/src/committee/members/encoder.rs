@@ -72,15 +72,6 @@ impl EncoderSettings {
     /// The model directory: as configured, else `$AF_ENCODER_DIR`, else the first under
     /// `~/.cache/af/encoders`.
     pub fn model_dir(&self) -> Result<PathBuf, NnError> {
-        match &self.model {
-            Some(dir) => Ok(dir.clone()),
-            None => crate::encoder::known_model_dirs().into_iter().next().ok_or_else(|| {
-                NnError::InvalidSettings(format!(
-                    "the `{NAME}` member needs a pretrained model and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {}, \
-                     or name a BERT-family directory in [committee.member.{NAME}] model",
-                    crate::encoder::ENCODER_DIR_ENV
-                ))
-            }),
-        }
+        crate::encoder::model_dir_or_default(self.model.as_deref(), NAME)
     }
 }

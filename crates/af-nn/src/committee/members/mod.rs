@@ -11,6 +11,7 @@
 pub mod bow;
 pub mod cnn;
 pub mod encoder;
+pub mod encoder_ft;
 pub mod frozen;
 pub mod lstm;
 pub mod mlp;
@@ -26,6 +27,7 @@ use tch::nn;
 pub use bow::{Bow, BowSettings};
 pub use cnn::{Cnn, CnnSettings};
 pub use encoder::{EncoderMember, EncoderSettings};
+pub use encoder_ft::{EncoderFt, EncoderFtSettings};
 pub use frozen::{FrozenEncoder, FrozenMember, FrozenSettings};
 pub use lstm::{Lstm, LstmSettings};
 pub use mlp::{Mlp, MlpSettings};
@@ -44,8 +46,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, in that
-    /// order.
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript,
+    /// encoder-ft, in that order.
     pub fn builtin() -> Self {
         Self {
             members: vec![
@@ -57,6 +59,7 @@ impl Registry {
                 Arc::new(Lstm),
                 Arc::new(EncoderMember::new()),
                 Arc::new(TorchScriptMember::new()),
+                Arc::new(EncoderFt),
             ],
         }
     }
@@ -120,9 +123,32 @@ impl Registry {
         }
     }
 
-    /// Members that read text only (no LM features): the audit's learned detectors.
+    /// Members that read text only (no LM features) from the table: the audit's learned
+    /// detectors (a fine-tuned member is not one).
     pub fn text_members(&self) -> Vec<&'static str> {
-        self.members.iter().filter(|m| !m.columns().contains(&Column::Features)).map(|m| m.name()).collect()
+        self.members.iter().filter(|m| !m.columns().contains(&Column::Features) && !m.columns().contains(&Column::Text)).map(|m| m.name()).collect()
+    }
+
+    /// Whether `name` is a member fine-tuned apart from the joint committee ([`Column::Text`]).
+    pub fn is_fine_tuned(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|m| m.columns().contains(&Column::Text))
+    }
+
+    /// The member of `members` fine-tuned apart from the joint committee, with its settings; at
+    /// most one per phase (an error naming both otherwise). Unknown names are not one.
+    pub fn fine_tuned(&self, members: &[MemberName], committee: &CommitteeConfig) -> Result<Option<(&'static str, EncoderFtSettings)>, NnError> {
+        let mut found = None;
+        for m in members.iter().filter_map(|m| self.get(m.as_str())) {
+            if let Some(settings) = m.fine_tuned(committee)? {
+                if let Some((first, _)) = &found {
+                    if *first != m.name() {
+                        return Err(NnError::InvalidSettings(format!("members `{first}` and `{}` are both fine-tuned apart from the committee: keep one", m.name())));
+                    }
+                }
+                found = Some((m.name(), settings));
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -241,12 +267,12 @@ mod tests {
     #[test]
     fn builtin_members_in_order_and_the_text_ones() {
         let r = Registry::builtin();
-        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript"]);
+        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript", "encoder-ft"]);
         assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript"]);
         for name in r.names() {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
-            let view = if ["encoder", "torchscript"].contains(&name) { af_core::View::Full } else { af_core::View::SecondSentence };
+            let view = if ["encoder", "torchscript", "encoder-ft"].contains(&name) { af_core::View::Full } else { af_core::View::SecondSentence };
             assert_eq!(m.view(&CommitteeConfig::default()), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
@@ -324,9 +350,9 @@ mod tests {
     fn unknown_and_duplicate_members_are_errors() {
         let mut registry = Registry::builtin();
         let e = registry.lookup(&MemberName::new("rnn")).err().unwrap().to_string();
-        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript");
+        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, encoder-ft");
         let e = registry.register(Cnn).unwrap_err();
         assert!(matches!(&e, NnError::DuplicateMember(name) if name == "cnn"), "{e}");
-        assert_eq!(registry.names().len(), 8);
+        assert_eq!(registry.names().len(), 9);
     }
 }
