@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FilterConfig, MemberName, Phase};
+use crate::config::{FilterConfig, MemberName, Phase, SwapHead};
 
 /// How the compositions are drawn from `members`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,7 +151,12 @@ impl AblateConfig {
             let kept: Vec<Phase> = filter
                 .stages
                 .iter()
-                .map(|p| Phase { members: p.members.iter().filter(|m| members.contains(m)).cloned().collect(), ..p.clone() })
+                .map(|p| {
+                    let kept: Vec<MemberName> = p.members.iter().filter(|m| members.contains(m)).cloned().collect();
+                    // A stage's own head that the composition leaves out gives way to [filter] swap-head.
+                    let swap_head = p.swap_head.clone().filter(|h| !matches!(h, SwapHead::Member(m) if !kept.contains(m)));
+                    Phase { members: kept, swap_head, ..p.clone() }
+                })
                 .filter(|p| !p.members.is_empty())
                 .collect();
             if let Some(m) = members.iter().find(|m| !kept.iter().any(|p| p.members.contains(m))) {
@@ -185,7 +190,7 @@ fn join(members: &[MemberName]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{member_names, SwapHead};
+    use crate::config::member_names;
 
     fn filter() -> FilterConfig {
         FilterConfig::default()
@@ -203,6 +208,20 @@ mod tests {
         assert_eq!(no_mlp.stages[0].iterations, 40);
         assert_eq!(c[2].stages[0].members, member_names(&["mlp"]));
         assert_eq!(c[2].stages[1].members, member_names(&["mlp", "cnn", "pos-lstm"]));
+    }
+
+    /// A stage driven by its own head keeps it where the composition keeps the member, and falls
+    /// back to [filter] swap-head where it does not.
+    #[test]
+    fn a_stage_loses_its_own_head_with_the_member() {
+        let mut f = filter();
+        f.stages[1].members.push(MemberName::new("encoder-ft"));
+        f.stages[1].swap_head = Some(SwapHead::Member(MemberName::new("encoder-ft")));
+        let a = AblateConfig { members: member_names(&["bow", "encoder-ft"]), ..Default::default() };
+        let c = a.compositions(&f).unwrap();
+        let heads: Vec<(&str, Option<SwapHead>)> = c.iter().map(|c| (c.name.as_str(), c.stages.last().unwrap().swap_head.clone())).collect();
+        let own = Some(SwapHead::Member(MemberName::new("encoder-ft")));
+        assert_eq!(heads, [("full", own.clone()), ("without-bow", own), ("without-encoder-ft", None)]);
     }
 
     #[test]

@@ -212,6 +212,14 @@ pub fn plan(config: &Config, registry: &Registry) -> anyhow::Result<Vec<Composit
         for m in c.members.iter().chain(c.stages.iter().flat_map(|p| &p.members)) {
             registry.lookup(m).with_context(|| format!("[ablate] composition `{}`", c.name))?;
         }
+        if let Some(p) = c.stages.iter().find(|p| p.members.iter().all(|m| registry.is_fine_tuned(m.as_str()))) {
+            anyhow::bail!(
+                "[ablate] composition `{}`, stage `{}`: only fine-tuned members ({}) are left, and they re-score what other members shortlist; give the composition its own `stages` or leave it out",
+                c.name,
+                p.name,
+                p.members.iter().map(MemberName::as_str).collect::<Vec<_>>().join(", ")
+            );
+        }
     }
     Ok(compositions)
 }

@@ -96,9 +96,10 @@ pub fn regions(dynamics: &[Dynamics], options: &DatamapOptions) -> Regions {
 }
 
 /// The members a map trains: those asked for, or the last `[filter]` phase's, less any that read
-/// LM features (a dataset file has none). Returns (members, left out).
+/// LM features (a dataset file has none) or are fine-tuned apart from the committee
+/// (`encoder-ft`). Returns (members, left out).
 pub fn members_for(config: &Config, registry: &Registry, asked: Option<&[MemberName]>) -> anyhow::Result<(Vec<MemberName>, Vec<MemberName>)> {
-    let reads_features = |name: &MemberName| registry.get(name.as_str()).is_some_and(|m| m.columns().contains(&Column::Features));
+    let reads_features = |name: &MemberName| registry.get(name.as_str()).is_some_and(|m| m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text));
     if let Some(asked) = asked {
         for name in asked {
             anyhow::ensure!(

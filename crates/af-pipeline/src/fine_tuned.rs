@@ -70,6 +70,10 @@ pub fn train_and_score(
     let questions: Vec<Vec<usize>> = (0..trained.len()).map(|q| (q * width..(q + 1) * width).collect()).collect();
     let report = encoder.fine_tune(&encodings[..n_train], &questions, plan.seed)?;
     let scored = encoder.score(&encodings[n_train..]);
+    if let Some(at) = scored.iter().position(|s| !s.is_finite()) {
+        let (i, c) = wanted[n_train + at];
+        anyhow::bail!("scored candidate {c} of item `{}` {}: its scores must be finite (a lower learning-rate is the usual cure)", pool.items[i].id, scored[at]);
+    }
 
     let mut at = 0;
     let scores = heldout

@@ -91,6 +91,7 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
         if let Some(af_core::SwapHead::Member(m)) = &phase.swap_head {
             registry.lookup(m).map_err(|e| fail(m.as_str(), format!("{within} `{}` swap-head: {e}", phase.name)))?;
         }
+        phase.check_driving(&config.filter.swap_head, config.committee.joint, &within).map_err(|message| fail("", message))?;
         let fine_tuned = registry.fine_tuned(&phase.members, &config.committee).map_err(|e| fail("", format!("{within} `{}`: {e}", phase.name)))?;
         if let Some((name, _)) = fine_tuned {
             if phase.members.iter().all(|m| registry.is_fine_tuned(m.as_str())) {

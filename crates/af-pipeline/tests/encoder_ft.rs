@@ -83,4 +83,7 @@ fn a_config_is_refused_where_encoder_ft_cannot_run() {
          [[filter.stages]]\nname = \"ft\"\nmembers = [\"mlp\", \"encoder-ft\"]\niterations = 1\nswap-head = \"encoder-ft\"\n",
     ));
     assert_eq!(ok.filter.stages[1].driving(&ok.filter.swap_head), &SwapHead::Member(MemberName::new("encoder-ft")));
+    // `af ablate`'s leave-one-out would leave `without-mlp` with encoder-ft alone: refused first.
+    let e = af_pipeline::ablate::plan(&ok, &Registry::builtin()).unwrap_err().to_string();
+    assert!(e.contains("composition `without-mlp`, stage `ft`: only fine-tuned members (encoder-ft) are left"), "{e}");
 }

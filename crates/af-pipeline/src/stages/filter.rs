@@ -71,6 +71,14 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
     } else {
         FilterState::new(random_assignment(&pool, k, config.run.seed)?)
     };
+    // A fine-tuned member's model is read in its first iteration, possibly after a long MLP
+    // phase: a missing or broken directory is better found now.
+    for phase in &config.filter.stages {
+        if let Some((member, settings)) = registry.fine_tuned(&phase.members, &config.committee)? {
+            let dir = settings.model_dir()?;
+            af_nn::encoder::inspect(&dir).with_context(|| format!("member `{member}` of stage `{}`", phase.name))?;
+        }
+    }
     let groups = pool.groups();
     let max_iterations: usize = config.filter.stages.iter().map(|s| s.iterations).sum();
     let mut committee = TorchCommittee::new(pool, table, &config.committee, registry, device);
