@@ -10,6 +10,13 @@ use tch::Device;
 
 const WORDS: [&str; 14] = ["the", "man", "woman", "walks", "runs", "to", "a", "door", "car", "tree", "then", "opens", "it", "now"];
 
+/// libtorch's generator is global and the tests of this file run on parallel threads: each test
+/// holds this lock, so a seeded draw is not interleaved with another test's.
+fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn toy_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_toy_bert(dir.path(), &WORDS, 32, 2, 2, 3).unwrap();
@@ -49,6 +56,7 @@ fn accuracy(encoder: &CrossEncoder, qs: &[Vec<(String, String)>]) -> f64 {
 
 #[test]
 fn pairs_are_one_input_with_segments_cut_to_the_limit() {
+    let _lock = torch_rng_lock();
     let dir = toy_dir();
     let mut short = options();
     short.max_length = 8;
@@ -71,6 +79,7 @@ fn pairs_are_one_input_with_segments_cut_to_the_limit() {
 
 #[test]
 fn fine_tuning_learns_the_right_option_and_each_encoder_starts_from_the_file() {
+    let _lock = torch_rng_lock();
     let dir = toy_dir();
     let (train, held) = (questions(120, 1), questions(60, 2));
     tch::manual_seed(5);

@@ -99,11 +99,11 @@ pub fn regions(dynamics: &[Dynamics], options: &DatamapOptions) -> Regions {
 /// LM features (a dataset file has none) or are fine-tuned apart from the committee
 /// (`encoder-ft`). Returns (members, left out).
 pub fn members_for(config: &Config, registry: &Registry, asked: Option<&[MemberName]>) -> anyhow::Result<(Vec<MemberName>, Vec<MemberName>)> {
-    let reads_features = |name: &MemberName| registry.get(name.as_str()).is_some_and(|m| m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text));
+    let unusable = |name: &MemberName| registry.get(name.as_str()).is_some_and(|m| m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text));
     if let Some(asked) = asked {
         for name in asked {
             anyhow::ensure!(
-                registry.get(name.as_str()).is_some() && !reads_features(name),
+                registry.get(name.as_str()).is_some() && !unusable(name),
                 "--members: `{name}` is not a member that reads text: expected some of {}",
                 registry.text_members().join(", ")
             );
@@ -111,7 +111,7 @@ pub fn members_for(config: &Config, registry: &Registry, asked: Option<&[MemberN
         return Ok((asked.to_vec(), Vec::new()));
     }
     let phase = config.filter.stages.last().map(|p| p.members.clone()).unwrap_or_default();
-    let (dropped, kept): (Vec<MemberName>, Vec<MemberName>) = phase.into_iter().partition(|m| reads_features(m));
+    let (dropped, kept): (Vec<MemberName>, Vec<MemberName>) = phase.into_iter().partition(|m| unusable(m));
     anyhow::ensure!(!kept.is_empty(), "the last [[filter.stages]] has no member that reads text: name some with --members");
     Ok((kept, dropped))
 }

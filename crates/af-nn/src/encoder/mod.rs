@@ -120,30 +120,30 @@ pub fn inspect(dir: &Path) -> Result<ModelInfo, EncoderError> {
     })
 }
 
-/// Copies `dir`'s architecture and tokenizer into `out` with BERT's random initialisation drawn
-/// from `seed` as `model.safetensors` (`dir` need not have one): a model of the same speed, for
-/// benchmarks on machines the real weights cannot be carried to.
+/// Copies `dir`'s architecture and tokenizer into `out` (another directory) with BERT's random
+/// initialisation drawn from `seed` as `model.safetensors` (`dir` need not have one): a model of
+/// the same speed, for benchmarks on machines the real weights cannot be carried to.
 pub fn write_random_weights(dir: &Path, out: &Path, seed: i64) -> Result<(), EncoderError> {
-    let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
+    let config = require(dir, CONFIG)?;
     let tokenizer = require(dir, TOKENIZER)?;
     let io = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: e.to_string() };
-    std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
-    // Copying a file onto itself would empty it.
-    let same = dir.canonicalize().ok() == out.canonicalize().ok();
-    for (from, name) in [(dir.join(CONFIG), CONFIG), (tokenizer, TOKENIZER)] {
-        if !same {
-            std::fs::copy(&from, out.join(name)).map_err(|e| io(&from, e))?;
+    let pooling = dir.join("1_Pooling").join("config.json");
+    let made = if pooling.exists() { out.join("1_Pooling") } else { out.to_path_buf() };
+    std::fs::create_dir_all(&made).map_err(|e| io(&made, e))?;
+    for (from, to) in [(&config, out.join(CONFIG)), (&tokenizer, out.join(TOKENIZER)), (&pooling, out.join("1_Pooling").join("config.json"))] {
+        if from.exists() {
+            std::fs::copy(from, &to).map_err(|e| io(from, e))?;
         }
     }
-    let pooling = dir.join("1_Pooling").join("config.json");
-    if pooling.exists() && !same {
-        std::fs::create_dir_all(out.join("1_Pooling")).map_err(|e| io(out, e))?;
-        std::fs::copy(&pooling, out.join("1_Pooling").join("config.json")).map_err(|e| io(&pooling, e))?;
-    }
-    let tensors = model::random_tensors(&cfg, seed);
+    write_random_safetensors(&config, &out.join(WEIGHTS), seed)
+}
+
+/// BERT's random initialisation for the architecture `config` (a `config.json`) drawn from
+/// `seed`, written as a safetensors file at `weights`.
+fn write_random_safetensors(config: &Path, weights: &Path, seed: i64) -> Result<(), EncoderError> {
+    let tensors = model::random_tensors(&BertConfig::read(config)?, seed);
     let named: Vec<(&str, &Tensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    Tensor::write_safetensors(&named, out.join(WEIGHTS))?;
-    Ok(())
+    Ok(Tensor::write_safetensors(&named, weights)?)
 }
 
 /// The model directories af knows of: [`ENCODER_DIR_ENV`] when set, then every directory under

@@ -76,7 +76,7 @@ pub fn write_toy_bert(dir: &Path, words: &[&str], hidden: usize, layers: usize, 
     std::fs::write(&path, config.to_string()).map_err(|e| write_error(&path, e))?;
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, tokenizer_json(words).to_string()).map_err(|e| write_error(&path, e))?;
-    super::write_random_weights(dir, dir, seed)
+    super::write_random_safetensors(&dir.join("config.json"), &dir.join("model.safetensors"), seed)
 }
 
 fn tokenizer_json(words: &[&str]) -> serde_json::Value {
