@@ -168,6 +168,11 @@ enum LmCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Score every option of multiple-choice datasets with the run's LMs (by default, for each
+    /// item, an LM that did not generate its endings): mean and interval of the endings'
+    /// log-perplexity, gold and distractors, per dataset (a fluency judge other than the
+    /// generator; compare AF's distractors with random ones).
+    Score(commands::lm_score::LmScoreArgs),
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -237,6 +242,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Tagger(c) => commands::tagger::run(c),
         Command::Pairs(args) => one_stage(&load_config(args.config.as_deref())?, StageName::Pairs, true, None),
         Command::Lm(LmCommand::Train { stage: args, force }) => one_stage(&load_config(args.config.as_deref())?, StageName::Lm, force, None),
+        Command::Lm(LmCommand::Score(args)) => commands::lm_score::run(args),
         Command::Generate { stage: args, shard, force } => one_stage(&load_config(args.config.as_deref())?, StageName::Generate, force, shard),
         Command::Filter { stage: args, resume, force } => {
             let config = load_config(args.config.as_deref())?;

@@ -13,6 +13,8 @@
 //!   cross-matrix of every detector on every composition's dataset;
 //! - `af refilter` ([`refilter`]): an existing multiple-choice dataset run through the stages,
 //!   and audited before against after;
+//! - `af lm score` ([`lm_score`]): a dataset's options scored by a run's LMs, a fluency judge
+//!   other than the generator;
 //! - loading configs against the member registry, devices and threads ([`setup`]).
 //!
 //! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
@@ -27,6 +29,7 @@ pub mod datamap;
 pub mod encoded;
 pub mod features;
 pub mod fine_tuned;
+pub mod lm_score;
 pub mod progress;
 pub mod refilter;
 pub mod resources;

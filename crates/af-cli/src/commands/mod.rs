@@ -6,6 +6,7 @@ pub mod bench;
 pub mod datamap;
 pub mod doctor;
 pub mod features;
+pub mod lm_score;
 pub mod refilter;
 pub mod tagger;
 
