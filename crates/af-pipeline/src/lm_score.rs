@@ -157,7 +157,7 @@ pub fn score_datasets(config: &Config, datasets: &[PathBuf], choice: LmChoice, o
                 .collect();
             let inputs: Vec<FeatureInput> =
                 encoded.iter().flat_map(|(_, s, n, vs)| vs.iter().map(move |v| FeatureInput { s: s.as_slice(), n: n.as_slice(), v: v.as_slice() })).collect();
-            let scored = features(lm, &inputs, 1024, device);
+            let scored = score_in_budget(lm, &inputs, device);
             let mut next = scored.iter();
             for (q, _, _, vs) in &encoded {
                 for (option, v) in vs.iter().enumerate() {
@@ -185,6 +185,22 @@ pub fn score_datasets(config: &Config, datasets: &[PathBuf], choice: LmChoice, o
     let report = LmScoreReport { run: run.clone(), lm: choice, folds, datasets: datasets_out };
     af_core::atomic::write(out.join("summary.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(report)
+}
+
+/// [`features`] of every input, in order, in batches of similar lengths whose logits stay within
+/// the device's budget (a batch of long sentences over a large vocabulary would not fit).
+fn score_in_budget(lm: &af_nn::lm::BiLm, inputs: &[FeatureInput], device: tch::Device) -> Vec<[f32; 8]> {
+    let len = |&i: &usize| 1 + inputs[i].s.len() + inputs[i].n.len() + inputs[i].v.len();
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(len);
+    let mut out = vec![[0f32; 8]; inputs.len()];
+    for chunk in af_nn::lm::budgeted_batches(&order, len, 4096, lm.shape.vocab, device) {
+        let batch: Vec<FeatureInput> = chunk.iter().map(|&i| FeatureInput { s: inputs[i].s, n: inputs[i].n, v: inputs[i].v }).collect();
+        for (&i, f) in chunk.iter().zip(features(lm, &batch, batch.len(), device)) {
+            out[i] = f;
+        }
+    }
+    out
 }
 
 fn summarise(values: &[(f64, bool)]) -> KindSummary {
