@@ -31,11 +31,16 @@ pub fn run(a: LmScoreArgs) -> anyhow::Result<ExitCode> {
     af_pipeline::setup::init_threads(&config);
     let out = a.out.unwrap_or_else(|| config.run.dir.join("lm-score"));
     let report = score_datasets(&config, &a.datasets, a.lm, &out)?;
-    println!("lm score: forward log-perplexity of each ending given its context (natural log, per token), LM `{:?}` of {}", report.lm, report.run.display());
-    println!("{:<40} {:>10} {:>24} {:>24} {:>8}", "dataset", "questions", "gold mean [95%]", "distractors mean [95%]", "KS");
+    let lm = match report.lm {
+        LmChoice::Other => "each item's other fold's (never sampled its endings)".to_string(),
+        LmChoice::Own => "each item's own fold's (the generating LM)".to_string(),
+        LmChoice::Fold(n) => format!("fold {n}'s"),
+    };
+    println!("lm score: forward log-perplexity of each ending given its context (natural log, per token), LM: {lm}, of {}", report.run.display());
+    println!("{:>9}  {:<24}  {:<24}  {:>5}  dataset", "questions", "gold mean [95%]", "distractors mean [95%]", "KS");
     for d in &report.datasets {
         let show = |k: &af_pipeline::lm_score::KindSummary| format!("{:.3} [{:.3}, {:.3}]", k.mean, k.mean_ci.0, k.mean_ci.1);
-        println!("{:<40} {:>10} {:>24} {:>24} {:>8.3}", d.dataset.display().to_string(), d.questions, show(&d.gold), show(&d.distractors), d.ks_gold_distractors);
+        println!("{:>9}  {:<24}  {:<24}  {:>5.3}  {}", d.questions, show(&d.gold), show(&d.distractors), d.ks_gold_distractors, d.dataset.display());
     }
     println!("lm score: per option in {}, figures in {}", out.display(), out.join("summary.json").display());
     if report.lm != LmChoice::Own {
