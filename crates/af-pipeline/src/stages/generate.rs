@@ -81,6 +81,53 @@ struct Rejected {
     by_rule: BTreeMap<ValidityRule, usize>,
 }
 
+/// Found endings (`[generate] found-endings`): for each of the first `questions` items, up to `n`
+/// gold endings of other items, as (source item's index, ending). A source is of the item's fold,
+/// so the LM that scores the item never trained on it, as it never trained on the gold; of
+/// another group, so it is not the next sentence of the same video; and, while there are such
+/// items, past the questions, so it is not another question's right answer. Drawn with the
+/// item's own random stream; the `[generate] reject` rules apply as to sampled endings.
+fn found_endings(all: &[Item], questions: usize, n: usize, seed: u64, validity: &Validity) -> Vec<Vec<(usize, String)>> {
+    let folds = all.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0);
+    // Per fold: the items past the questions, and the questions themselves.
+    let mut beyond: Vec<Vec<usize>> = vec![Vec::new(); folds];
+    let mut within: Vec<Vec<usize>> = vec![Vec::new(); folds];
+    for (i, item) in all.iter().enumerate() {
+        let side = if i < questions { &mut within } else { &mut beyond };
+        side[item.fold as usize].push(i);
+    }
+    let pick = |index: usize| -> Vec<(usize, String)> {
+        let item = &all[index];
+        let gold = af_text::tokenize_lowercase(&item.ending);
+        let mut seen: HashSet<&str> = std::iter::once(item.ending.as_str()).chain(item.distractors.iter().map(String::as_str)).collect();
+        let mut rng = item_rng(seed ^ 0x666f_756e_6420, index, 0);
+        let mut out = Vec::new();
+        for sources in [&beyond[item.fold as usize], &within[item.fold as usize]] {
+            // Enough tries that a fold of a few hundred items still fills; bounded for tiny folds.
+            for _ in 0..n * 20 {
+                if out.len() == n || sources.is_empty() {
+                    break;
+                }
+                let source = sources[rng.random_range(0..sources.len())];
+                let candidate = &all[source];
+                if candidate.group == item.group || !seen.insert(candidate.ending.as_str()) {
+                    continue;
+                }
+                if !validity.reject.is_empty() {
+                    let broken = validity.broken(&af_text::tokenize_lowercase(&candidate.ending), Some(&gold));
+                    if broken.iter().any(|r| validity.reject.contains(r)) {
+                        continue;
+                    }
+                }
+                out.push((source, candidate.ending.clone()));
+            }
+        }
+        out
+    };
+    use rayon::prelude::*;
+    (0..questions.min(all.len())).into_par_iter().map(pick).collect()
+}
+
 /// Samples and scores one block; returns its rows (gold first for each item) and the draws the
 /// validity rules rejected.
 #[allow(clippy::too_many_arguments)]
@@ -232,6 +279,10 @@ fn run_block(
     (rows, rejected)
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// How far mixed precision moves what the stage computes, on one block's items with the real
 /// LMs: the first sampled token's distribution (total variation distance to fp32's) and the
 /// LM features of the gold endings (largest absolute difference per feature).
@@ -289,6 +340,10 @@ pub struct GenerateReport {
     /// The questions' own wrong options in the pool (`questions` inputs); the shares and
     /// validity counts below are over every pool ending, these included.
     pub given_endings: usize,
+    /// Other items' gold endings in the pool (`[generate] found-endings`; `found.tsv` says
+    /// which), also counted in the shares and validity counts.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub found_endings: usize,
     pub items_with_all_endings: usize,
     pub items_short: usize,
     pub share_with_all_endings: f64,
@@ -419,17 +474,18 @@ impl PoolStats {
         }
     }
 
-    fn report(&self, items: &[Item], endings: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
+    fn report(&self, items: &[Item], endings: usize, found: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
         let n_items = items.len();
         anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
         let full = items.iter().enumerate().filter(|(i, item)| self.per_item.get(&(*i as u32)) == Some(&(item.distractors.len() + endings))).count();
-        let given: usize = items.iter().map(|i| i.distractors.len()).sum();
+        let given: usize = items.iter().map(|i| i.distractors.len()).sum::<usize>() - found;
         let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
         Ok(GenerateReport {
             items: n_items,
             endings_wanted: endings,
-            endings_generated: self.generated - given,
+            endings_generated: self.generated - given - found,
             given_endings: given,
+            found_endings: found,
             items_with_all_endings: full,
             items_short: n_items - full,
             share_with_all_endings: full as f64 / n_items.max(1) as f64,
@@ -500,10 +556,12 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;
     let g = &config.generate;
     let mut items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
-    if g.limit_items > 0 && g.limit_items < items.len() {
+    let questions = if g.limit_items > 0 && g.limit_items < items.len() {
         tracing::info!("generate: the first {} of {} items only ([generate] limit-items)", g.limit_items, items.len());
-        items.truncate(g.limit_items);
-    }
+        g.limit_items
+    } else {
+        items.len()
+    };
     let lm_dir = ctx.stage_dir(StageName::Lm);
     let vocab = load_vocab(&lm_dir)?;
     let device = crate::setup::device(config)?;
@@ -517,6 +575,23 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let rejected_path = |b: usize| rejected_dir.join(format!("part-{b:05}.json"));
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: g.near_copy_overlap, max_length_gap: g.max_length_gap }, reject: &g.reject };
+    // Found endings join an item's pool as if the item had come with them, after its own.
+    let found = if g.found_endings > 0 { found_endings(&items, questions, g.found_endings, config.run.seed, &validity) } else { Vec::new() };
+    if !found.is_empty() {
+        // Where each found ending came from, for the reader who wants to check one.
+        let mut tsv = String::from("item_index\titem_id\tcandidate\tsource_index\tsource_id\n");
+        for (index, endings) in found.iter().enumerate() {
+            let own = items[index].distractors.len();
+            for (j, (source, _)) in endings.iter().enumerate() {
+                tsv.push_str(&format!("{index}\t{}\t{}\t{source}\t{}\n", items[index].id, own + j + 1, items[*source].id));
+            }
+        }
+        af_core::atomic::write(ctx.dir.join("found.tsv"), tsv.as_bytes())?;
+    }
+    items.truncate(questions);
+    for (item, endings) in items.iter_mut().zip(&found) {
+        item.distractors.extend(endings.iter().map(|(_, e)| e.clone()));
+    }
 
     let indexed: Vec<(usize, &Item)> = items.iter().enumerate().collect();
     let blocks: Vec<&[(usize, &Item)]> = indexed.chunks(g.block_items).collect();
@@ -602,14 +677,16 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     }
     let validity_report = stats.validity_report(&validity, &rejected);
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
-    let report = stats.report(&items, g.endings, precision, check, validity_report)?;
+    let found_counts: Vec<usize> = found.iter().map(Vec::len).collect();
+    let report = stats.report(&items, g.endings, found_counts.iter().sum(), precision, check, validity_report)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, 8, 6)?.as_bytes())?;
+    af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, &found_counts, 8, 6)?.as_bytes())?;
     Ok(GenerateOutcome::Complete(report))
 }
 
-/// A few items as text: context, noun phrase, the gold ending and the first generated ones.
-fn samples(pool: &std::path::Path, items: &[Item], n_items: usize, per_item: usize) -> anyhow::Result<String> {
+/// A few items as text: context, noun phrase, the gold ending, the first two of the item's own
+/// wrong options and of its found endings (`found[i]` per item), and the first generated ones.
+fn samples(pool: &std::path::Path, items: &[Item], found: &[usize], n_items: usize, per_item: usize) -> anyhow::Result<String> {
     let mut out = String::new();
     let Some(first) = af_io::pool::parts(pool)?.into_iter().next() else { return Ok(out) };
     let rows = af_io::pool::read_part(&first)?;
@@ -617,7 +694,16 @@ fn samples(pool: &std::path::Path, items: &[Item], n_items: usize, per_item: usi
     for item_rows in rows.chunk_by(|a, b| a.item_index == b.item_index) {
         let item = &items[item_rows[0].item_index as usize];
         out.push_str(&format!("{}\n  {} ...\n  gold: {}\n", item.context, item.noun_phrase, item.ending));
-        for r in item_rows.iter().filter(|r| !r.is_gold()).take(per_item) {
+        let index = item_rows[0].item_index as usize;
+        let found_from = item.distractors.len() - found.get(index).copied().unwrap_or(0);
+        let is_found = |r: &&Candidate| (found_from as u32 + 1..=item.distractors.len() as u32).contains(&r.candidate);
+        for r in item_rows.iter().filter(|r| !r.is_gold() && r.candidate as usize <= found_from).take(2) {
+            out.push_str(&format!("  own:  {}\n", r.ending));
+        }
+        for r in item_rows.iter().filter(is_found).take(2) {
+            out.push_str(&format!("  found: {}\n", r.ending));
+        }
+        for r in item_rows.iter().filter(|r| r.candidate as usize > item.distractors.len()).take(per_item) {
             out.push_str(&format!("  gen:  {}\n", r.ending));
         }
         out.push('\n');
@@ -661,6 +747,66 @@ impl crate::runner::Stage for Generate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn item(i: usize, fold: u32, group: &str, ending: &str) -> Item {
+        Item {
+            id: format!("i{i}"),
+            group: group.into(),
+            fold,
+            context: "a man walks .".into(),
+            noun_phrase: "he".into(),
+            ending: ending.into(),
+            context_tokens: 4,
+            noun_phrase_tokens: 1,
+            ending_tokens: ending.split(' ').count() as u32,
+            distractors: Vec::new(),
+        }
+    }
+
+    /// Found endings come from the item's fold and other groups, from past the questions while
+    /// there are enough, never repeat the gold or each other, obey the reject rules, and are the
+    /// same on every run.
+    #[test]
+    fn found_endings_are_other_videos_gold_of_the_same_fold() {
+        let endings = ["walks the dog .", "paints the fence .", "washes the car .", "plays the drums .", "rides a horse .", "cooks some rice .", "reads a book ."];
+        let mut items = Vec::new();
+        for i in 0..60 {
+            // Groups of three consecutive items, two folds by group; one long ending per fold.
+            let ending = if i == 30 || i == 31 { "climbs a very tall ladder and then keeps on climbing until he reaches the roof of the house ." } else { endings[i % endings.len()] };
+            items.push(item(i, ((i / 3) % 2) as u32, &format!("g{}", i / 3), ending));
+        }
+        let tagger = Tagger::builtin();
+        let reject = [ValidityRule::LengthGap];
+        let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: 0.8, max_length_gap: 5 }, reject: &reject };
+        let questions = 12;
+        let found = found_endings(&items, questions, 3, 7, &validity);
+        assert_eq!(found.len(), questions);
+        for (q, f) in found.iter().enumerate() {
+            // Seven distinct short endings, all in every fold: six besides the item's own.
+            assert_eq!(f.len(), 3, "item {q}: {f:?}");
+            let mut texts: Vec<&str> = f.iter().map(|(_, e)| e.as_str()).collect();
+            texts.sort();
+            texts.dedup();
+            assert_eq!(texts.len(), 3, "no repeats: {f:?}");
+            for (source, ending) in f {
+                let s = &items[*source];
+                assert_eq!((s.fold, &s.ending), (items[q].fold, ending));
+                assert_ne!(s.group, items[q].group);
+                assert_ne!(ending, &items[q].ending);
+                assert!(*source >= questions, "48 items past the questions are enough: {source}");
+                assert!(!ending.contains("ladder"), "the length-gap rule turns the long ending away");
+            }
+        }
+        assert_eq!(found, found_endings(&items, questions, 3, 7, &validity));
+        assert_ne!(found, found_endings(&items, questions, 3, 8, &validity), "another seed, other draws");
+        // Without items past the questions, the questions' own golds serve.
+        // Without items past the questions, the questions' own golds serve; the two long golds
+        // (one video) find nothing within the length gap, and come short rather than break it.
+        let all = found_endings(&items, items.len(), 3, 7, &validity);
+        for (q, f) in all.iter().enumerate() {
+            assert_eq!(f.len(), if q == 30 || q == 31 { 0 } else { 3 }, "item {q}: {f:?}");
+        }
+    }
 
     /// On the CPU autocast does nothing, so the check must find no difference at all; this runs
     /// the code path the GPU takes before its first block.
