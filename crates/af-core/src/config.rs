@@ -197,11 +197,11 @@ pub struct GenerateConfig {
     pub batch_sequences: usize,
     /// Generate for the first this-many items only (0: all), for trials on a CPU.
     pub limit_items: usize,
-    /// Found endings per item: gold endings of other items of its fold (other groups, and items
+    /// Borrowed endings per item: gold endings of other items of its fold (other groups, and items
     /// past `limit-items` first), joined to its pool before the sampled ones. Human-written, so
     /// fluent; wrong mostly because they belong to another video. 0: SWAG's pool, sampled only.
     #[serde(skip_serializing_if = "is_zero")]
-    pub found_endings: usize,
+    pub borrowed_endings: usize,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "Precision::is_auto")]
@@ -223,7 +223,7 @@ impl Default for GenerateConfig {
             block_items: 64,
             batch_sequences: 16384,
             limit_items: 0,
-            found_endings: 0,
+            borrowed_endings: 0,
             precision: Precision::Auto,
         }
     }

@@ -352,16 +352,16 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     assert!(v["rules"]["no-verb"]["rejected_draws"].as_u64().unwrap() > 0);
     assert!(d.path().join("run/generate/rejected/part-00000.json").is_file());
 
-    // Found endings: other items' golds join each pool as candidates 1..=n, before the sampled
-    // ones, each traced to its source in found.tsv and counted apart in the report.
-    let found = std::fs::read_to_string(&cfg).unwrap().replace("[generate]\n", "[generate]\nfound-endings = 2\nlimit-items = 20\n");
-    std::fs::write(&cfg, found).unwrap();
+    // Borrowed endings: other items' golds join each pool as candidates 1..=n, before the sampled
+    // ones, each traced to its source in borrowed.tsv and counted apart in the report.
+    let borrowed = std::fs::read_to_string(&cfg).unwrap().replace("[generate]\n", "[generate]\nborrowed-endings = 2\nlimit-items = 20\n");
+    std::fs::write(&cfg, borrowed).unwrap();
     assert_eq!(run_stages(&load(&cfg), &[Generate], &[]), [(Some(Generate), "done")]);
     let report = json(&d.path().join("run/generate/report.json"));
-    assert_eq!((report["items"].as_u64(), report["found_endings"].as_u64()), (Some(20), Some(40)));
+    assert_eq!((report["items"].as_u64(), report["borrowed_endings"].as_u64()), (Some(20), Some(40)));
     let items = af_io::items::read_items(&d.path().join("run/pairs/items.jsonl")).unwrap();
     let rows: Vec<af_core::Candidate> = af_io::pool::parts(&d.path().join("run/generate/pool")).unwrap().iter().flat_map(|p| af_io::pool::read_part(p).unwrap()).collect();
-    let tsv = std::fs::read_to_string(d.path().join("run/generate/found.tsv")).unwrap();
+    let tsv = std::fs::read_to_string(d.path().join("run/generate/borrowed.tsv")).unwrap();
     let lines: Vec<Vec<&str>> = tsv.lines().skip(1).map(|l| l.split('\t').collect()).collect();
     assert_eq!(lines.len(), 40);
     for l in &lines {
@@ -373,5 +373,5 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
         assert_eq!((from.fold, l[4]), (item.fold, from.id.as_str()));
         assert_ne!(from.group, item.group);
     }
-    assert!(rows.iter().any(|r| r.candidate > 2), "sampled endings follow the found ones");
+    assert!(rows.iter().any(|r| r.candidate > 2), "sampled endings follow the borrowed ones");
 }

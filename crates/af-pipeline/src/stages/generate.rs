@@ -81,13 +81,13 @@ struct Rejected {
     by_rule: BTreeMap<ValidityRule, usize>,
 }
 
-/// Found endings (`[generate] found-endings`): for each of the first `questions` items, up to `n`
+/// Borrowed endings (`[generate] borrowed-endings`): for each of the first `questions` items, up to `n`
 /// gold endings of other items, as (source item's index, ending). A source is of the item's fold,
 /// so the LM that scores the item never trained on it, as it never trained on the gold; of
 /// another group, so it is not the next sentence of the same video; and, while there are such
 /// items, past the questions, so it is not another question's right answer. Drawn with the
 /// item's own random stream; the `[generate] reject` rules apply as to sampled endings.
-fn found_endings(all: &[Item], questions: usize, n: usize, seed: u64, validity: &Validity) -> Vec<Vec<(usize, String)>> {
+fn borrowed_endings(all: &[Item], questions: usize, n: usize, seed: u64, validity: &Validity) -> Vec<Vec<(usize, String)>> {
     let folds = all.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0);
     // Per fold: the items past the questions, and the questions themselves.
     let mut beyond: Vec<Vec<usize>> = vec![Vec::new(); folds];
@@ -340,10 +340,10 @@ pub struct GenerateReport {
     /// The questions' own wrong options in the pool (`questions` inputs); the shares and
     /// validity counts below are over every pool ending, these included.
     pub given_endings: usize,
-    /// Other items' gold endings in the pool (`[generate] found-endings`; `found.tsv` says
+    /// Other items' gold endings in the pool (`[generate] borrowed-endings`; `borrowed.tsv` says
     /// which), also counted in the shares and validity counts.
     #[serde(skip_serializing_if = "is_zero")]
-    pub found_endings: usize,
+    pub borrowed_endings: usize,
     pub items_with_all_endings: usize,
     pub items_short: usize,
     pub share_with_all_endings: f64,
@@ -474,18 +474,18 @@ impl PoolStats {
         }
     }
 
-    fn report(&self, items: &[Item], endings: usize, found: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
+    fn report(&self, items: &[Item], endings: usize, borrowed: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
         let n_items = items.len();
         anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
         let full = items.iter().enumerate().filter(|(i, item)| self.per_item.get(&(*i as u32)) == Some(&(item.distractors.len() + endings))).count();
-        let given: usize = items.iter().map(|i| i.distractors.len()).sum::<usize>() - found;
+        let given: usize = items.iter().map(|i| i.distractors.len()).sum::<usize>() - borrowed;
         let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
         Ok(GenerateReport {
             items: n_items,
             endings_wanted: endings,
-            endings_generated: self.generated - given - found,
+            endings_generated: self.generated - given - borrowed,
             given_endings: given,
-            found_endings: found,
+            borrowed_endings: borrowed,
             items_with_all_endings: full,
             items_short: n_items - full,
             share_with_all_endings: full as f64 / n_items.max(1) as f64,
@@ -575,21 +575,21 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let rejected_path = |b: usize| rejected_dir.join(format!("part-{b:05}.json"));
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: g.near_copy_overlap, max_length_gap: g.max_length_gap }, reject: &g.reject };
-    // Found endings join an item's pool as if the item had come with them, after its own.
-    let found = if g.found_endings > 0 { found_endings(&items, questions, g.found_endings, config.run.seed, &validity) } else { Vec::new() };
-    if !found.is_empty() {
-        // Where each found ending came from, for the reader who wants to check one.
+    // Borrowed endings join an item's pool as if the item had come with them, after its own.
+    let borrowed = if g.borrowed_endings > 0 { borrowed_endings(&items, questions, g.borrowed_endings, config.run.seed, &validity) } else { Vec::new() };
+    if !borrowed.is_empty() {
+        // Where each borrowed ending came from, for the reader who wants to check one.
         let mut tsv = String::from("item_index\titem_id\tcandidate\tsource_index\tsource_id\n");
-        for (index, endings) in found.iter().enumerate() {
+        for (index, endings) in borrowed.iter().enumerate() {
             let own = items[index].distractors.len();
             for (j, (source, _)) in endings.iter().enumerate() {
                 tsv.push_str(&format!("{index}\t{}\t{}\t{source}\t{}\n", items[index].id, own + j + 1, items[*source].id));
             }
         }
-        af_core::atomic::write(ctx.dir.join("found.tsv"), tsv.as_bytes())?;
+        af_core::atomic::write(ctx.dir.join("borrowed.tsv"), tsv.as_bytes())?;
     }
     items.truncate(questions);
-    for (item, endings) in items.iter_mut().zip(&found) {
+    for (item, endings) in items.iter_mut().zip(&borrowed) {
         item.distractors.extend(endings.iter().map(|(_, e)| e.clone()));
     }
 
@@ -677,16 +677,16 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     }
     let validity_report = stats.validity_report(&validity, &rejected);
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
-    let found_counts: Vec<usize> = found.iter().map(Vec::len).collect();
-    let report = stats.report(&items, g.endings, found_counts.iter().sum(), precision, check, validity_report)?;
+    let borrowed_counts: Vec<usize> = borrowed.iter().map(Vec::len).collect();
+    let report = stats.report(&items, g.endings, borrowed_counts.iter().sum(), precision, check, validity_report)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, &found_counts, 8, 6)?.as_bytes())?;
+    af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, &borrowed_counts, 8, 6)?.as_bytes())?;
     Ok(GenerateOutcome::Complete(report))
 }
 
 /// A few items as text: context, noun phrase, the gold ending, the first two of the item's own
-/// wrong options and of its found endings (`found[i]` per item), and the first generated ones.
-fn samples(pool: &std::path::Path, items: &[Item], found: &[usize], n_items: usize, per_item: usize) -> anyhow::Result<String> {
+/// wrong options and of its borrowed endings (`borrowed[i]` per item), and the first generated ones.
+fn samples(pool: &std::path::Path, items: &[Item], borrowed: &[usize], n_items: usize, per_item: usize) -> anyhow::Result<String> {
     let mut out = String::new();
     let Some(first) = af_io::pool::parts(pool)?.into_iter().next() else { return Ok(out) };
     let rows = af_io::pool::read_part(&first)?;
@@ -695,13 +695,13 @@ fn samples(pool: &std::path::Path, items: &[Item], found: &[usize], n_items: usi
         let item = &items[item_rows[0].item_index as usize];
         out.push_str(&format!("{}\n  {} ...\n  gold: {}\n", item.context, item.noun_phrase, item.ending));
         let index = item_rows[0].item_index as usize;
-        let found_from = item.distractors.len() - found.get(index).copied().unwrap_or(0);
-        let is_found = |r: &&Candidate| (found_from as u32 + 1..=item.distractors.len() as u32).contains(&r.candidate);
-        for r in item_rows.iter().filter(|r| !r.is_gold() && r.candidate as usize <= found_from).take(2) {
+        let own = item.distractors.len() - borrowed.get(index).copied().unwrap_or(0);
+        let is_borrowed = |r: &&Candidate| (own as u32 + 1..=item.distractors.len() as u32).contains(&r.candidate);
+        for r in item_rows.iter().filter(|r| !r.is_gold() && r.candidate as usize <= own).take(2) {
             out.push_str(&format!("  own:  {}\n", r.ending));
         }
-        for r in item_rows.iter().filter(is_found).take(2) {
-            out.push_str(&format!("  found: {}\n", r.ending));
+        for r in item_rows.iter().filter(is_borrowed).take(2) {
+            out.push_str(&format!("  borrowed: {}\n", r.ending));
         }
         for r in item_rows.iter().filter(|r| r.candidate as usize > item.distractors.len()).take(per_item) {
             out.push_str(&format!("  gen:  {}\n", r.ending));
@@ -763,11 +763,11 @@ mod tests {
         }
     }
 
-    /// Found endings come from the item's fold and other groups, from past the questions while
+    /// Borrowed endings come from the item's fold and other groups, from past the questions while
     /// there are enough, never repeat the gold or each other, obey the reject rules, and are the
     /// same on every run.
     #[test]
-    fn found_endings_are_other_videos_gold_of_the_same_fold() {
+    fn borrowed_endings_are_other_videos_gold_of_the_same_fold() {
         let endings = ["walks the dog .", "paints the fence .", "washes the car .", "plays the drums .", "rides a horse .", "cooks some rice .", "reads a book ."];
         let mut items = Vec::new();
         for i in 0..60 {
@@ -779,9 +779,9 @@ mod tests {
         let reject = [ValidityRule::LengthGap];
         let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: 0.8, max_length_gap: 5 }, reject: &reject };
         let questions = 12;
-        let found = found_endings(&items, questions, 3, 7, &validity);
-        assert_eq!(found.len(), questions);
-        for (q, f) in found.iter().enumerate() {
+        let borrowed = borrowed_endings(&items, questions, 3, 7, &validity);
+        assert_eq!(borrowed.len(), questions);
+        for (q, f) in borrowed.iter().enumerate() {
             // Seven distinct short endings, all in every fold: six besides the item's own.
             assert_eq!(f.len(), 3, "item {q}: {f:?}");
             let mut texts: Vec<&str> = f.iter().map(|(_, e)| e.as_str()).collect();
@@ -797,12 +797,12 @@ mod tests {
                 assert!(!ending.contains("ladder"), "the length-gap rule turns the long ending away");
             }
         }
-        assert_eq!(found, found_endings(&items, questions, 3, 7, &validity));
-        assert_ne!(found, found_endings(&items, questions, 3, 8, &validity), "another seed, other draws");
+        assert_eq!(borrowed, borrowed_endings(&items, questions, 3, 7, &validity));
+        assert_ne!(borrowed, borrowed_endings(&items, questions, 3, 8, &validity), "another seed, other draws");
         // Without items past the questions, the questions' own golds serve.
         // Without items past the questions, the questions' own golds serve; the two long golds
         // (one video) find nothing within the length gap, and come short rather than break it.
-        let all = found_endings(&items, items.len(), 3, 7, &validity);
+        let all = borrowed_endings(&items, items.len(), 3, 7, &validity);
         for (q, f) in all.iter().enumerate() {
             assert_eq!(f.len(), if q == 30 || q == 31 { 0 } else { 3 }, "item {q}: {f:?}");
         }
