@@ -279,10 +279,6 @@ fn run_block(
     (rows, rejected)
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
 /// How far mixed precision moves what the stage computes, on one block's items with the real
 /// LMs: the first sampled token's distribution (total variation distance to fp32's) and the
 /// LM features of the gold endings (largest absolute difference per feature).
@@ -342,7 +338,6 @@ pub struct GenerateReport {
     pub given_endings: usize,
     /// Other items' gold endings in the pool (`[generate] borrowed-endings`; `borrowed.tsv` says
     /// which), also counted in the shares and validity counts.
-    #[serde(skip_serializing_if = "is_zero")]
     pub borrowed_endings: usize,
     pub items_with_all_endings: usize,
     pub items_short: usize,
@@ -799,7 +794,6 @@ mod tests {
         }
         assert_eq!(borrowed, borrowed_endings(&items, questions, 3, 7, &validity));
         assert_ne!(borrowed, borrowed_endings(&items, questions, 3, 8, &validity), "another seed, other draws");
-        // Without items past the questions, the questions' own golds serve.
         // Without items past the questions, the questions' own golds serve; the two long golds
         // (one video) find nothing within the length gap, and come short rather than break it.
         let all = borrowed_endings(&items, items.len(), 3, 7, &validity);
