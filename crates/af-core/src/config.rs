@@ -416,6 +416,26 @@ pub struct InputSpec {
     /// read or have too few options, instead of stopping.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_bad: bool,
+    /// `text` only: how the files' bytes are characters (default UTF-8).
+    #[serde(default, skip_serializing_if = "TextEncoding::is_utf8")]
+    pub encoding: TextEncoding,
+}
+
+/// The character encoding of a `text` input. af reads UTF-8; Latin-1 (ISO-8859-1) is common in
+/// older corpora (Project Gutenberg's 8-bit files) and maps each byte to one character.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TextEncoding {
+    #[default]
+    #[serde(rename = "utf-8")]
+    Utf8,
+    #[serde(rename = "latin-1")]
+    Latin1,
+}
+
+impl TextEncoding {
+    pub fn is_utf8(&self) -> bool {
+        *self == TextEncoding::Utf8
+    }
 }
 
 /// How a CSV/JSONL input lays out its text, once validated.
@@ -439,7 +459,14 @@ impl InputSpec {
             delimiter: None,
             layout: None,
             skip_bad: false,
+            encoding: TextEncoding::Utf8,
         }
+    }
+
+    /// The same input read with `encoding`.
+    pub fn with_encoding(mut self, encoding: TextEncoding) -> Self {
+        self.encoding = encoding;
+        self
     }
 
     /// Checks that the fields given make one of the two record layouts.
@@ -926,6 +953,9 @@ impl Config {
             if input.format != InputFormat::Questions && (input.layout.is_some() || input.skip_bad) {
                 return Err(invalid(format!("input {}: `layout` and `skip-bad` belong to `questions` inputs", input.path.display())));
             }
+            if input.format != InputFormat::Text && !input.encoding.is_utf8() {
+                return Err(invalid(format!("input {}: `encoding` belongs to `text` inputs (CSV, JSON and JSONL are read as UTF-8)", input.path.display())));
+            }
         }
         let lm = &self.lm;
         if lm.embedding < 1 || lm.hidden < 1 || lm.layers < 1 || lm.batch_size == 0 || lm.max_epochs == 0 {
@@ -1149,9 +1179,26 @@ mod tests {
             delimiter: Some(';'),
             layout: None,
             skip_bad: false,
+            encoding: TextEncoding::Utf8,
         });
         let back = Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn encoding_is_a_text_input_key() {
+        let text = "[[pairs.inputs]]\npath = \"novels\"\nformat = \"text\"\nencoding = \"latin-1\"\n";
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        assert_eq!(c.pairs.inputs[0].encoding, TextEncoding::Latin1);
+        assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
+        let csv = "[[pairs.inputs]]\npath = \"a.csv\"\nformat = \"csv\"\ngroup-field = \"g\"\ntext-field = \"t\"\nencoding = \"latin-1\"\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, csv).unwrap();
+        let err = Config::load(&file).unwrap_err().to_string();
+        assert!(err.contains("`encoding` belongs to `text` inputs"), "{err}");
+        let bad = text.replace("latin-1", "cp1252");
+        assert!(Config::parse(&bad, Path::new("c.toml")).is_err());
     }
 
     #[test]

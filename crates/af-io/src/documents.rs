@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use af_core::config::{InputFormat, InputSpec, RecordLayout};
+use af_core::config::{InputFormat, InputSpec, RecordLayout, TextEncoding};
 use af_core::Document;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -19,7 +19,7 @@ pub fn read_input(spec: &InputSpec) -> Result<Vec<Document>, ReadError> {
         InputFormat::Activitynet => read_activitynet(&spec.path)?,
         InputFormat::Csv => read_records(spec, csv_records(&spec.path, spec.delimiter.unwrap_or(',') as u8)?)?,
         InputFormat::Jsonl => read_records(spec, jsonl_records(&spec.path)?)?,
-        InputFormat::Text => read_text(&spec.path)?,
+        InputFormat::Text => read_text(&spec.path, spec.encoding)?,
         // As text to learn from (an LM's pretraining): each question's context and its second
         // sentence with the right ending, one two-sentence document.
         InputFormat::Questions => crate::questions::read_question_input(spec)?
@@ -260,7 +260,7 @@ fn read_records(spec: &InputSpec, records: Records) -> Result<Vec<Document>, Rea
 
 /// Plain text: one document per file (every `*.txt` of a directory, in name order), group = the
 /// file stem, split into sentences.
-pub fn read_text(path: &Path) -> Result<Vec<Document>, ReadError> {
+pub fn read_text(path: &Path, encoding: TextEncoding) -> Result<Vec<Document>, ReadError> {
     let files = if path.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?
@@ -277,7 +277,10 @@ pub fn read_text(path: &Path) -> Result<Vec<Document>, ReadError> {
     };
     let mut docs = Vec::new();
     for file in files {
-        let text = read_utf8(&file)?;
+        let text = match encoding {
+            TextEncoding::Utf8 => read_utf8(&file)?,
+            TextEncoding::Latin1 => read_latin1(&file)?,
+        };
         let text = strip_bom(&text);
         let group = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         docs.push(Document {
@@ -288,6 +291,22 @@ pub fn read_text(path: &Path) -> Result<Vec<Document>, ReadError> {
         });
     }
     Ok(docs)
+}
+
+/// Reads a whole file as Latin-1 (ISO-8859-1: byte n is U+00nn). Bytes 0x80-0x9F are C1 control
+/// characters there, never text: a file holding them is almost surely Windows-1252 (curly quotes,
+/// dashes), which would read as garbage, so it is refused with the place of the first one.
+fn read_latin1(path: &Path) -> Result<String, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    if let Some(offset) = bytes.iter().position(|b| (0x80..=0x9f).contains(b)) {
+        let line = bytes[..offset].iter().filter(|b| **b == b'\n').count() + 1;
+        return Err(ReadError::Record {
+            path: path.to_path_buf(),
+            line,
+            message: format!("byte 0x{:02X} at offset {offset} is a control character in Latin-1: the file looks like Windows-1252; convert it with `iconv -f cp1252 -t utf-8`", bytes[offset]),
+        });
+    }
+    Ok(bytes.iter().map(|&b| char::from(b)).collect())
 }
 
 #[cfg(test)]
@@ -401,5 +420,22 @@ mod tests {
         assert_eq!(docs.iter().map(|d| d.group.as_str()).collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(docs[0].sentences, ["Mr. Brown came in.", "He sat down."]);
         assert_eq!(docs[1].sentences, ["He ran.", "She sat.", "They left."]);
+    }
+
+    /// A Latin-1 file is refused as UTF-8 (with its place), read with `encoding = "latin-1"`, and
+    /// a Windows-1252 byte is refused even then, named with its line.
+    #[test]
+    fn latin_1_text_is_read_when_the_input_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "c.txt", b"He went to the caf\xe9.\nIt was na\xefve.");
+        let mut input = spec(&d.path().join("c.txt"), InputFormat::Text);
+        let e = read_input(&input).unwrap_err().to_string();
+        assert!(e.ends_with("c.txt:1: invalid UTF-8 at byte offset 18"), "{e}");
+        input.encoding = TextEncoding::Latin1;
+        let docs = read_input(&input).unwrap();
+        assert_eq!(docs[0].sentences, ["He went to the caf\u{e9}.", "It was na\u{ef}ve."]);
+        write(d.path(), "w.txt", b"One.\nHe said \x93yes\x94.");
+        let e = read_input(&spec(&d.path().join("w.txt"), InputFormat::Text).with_encoding(TextEncoding::Latin1)).unwrap_err().to_string();
+        assert!(e.contains("w.txt:2: byte 0x93 at offset 13") && e.contains("Windows-1252"), "{e}");
     }
 }
