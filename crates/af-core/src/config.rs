@@ -140,6 +140,11 @@ pub struct LmConfig {
     /// trained on it, then copied into every fold's LM before fine-tuning on the items.
     pub pretrain: Vec<InputSpec>,
     pub pretrain_epochs: usize,
+    /// A run directory whose trained LMs (`lm/`) this run adopts instead of training its own
+    /// (`af refilter --lms`): its items keep the folds they had there, so no item is scored or
+    /// completed by an LM that trained on it. The shape keys and `[pairs] folds` must be its.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<PathBuf>,
 }
 
 impl Default for LmConfig {
@@ -158,6 +163,7 @@ impl Default for LmConfig {
             validation_share: 0.05,
             pretrain: Vec::new(),
             pretrain_epochs: 1,
+            from: None,
         }
     }
 }
@@ -932,6 +938,9 @@ impl Config {
         for input in self.pairs.inputs.iter_mut().chain(self.lm.pretrain.iter_mut()) {
             input.path = absolute(&input.path);
         }
+        if let Some(run) = &self.lm.from {
+            self.lm.from = Some(absolute(run));
+        }
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -958,6 +967,9 @@ impl Config {
             }
         }
         let lm = &self.lm;
+        if lm.from.is_some() && !lm.pretrain.is_empty() {
+            return Err(invalid("[lm] `from` adopts another run's trained LMs, so `pretrain` would never be used: keep one of the two".into()));
+        }
         if lm.embedding < 1 || lm.hidden < 1 || lm.layers < 1 || lm.batch_size == 0 || lm.max_epochs == 0 {
             return Err(invalid("[lm] embedding, hidden, layers, batch-size and max-epochs must be positive".into()));
         }

@@ -1,7 +1,7 @@
 //! `af refilter`: an existing multiple-choice dataset filtered again by the configured
 //! committee. Its questions become items as they stand (a `questions` input of the pairs stage),
 //! each with its own wrong options in its pool, topped up when asked with endings from af's LMs
-//! trained on the dataset's own contexts; then the run's stages as usual (the LMs give every
+//! trained on the dataset's own contexts or adopted from another run (`--lms`); then the run's stages as usual (the LMs give every
 //! option its LM features), and the audit of the dataset as it came against the re-filtered one.
 //!
 //! The run directory holds `refilter.toml` (the config it ran, loadable by `af run`) and, after
@@ -34,6 +34,9 @@ pub struct RefilterOptions {
     pub k: Option<usize>,
     /// The run directory (default: beside the base config's, named after the dataset).
     pub out: Option<PathBuf>,
+    /// A run whose trained LMs to adopt (`[lm] from`) instead of training LMs on the dataset's
+    /// own questions: the run that made the dataset, or any whose LMs read the same kind of text.
+    pub lms: Option<PathBuf>,
 }
 
 /// The run config of a re-filtering: `base` with the dataset as its only input, every question
@@ -52,6 +55,13 @@ pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Resu
     config.generate.limit_items = 0;
     if let Some(k) = options.k {
         config.filter.k = k;
+    }
+    if let Some(run) = &options.lms {
+        let run = std::path::absolute(run).with_context(|| format!("cannot resolve {}", run.display()))?;
+        let theirs = Config::load(&run.join("lm/config.toml")).with_context(|| format!("--lms {}: not a run directory whose LMs are trained (no lm/config.toml)", run.display()))?;
+        // Their shape and folds, so the adopted weights load and every item keeps its fold.
+        config.lm = af_core::LmConfig { from: Some(run), pretrain: Vec::new(), ..theirs.lm };
+        config.pairs.folds = theirs.pairs.folds;
     }
     config.run.dir = match &options.out {
         Some(dir) => std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?,

@@ -36,7 +36,7 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
     let (input, qs) = write_generic(d.path(), 60, 6, None);
-    let options = RefilterOptions { input, layout: None, generate: 2, skip_bad: false, k: Some(3), out: Some(d.path().join("refiltered")) };
+    let options = RefilterOptions { input, layout: None, generate: 2, skip_bad: false, k: Some(3), out: Some(d.path().join("refiltered")), lms: None };
     let config = refilter_config(&base_config(d.path()), &options).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!((config.generate.endings, config.filter.k), (2, 3));
     run_stages(&config, af_pipeline::ALL_STAGES, &[]);
@@ -92,6 +92,36 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     let csv = std::fs::read_to_string(run.join("refilter/audit-comparison.csv")).unwrap();
     assert_eq!(csv.lines().count(), report.detectors.len() + 1);
     assert!(csv.lines().any(|l| l.starts_with("ngram/ending,")), "{csv}");
+
+    // `--lms`: a second re-filtering adopts this run's LMs instead of training its own. Every
+    // question keeps the fold it had there, so the gold endings get the very LM features they
+    // got there (each from the LM that never trained on it).
+    let adopting = RefilterOptions { lms: Some(run.clone()), out: Some(d.path().join("adopting")), ..options };
+    let mut config = refilter_config(&base_config(d.path()), &adopting).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(config.lm.from.as_deref(), Some(run.as_path()));
+    run_stages(&config, &[af_pipeline::StageName::Pairs, af_pipeline::StageName::Lm, af_pipeline::StageName::Generate], &[]);
+    let second = d.path().join("adopting");
+    assert_eq!(json(&second.join("pairs/report.json"))["folds_followed"], 60);
+    let folds = |run: &std::path::Path| jsonl(&run.join("pairs/items.jsonl")).iter().map(|i| i["fold"].as_u64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(folds(&second), folds(&run));
+    assert_eq!(json(&second.join("lm/report.json"))["from"], run.to_str().unwrap());
+    for fold in 0..config.pairs.folds {
+        let weights = |r: &std::path::Path| std::fs::read(r.join(format!("lm/fold-{fold}/best.safetensors"))).unwrap();
+        assert!(weights(&second) == weights(&run), "fold {fold}: the weights are copied in");
+    }
+    let gold = |r: &std::path::Path| -> Vec<(String, Vec<f32>)> {
+        let mut rows: Vec<_> = af_io::pool::parts(&r.join("generate/pool")).unwrap().iter().flat_map(|p| af_io::pool::read_part(p).unwrap()).filter(|c| c.candidate == 0).map(|c| (c.item_id, c.features.to_vec())).collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    };
+    for ((id, a), (_, b)) in gold(&run).iter().zip(&gold(&second)) {
+        assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4), "{id}: {a:?} against {b:?}");
+    }
+    // The adopted run's folds are this run's: another count is refused by the pairs stage.
+    let theirs = config.pairs.folds;
+    config.pairs.folds = theirs + 1;
+    let e = format!("{:#}", run_stage(&config, af_pipeline::StageName::Pairs, true).err().expect("one fold more than the adopted run"));
+    assert!(e.contains(&format!("that run has {theirs} folds, this one [pairs] folds = {}", theirs + 1)), "{e}");
 }
 
 #[test]
@@ -100,7 +130,7 @@ fn a_question_with_too_few_options_stops_the_run_or_is_listed() {
     let d = tempfile::tempdir().unwrap();
     let (input, _) = write_generic(d.path(), 30, 4, Some(3));
     let out = d.path().join("refiltered");
-    let mut options = RefilterOptions { input: input.clone(), layout: None, generate: 0, skip_bad: false, k: Some(3), out: Some(out.clone()) };
+    let mut options = RefilterOptions { input: input.clone(), layout: None, generate: 0, skip_bad: false, k: Some(3), out: Some(out.clone()), lms: None };
     let config = refilter_config(&base_config(d.path()), &options).unwrap();
     let e = format!("{:#}", run_stage(&config, af_pipeline::StageName::Pairs, true).err().expect("a 3-option question cannot make a 4-way one"));
     assert!(e.contains(&format!("{}:31: question `short` has 3 options", input.display())), "{e}");

@@ -68,6 +68,10 @@ pub struct PairsReport {
     /// Questions left out under `skip-bad`: where, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_questions: Vec<SkippedQuestion>,
+    /// Items that took their fold from the same text in another run (`[lm] from`), so that the
+    /// LMs adopted from it never score an item they trained on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds_followed: Option<u64>,
 }
 
 /// A question of a `questions` input left out under `skip-bad`.
@@ -246,9 +250,68 @@ pub fn make_pairs(
     Ok(PairsOutput { items, report, token_counts })
 }
 
+/// What identifies an item across runs and layouts: its context and second sentence, lowercased,
+/// with runs of whitespace as one space (so a different noun-phrase split still matches).
+fn text_key(item: &Item) -> String {
+    let text = format!("{} {} {}", item.context, item.noun_phrase, item.ending).to_lowercase();
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Gives each of `items` whose text is one of `source`'s the fold it has there, and recounts the
+/// report's folds; returns how many matched. An item matching none keeps its fold: no LM of the
+/// source run trained on it.
+pub fn follow_folds(items: &mut [Item], source: &[Item], report: &mut PairsReport) -> u64 {
+    let folds: HashMap<String, u32> = source.iter().map(|i| (text_key(i), i.fold)).collect();
+    let mut matched = 0;
+    for item in items.iter_mut() {
+        if let Some(&fold) = folds.get(&text_key(item)) {
+            item.fold = fold;
+            matched += 1;
+        }
+    }
+    let n = report.items_per_fold.len().max(items.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0));
+    report.items_per_fold = vec![0; n];
+    let mut groups: Vec<std::collections::HashSet<&str>> = vec![Default::default(); n];
+    for item in items.iter() {
+        report.items_per_fold[item.fold as usize] += 1;
+        groups[item.fold as usize].insert(item.group.as_str());
+    }
+    report.groups_per_fold = groups.iter().map(|g| g.len() as u64).collect();
+    report.folds_followed = Some(matched);
+    matched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Items found in the source run (whatever their split or spacing) take its folds; others
+    /// keep theirs; the report's counts follow.
+    #[test]
+    fn folds_follow_the_source_run_by_text() {
+        let item = |id: &str, group: &str, fold: u32, context: &str, np: &str, ending: &str| Item {
+            id: id.into(),
+            group: group.into(),
+            fold,
+            context: context.into(),
+            noun_phrase: np.into(),
+            ending: ending.into(),
+            context_tokens: 0,
+            noun_phrase_tokens: 0,
+            ending_tokens: 0,
+            distractors: Vec::new(),
+        };
+        let source = [item("s1", "v1", 1, "A man walks in.", "He then", "sits down."), item("s2", "v2", 0, "A dog runs.", "It", "barks loudly.")];
+        let mut items = vec![
+            item("q1", "q1", 0, "A man  walks in.", "He", "then sits down."),
+            item("q2", "q2", 1, "a dog runs.", "It", "barks loudly."),
+            item("q3", "q3", 1, "A cat sleeps.", "It", "purrs."),
+        ];
+        let mut report = PairsReport { items_per_fold: vec![1, 2], groups_per_fold: vec![1, 2], ..Default::default() };
+        assert_eq!(follow_folds(&mut items, &source, &mut report), 2);
+        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1]);
+        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 2], vec![1, 2], Some(2)));
+    }
 
     #[test]
     fn folds_are_balanced_seeded_and_order_free() {

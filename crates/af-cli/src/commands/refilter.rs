@@ -38,6 +38,13 @@ pub struct RefilterArgs {
     /// The run directory (default: beside the config's, named after the dataset).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Adopt the trained LMs of this run directory instead of training LMs on the dataset's own
+    /// questions (which, for a few hundred questions, give useless LM features and endings):
+    /// usually the run that made the dataset. Its [lm] shape and folds replace the config's, and
+    /// each question found among its items keeps the fold it had there, so no LM scores or
+    /// completes a question it trained on.
+    #[arg(long, value_name = "RUN_DIR")]
+    lms: Option<PathBuf>,
     /// Rerun this stage and every one after it even if up to date.
     #[arg(long, value_name = "STAGE")]
     force: Vec<StageName>,
@@ -46,7 +53,7 @@ pub struct RefilterArgs {
 pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::builtin();
     let base = af_pipeline::load_config(a.config.as_deref())?;
-    let options = RefilterOptions { input: a.dataset, layout: a.format, generate: a.generate, skip_bad: a.skip_bad, k: a.k, out: a.out };
+    let options = RefilterOptions { input: a.dataset, layout: a.format, generate: a.generate, skip_bad: a.skip_bad, k: a.k, out: a.out, lms: a.lms };
     let config = refilter_config(&base, &options)?;
     // A first run that fails (a bad question) leaves no run directory behind.
     let fresh = !config.run.dir.exists();

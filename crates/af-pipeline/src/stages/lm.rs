@@ -6,12 +6,13 @@ use af_nn::lm::{BiLm, BOS, EOS};
 use af_nn::lm_files::{encode, item_sequence, load_vocab, shape};
 use af_nn::lm_train::{self, perplexity, TrainSettings};
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use tch::nn;
 
 use crate::runner::{StageContext, StageName};
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct FoldReport {
     pub fold: u32,
     pub train_items: usize,
@@ -25,17 +26,23 @@ pub struct FoldReport {
 }
 
 /// `lm/report.json`.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct LmReport {
     pub vocab: usize,
     pub shape: String,
     pub device: String,
     pub pretrain_sequences: usize,
     pub folds: Vec<FoldReport>,
+    /// The run whose LMs these are (`[lm] from`); the figures above are that run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<PathBuf>,
 }
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
     let config = ctx.config;
+    if let Some(run) = &config.lm.from {
+        return adopt(ctx, run);
+    }
     let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
     let device = crate::setup::device(config)?;
 
@@ -149,8 +156,41 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
         device: format!("{device:?}"),
         pretrain_sequences,
         folds: reports,
+        from: None,
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    Ok(report)
+}
+
+/// `[lm] from`: the other run's vocabulary and fold LMs copied in (so this run directory holds
+/// what its figures came from) and its report, marked with where they came from.
+fn adopt(ctx: &StageContext, run: &Path) -> anyhow::Result<LmReport> {
+    let (config, lm_dir) = (ctx.config, run.join("lm"));
+    let theirs = af_core::Config::load(&lm_dir.join("config.toml")).with_context(|| format!("[lm] from = {}: its lm/ is not a finished LM stage", run.display()))?.lm;
+    let shape = |c: &af_core::config::LmConfig| (c.embedding, c.hidden, c.layers);
+    anyhow::ensure!(
+        shape(&theirs) == shape(&config.lm),
+        "[lm] from = {}: its LMs are embedding {} / hidden {} / layers {}, this config's {} / {} / {}; set the same in [lm]",
+        run.display(), theirs.embedding, theirs.hidden, theirs.layers, config.lm.embedding, config.lm.hidden, config.lm.layers
+    );
+    std::fs::create_dir_all(&ctx.dir).with_context(|| format!("cannot create {}", ctx.dir.display()))?;
+    let copy = |from: PathBuf, to: PathBuf| -> anyhow::Result<()> {
+        let bytes = std::fs::read(&from).with_context(|| format!("[lm] from = {}: cannot read {}", run.display(), from.display()))?;
+        af_core::atomic::write(&to, &bytes)?;
+        Ok(())
+    };
+    copy(lm_dir.join("vocab.tsv"), ctx.dir.join("vocab.tsv"))?;
+    for fold in 0..config.pairs.folds {
+        let dir = ctx.dir.join(format!("fold-{fold}"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        copy(lm_dir.join(format!("fold-{fold}/best.safetensors")), dir.join("best.safetensors"))?;
+    }
+    let report_path = lm_dir.join("report.json");
+    let text = std::fs::read_to_string(&report_path).with_context(|| format!("cannot read {}", report_path.display()))?;
+    let mut report: LmReport = serde_json::from_str(&text).with_context(|| format!("{}: not an LM report", report_path.display()))?;
+    report.from = Some(run.to_path_buf());
+    af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    tracing::info!("lm: adopted the {} fold LMs of {}", config.pairs.folds, run.display());
     Ok(report)
 }
 
@@ -191,7 +231,15 @@ impl crate::runner::Stage for Lm {
         for input in &config.lm.pretrain {
             pretrain.push(file_stamp(&input.path)?);
         }
-        Ok(json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain}))
+        let mut stamp = json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain});
+        if let Some(run) = &config.lm.from {
+            let files: Vec<_> = std::iter::once(run.join("lm/vocab.tsv"))
+                .chain((0..config.pairs.folds).map(|f| run.join(format!("lm/fold-{f}/best.safetensors"))))
+                .map(|p| file_stamp(&p))
+                .collect::<anyhow::Result<_>>()?;
+            stamp["adopted"] = json!(files);
+        }
+        Ok(stamp)
     }
 
     fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {

@@ -39,6 +39,9 @@ impl fmt::Display for StageReport {
                         write!(f, "\n  {} of the items are questions read as they stand, their wrong options in their pools", r.questions)?;
                     }
                 }
+                if let Some(n) = r.folds_followed {
+                    write!(f, "\n  {n} of the items keep the fold they have in the run whose LMs this one adopts")?;
+                }
                 for (reason, n) in &r.dropped {
                     write!(f, "\n  dropped {n:>6} {reason}")?;
                 }
@@ -55,6 +58,9 @@ impl fmt::Display for StageReport {
                         )
                     })
                     .collect();
+                if let Some(run) = &r.from {
+                    writeln!(f, "lm: adopted from {} (its figures)", run.display())?;
+                }
                 f.write_str(&folds.join("\n"))
             }
             StageReport::Generate(r) => r.fmt(f),

@@ -30,6 +30,11 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     let options = PairOptions::from((&config.pairs, config.run.seed));
     let mut out = make_pairs(&docs, given, &tagger, &options, &|| bar.inc(1))?;
     bar.finish();
+    if let Some(run) = &config.lm.from {
+        let source = source_items(run, config.pairs.folds)?;
+        let matched = af_text::pairs::follow_folds(&mut out.items, &source, &mut out.report);
+        tracing::info!("{matched} of {} items take their fold from {}", out.items.len(), run.display());
+    }
     for s in &skipped {
         *out.report.dropped.entry(s.reason.clone()).or_default() += 1;
     }
@@ -47,6 +52,15 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     af_core::atomic::write(dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
     af_core::atomic::write(dir.join("report.json"), serde_json::to_string_pretty(&out.report)?.as_bytes())?;
     Ok(out.report)
+}
+
+/// The items of the run whose LMs `[lm] from` adopts, checked to have as many folds as this run.
+fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core::Item>> {
+    let path = run.join("pairs/items.jsonl");
+    let items = af_io::items::read_items(&path).with_context(|| format!("[lm] from = {}: its items tell which LM trained on what", run.display()))?;
+    let theirs = items.iter().map(|i| i.fold + 1).max().unwrap_or(0);
+    anyhow::ensure!(theirs == folds, "[lm] from = {}: that run has {theirs} folds, this one [pairs] folds = {folds}; they must be equal", run.display());
+    Ok(items)
 }
 
 /// The items of a `questions` input as they stand, and the questions left out under `skip-bad`.
@@ -100,6 +114,9 @@ impl crate::runner::Stage for Pairs {
             "inputs": inputs,
         });
         // Which questions have enough options depends on k and on the endings generate adds.
+        if let Some(run) = &config.lm.from {
+            stamp["folds_from"] = file_stamp(&run.join("pairs/items.jsonl"))?;
+        }
         if config.pairs.inputs.iter().any(|i| i.format == InputFormat::Questions) {
             stamp["questions_need"] = json!({"k": config.filter.k, "endings": config.generate.endings});
         }
