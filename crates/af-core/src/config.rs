@@ -1099,6 +1099,12 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// `p` made absolute (against the working directory) with `.` and `..` removed, as a loaded
+/// config holds its paths: a config written with such a path reloads equal to itself.
+pub fn absolute_path(p: &Path) -> std::io::Result<PathBuf> {
+    Ok(normalize(&std::path::absolute(p)?))
+}
+
 /// Removes `.` and `..` components without touching the file system.
 fn normalize(p: &Path) -> PathBuf {
     use std::path::Component;

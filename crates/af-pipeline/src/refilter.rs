@@ -42,7 +42,7 @@ pub struct RefilterOptions {
 /// The run config of a re-filtering: `base` with the dataset as its only input, every question
 /// kept, `[generate] endings` the new endings asked for. Checked as a config file would be.
 pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Result<Config> {
-    let input = std::path::absolute(&options.input).with_context(|| format!("cannot resolve {}", options.input.display()))?;
+    let input = af_core::config::absolute_path(&options.input).with_context(|| format!("cannot resolve {}", options.input.display()))?;
     if !input.is_file() {
         anyhow::bail!("{}: no such file (af refilter reads a multiple-choice dataset: {})", input.display(), QuestionFormat::NAMES);
     }
@@ -57,14 +57,14 @@ pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Resu
         config.filter.k = k;
     }
     if let Some(run) = &options.lms {
-        let run = std::path::absolute(run).with_context(|| format!("cannot resolve {}", run.display()))?;
-        let theirs = Config::load(&run.join("lm/config.toml")).with_context(|| format!("--lms {}: not a run directory whose LMs are trained (no lm/config.toml)", run.display()))?;
+        let run = af_core::config::absolute_path(run).with_context(|| format!("cannot resolve {}", run.display()))?;
+        let theirs = Config::load(&run.join("lm/config.toml")).with_context(|| format!("--lms {}: cannot load its lm/config.toml (is it a run directory whose LMs are trained?)", run.display()))?;
         // Their shape and folds, so the adopted weights load and every item keeps its fold.
         config.lm = af_core::LmConfig { from: Some(run), pretrain: Vec::new(), ..theirs.lm };
         config.pairs.folds = theirs.pairs.folds;
     }
     config.run.dir = match &options.out {
-        Some(dir) => std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?,
+        Some(dir) => af_core::config::absolute_path(dir).with_context(|| format!("cannot resolve {}", dir.display()))?,
         None => {
             let stem = input.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
             let base_name = base.run.dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());

@@ -258,15 +258,25 @@ fn text_key(item: &Item) -> String {
 }
 
 /// Gives each of `items` whose text is one of `source`'s the fold it has there, and recounts the
-/// report's folds; returns how many matched. An item matching none keeps its fold: no LM of the
-/// source run trained on it.
+/// report's folds; returns how many matched. An item matching none takes the fold of its group's
+/// first matched item (the source's LM for that fold never trained on the video's other pairs,
+/// whose contexts it may share), else keeps its own: no LM of the source run trained on it.
 pub fn follow_folds(items: &mut [Item], source: &[Item], report: &mut PairsReport) -> u64 {
     let folds: HashMap<String, u32> = source.iter().map(|i| (text_key(i), i.fold)).collect();
+    let found: Vec<Option<u32>> = items.iter().map(|i| folds.get(&text_key(i)).copied()).collect();
+    let mut group_fold: HashMap<String, u32> = HashMap::new();
+    for (item, fold) in items.iter().zip(&found) {
+        if let Some(fold) = fold {
+            group_fold.entry(item.group.clone()).or_insert(*fold);
+        }
+    }
     let mut matched = 0;
-    for item in items.iter_mut() {
-        if let Some(&fold) = folds.get(&text_key(item)) {
+    for (item, fold) in items.iter_mut().zip(found) {
+        if let Some(fold) = fold {
             item.fold = fold;
             matched += 1;
+        } else if let Some(&fold) = group_fold.get(&item.group) {
+            item.fold = fold;
         }
     }
     let n = report.items_per_fold.len().max(items.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0));
@@ -286,7 +296,7 @@ mod tests {
     use super::*;
 
     /// Items found in the source run (whatever their split or spacing) take its folds; others
-    /// keep theirs; the report's counts follow.
+    /// follow their video's matched items or keep theirs; the report's counts follow.
     #[test]
     fn folds_follow_the_source_run_by_text() {
         let item = |id: &str, group: &str, fold: u32, context: &str, np: &str, ending: &str| Item {
@@ -306,11 +316,13 @@ mod tests {
             item("q1", "q1", 0, "A man  walks in.", "He", "then sits down."),
             item("q2", "q2", 1, "a dog runs.", "It", "barks loudly."),
             item("q3", "q3", 1, "A cat sleeps.", "It", "purrs."),
+            item("q4", "q1", 0, "He sits down.", "He", "reads a paper."),
         ];
-        let mut report = PairsReport { items_per_fold: vec![1, 2], groups_per_fold: vec![1, 2], ..Default::default() };
+        let mut report = PairsReport { items_per_fold: vec![2, 2], groups_per_fold: vec![1, 2], ..Default::default() };
         assert_eq!(follow_folds(&mut items, &source, &mut report), 2);
-        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1]);
-        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 2], vec![1, 2], Some(2)));
+        // q4, unmatched, follows q1 of its video into fold 1.
+        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1, 1]);
+        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 3], vec![1, 2], Some(2)));
     }
 
     #[test]

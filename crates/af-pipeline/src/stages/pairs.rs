@@ -33,6 +33,9 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     if let Some(run) = &config.lm.from {
         let source = source_items(run, config.pairs.folds)?;
         let matched = af_text::pairs::follow_folds(&mut out.items, &source, &mut out.report);
+        if (matched as usize) < out.items.len() {
+            tracing::warn!("{} of {} items are not among the items of {}: they keep their video's fold", out.items.len() - matched as usize, out.items.len(), run.display());
+        }
         tracing::info!("{matched} of {} items take their fold from {}", out.items.len(), run.display());
     }
     for s in &skipped {
@@ -54,8 +57,21 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     Ok(out.report)
 }
 
-/// The items of the run whose LMs `[lm] from` adopts, checked to have as many folds as this run.
+/// The items of the run whose LMs `[lm] from` adopts, checked to be the items its LMs were
+/// trained on (its `lm` stage finished on its present `pairs`) and to have as many folds as this
+/// run.
 fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core::Item>> {
+    let record = |stage: &str| -> anyhow::Result<serde_json::Value> {
+        let path = run.join(stage).join("stage.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("[lm] from = {}: no finished `{stage}` stage ({})", run.display(), path.display()))?;
+        let record: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not a stage record", path.display()))?;
+        Ok(record["fingerprint"].clone())
+    };
+    anyhow::ensure!(
+        record("lm")?["upstream"] == record("pairs")?,
+        "[lm] from = {}: its LMs were trained on other items than its pairs/items.jsonl holds now (its `pairs` stage ran again after its `lm`), so which LM trained on what is unknown; rerun its `lm` stage first",
+        run.display()
+    );
     let path = run.join("pairs/items.jsonl");
     let items = af_io::items::read_items(&path).with_context(|| format!("[lm] from = {}: its items tell which LM trained on what", run.display()))?;
     let theirs = items.iter().map(|i| i.fold + 1).max().unwrap_or(0);
@@ -113,10 +129,10 @@ impl crate::runner::Stage for Pairs {
             "tagger_file": config.tagger.model.as_deref().map(file_stamp).transpose()?,
             "inputs": inputs,
         });
-        // Which questions have enough options depends on k and on the endings generate adds.
         if let Some(run) = &config.lm.from {
             stamp["folds_from"] = file_stamp(&run.join("pairs/items.jsonl"))?;
         }
+        // Which questions have enough options depends on k and on the endings generate adds.
         if config.pairs.inputs.iter().any(|i| i.format == InputFormat::Questions) {
             stamp["questions_need"] = json!({"k": config.filter.k, "endings": config.generate.endings});
         }
