@@ -117,6 +117,15 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     for ((id, a), (_, b)) in gold(&run).iter().zip(&gold(&second)) {
         assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4), "{id}: {a:?} against {b:?}");
     }
+    // Items made again after the LMs trained: which LM trained on what is unknown, so refused.
+    let record = run.join("pairs/stage.json");
+    let kept = std::fs::read_to_string(&record).unwrap();
+    let mut changed: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    changed["fingerprint"]["seed"] = serde_json::json!(99);
+    std::fs::write(&record, changed.to_string()).unwrap();
+    let e = format!("{:#}", run_stage(&config, af_pipeline::StageName::Pairs, true).err().expect("the source's items are newer than its LMs"));
+    assert!(e.contains("its LMs were trained on other items than its pairs/items.jsonl holds now"), "{e}");
+    std::fs::write(&record, kept).unwrap();
     // The adopted run's folds are this run's: another count is refused by the pairs stage.
     let theirs = config.pairs.folds;
     config.pairs.folds = theirs + 1;
