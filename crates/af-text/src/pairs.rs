@@ -257,13 +257,29 @@ fn text_key(item: &Item) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Gives each of `items` whose text is one of `source`'s the fold it has there, and recounts the
-/// report's folds; returns how many matched. An item matching none takes the fold of its group's
+/// Gives each of `items` whose text is one of `source`'s the fold it has there (the fold of the
+/// source item with its own id, when that one has the same text: two videos may share a caption
+/// pair, and the run's own items then keep exactly their folds), and recounts the report's
+/// folds; returns how many matched. An item matching none takes the fold of its group's
 /// first matched item (the source's LM for that fold never trained on the video's other pairs,
 /// whose contexts it may share), else keeps its own: no LM of the source run trained on it.
 pub fn follow_folds(items: &mut [Item], source: &[Item], report: &mut PairsReport) -> u64 {
-    let folds: HashMap<String, u32> = source.iter().map(|i| (text_key(i), i.fold)).collect();
-    let found: Vec<Option<u32>> = items.iter().map(|i| folds.get(&text_key(i)).copied()).collect();
+    // A text in several folds (every LM then trained on it) takes its first item's fold.
+    let mut folds: HashMap<String, u32> = HashMap::new();
+    for i in source {
+        folds.entry(text_key(i)).or_insert(i.fold);
+    }
+    let by_id: HashMap<&str, &Item> = source.iter().map(|i| (i.id.as_str(), i)).collect();
+    let found: Vec<Option<u32>> = items
+        .iter()
+        .map(|i| {
+            let key = text_key(i);
+            match by_id.get(i.id.as_str()) {
+                Some(same) if text_key(same) == key => Some(same.fold),
+                _ => folds.get(&key).copied(),
+            }
+        })
+        .collect();
     let mut group_fold: HashMap<String, u32> = HashMap::new();
     for (item, fold) in items.iter().zip(&found) {
         if let Some(fold) = fold {
@@ -311,18 +327,24 @@ mod tests {
             ending_tokens: 0,
             distractors: Vec::new(),
         };
-        let source = [item("s1", "v1", 1, "A man walks in.", "He then", "sits down."), item("s2", "v2", 0, "A dog runs.", "It", "barks loudly.")];
+        // s3 repeats s2's text in another video and fold; q5 is s3 itself.
+        let source = [
+            item("s1", "v1", 1, "A man walks in.", "He then", "sits down."),
+            item("s2", "v2", 0, "A dog runs.", "It", "barks loudly."),
+            item("s3", "v3", 1, "A dog runs.", "It", "barks loudly."),
+        ];
         let mut items = vec![
             item("q1", "q1", 0, "A man  walks in.", "He", "then sits down."),
             item("q2", "q2", 1, "a dog runs.", "It", "barks loudly."),
             item("q3", "q3", 1, "A cat sleeps.", "It", "purrs."),
             item("q4", "q1", 0, "He sits down.", "He", "reads a paper."),
+            item("s3", "v3", 0, "A dog runs.", "It", "barks loudly."),
         ];
-        let mut report = PairsReport { items_per_fold: vec![2, 2], groups_per_fold: vec![1, 2], ..Default::default() };
-        assert_eq!(follow_folds(&mut items, &source, &mut report), 2);
-        // q4, unmatched, follows q1 of its video into fold 1.
-        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1, 1]);
-        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 3], vec![1, 2], Some(2)));
+        let mut report = PairsReport { items_per_fold: vec![3, 2], groups_per_fold: vec![2, 2], ..Default::default() };
+        assert_eq!(follow_folds(&mut items, &source, &mut report), 3);
+        // q4, unmatched, follows q1 of its video into fold 1; s3 keeps its own fold, not its twin's.
+        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1, 1, 1]);
+        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 4], vec![1, 3], Some(3)));
     }
 
     #[test]
