@@ -469,12 +469,6 @@ impl InputSpec {
         }
     }
 
-    /// The same input read with `encoding`.
-    pub fn with_encoding(mut self, encoding: TextEncoding) -> Self {
-        self.encoding = encoding;
-        self
-    }
-
     /// Checks that the fields given make one of the two record layouts.
     pub fn record_layout(&self) -> Result<RecordLayout, String> {
         let both = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some();

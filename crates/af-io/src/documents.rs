@@ -301,14 +301,12 @@ fn read_latin1(path: &Path) -> Result<String, ReadError> {
     // Any bytes are Latin-1, so a UTF-8 file would be read without error as mojibake ("cafÃ©").
     if !bytes.is_ascii() && std::str::from_utf8(&bytes).is_ok() {
         let offset = bytes.iter().position(|b| !b.is_ascii()).unwrap_or(0);
-        let line = bytes[..offset].iter().filter(|b| **b == b'\n').count() + 1;
-        return Err(ReadError::Record { path: path.to_path_buf(), line, message: "the file is UTF-8 (its non-ASCII bytes all decode as UTF-8): drop `encoding = \"latin-1\"`".into() });
+        return Err(ReadError::Record { path: path.to_path_buf(), line: crate::line_at(&bytes, offset), message: "the file is UTF-8 (its non-ASCII bytes all decode as UTF-8): drop `encoding = \"latin-1\"`".into() });
     }
     if let Some(offset) = bytes.iter().position(|b| (0x80..=0x9f).contains(b)) {
-        let line = bytes[..offset].iter().filter(|b| **b == b'\n').count() + 1;
         return Err(ReadError::Record {
             path: path.to_path_buf(),
-            line,
+            line: crate::line_at(&bytes, offset),
             message: format!("byte 0x{:02X} at offset {offset} is a control character in Latin-1: the file looks like Windows-1252; convert it with `iconv -f cp1252 -t utf-8`", bytes[offset]),
         });
     }
@@ -441,10 +439,12 @@ mod tests {
         let docs = read_input(&input).unwrap();
         assert_eq!(docs[0].sentences, ["He went to the caf\u{e9}.", "It was na\u{ef}ve."]);
         write(d.path(), "w.txt", b"One.\nHe said \x93yes\x94.");
-        let e = read_input(&spec(&d.path().join("w.txt"), InputFormat::Text).with_encoding(TextEncoding::Latin1)).unwrap_err().to_string();
+        input.path = d.path().join("w.txt");
+        let e = read_input(&input).unwrap_err().to_string();
         assert!(e.contains("w.txt:2: byte 0x93 at offset 13") && e.contains("Windows-1252"), "{e}");
         write(d.path(), "u.txt", "One.\nHe went to the caf\u{e9}.".as_bytes());
-        let e = read_input(&spec(&d.path().join("u.txt"), InputFormat::Text).with_encoding(TextEncoding::Latin1)).unwrap_err().to_string();
+        input.path = d.path().join("u.txt");
+        let e = read_input(&input).unwrap_err().to_string();
         assert!(e.contains("u.txt:2: the file is UTF-8"), "{e}");
     }
 }

@@ -24,7 +24,11 @@ pub fn read_utf8(path: &Path) -> Result<String, ReadError> {
     let bytes = std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
     String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..offset].iter().filter(|b| **b == b'\n').count() + 1;
-        ReadError::Utf8 { path: path.to_path_buf(), line, offset }
+        ReadError::Utf8 { path: path.to_path_buf(), line: line_at(e.as_bytes(), offset), offset }
     })
+}
+
+/// The 1-based line of byte `offset` in `bytes`.
+pub(crate) fn line_at(bytes: &[u8], offset: usize) -> usize {
+    bytes[..offset].iter().filter(|b| **b == b'\n').count() + 1
 }

@@ -1,8 +1,9 @@
 //! `af refilter`: an existing multiple-choice dataset filtered again by the configured
 //! committee. Its questions become items as they stand (a `questions` input of the pairs stage),
 //! each with its own wrong options in its pool, topped up when asked with endings from af's LMs
-//! trained on the dataset's own contexts or adopted from another run (`--lms`); then the run's stages as usual (the LMs give every
-//! option its LM features), and the audit of the dataset as it came against the re-filtered one.
+//! (trained on the dataset's own contexts, or adopted from another run with `--lms`); then the
+//! run's stages as usual (the LMs give every option its LM features), and the audit of the
+//! dataset as it came against the re-filtered one.
 //!
 //! The run directory holds `refilter.toml` (the config it ran, loadable by `af run`) and, after
 //! the stages, `refilter/`: `audit-before.json`, `audit-after.json`, `audit-comparison.csv` and

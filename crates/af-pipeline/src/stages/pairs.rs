@@ -34,7 +34,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
         let source = source_items(run, config.pairs.folds)?;
         let matched = af_text::pairs::follow_folds(&mut out.items, &source, &mut out.report);
         if (matched as usize) < out.items.len() {
-            tracing::warn!("{} of {} items are not among the items of {}: they keep their video's fold", out.items.len() - matched as usize, out.items.len(), run.display());
+            tracing::warn!("{} of {} items are not among the items of {}: each follows its video's matched items, else keeps its own fold", out.items.len() - matched as usize, out.items.len(), run.display());
         }
         tracing::info!("{matched} of {} items take their fold from {}", out.items.len(), run.display());
     }
@@ -64,8 +64,8 @@ fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core
     let record = |stage: &str| -> anyhow::Result<serde_json::Value> {
         let path = run.join(stage).join("stage.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("[lm] from = {}: no finished `{stage}` stage ({})", run.display(), path.display()))?;
-        let record: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not a stage record", path.display()))?;
-        Ok(record["fingerprint"].clone())
+        let record: crate::runner::StageRecord = serde_json::from_str(&text).with_context(|| format!("{}: not a stage record", path.display()))?;
+        Ok(record.fingerprint)
     };
     anyhow::ensure!(
         record("lm")?["upstream"] == record("pairs")?,
