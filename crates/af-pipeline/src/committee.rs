@@ -257,7 +257,11 @@ fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut
         done.contexts,
         done.dim,
         done.model.display(),
-        if done.cached { "read from the cache" } else { "encoded" },
+        match (done.cached, done.resumed) {
+            (true, _) => "read from the cache".to_string(),
+            (false, 0) => "encoded".to_string(),
+            (false, n) => format!("encoded, {n} of them kept by an interrupted run"),
+        },
         done.seconds
     );
     Ok(())

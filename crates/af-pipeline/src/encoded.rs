@@ -31,26 +31,100 @@ fn storage_kind(device: Device) -> Kind {
     }
 }
 
-/// Encodes `texts` in chunks into one `[texts, dim]` tensor on `device` (f16-rounded values),
-/// advancing `bar`.
-fn encode_all(encoder: &Encoder, texts: &[String], device: Device, bar: &dyn crate::Bar) -> Result<Tensor, NnError> {
+/// Encodes `texts` in chunks of `chunk` into one `[texts, dim]` tensor on `device` (f16-rounded
+/// values), advancing `bar`. With `kept`, chunk `c` is read from it when an interrupted run
+/// encoded it already, and written to it once encoded.
+fn encode_all(encoder: &Encoder, texts: &[String], device: Device, bar: &dyn crate::Bar, chunk: usize, kept: Option<(&KeptChunks, &str)>) -> Result<Tensor, NnError> {
     let out = Tensor::zeros([texts.len() as i64, encoder.dim() as i64], (storage_kind(device), device));
-    for (c, chunk) in texts.chunks(CHUNK).enumerate() {
-        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-        // Rounded through f16 everywhere, as the cache keeps them: a run that reads the cache
-        // computes exactly what the run that wrote it did.
-        let vectors = encoder.encode(&refs)?.to_kind(Kind::Half);
-        out.narrow(0, (c * CHUNK) as i64, chunk.len() as i64).copy_(&vectors);
-        bar.inc(chunk.len() as u64);
+    for (c, texts) in texts.chunks(chunk).enumerate() {
+        let mut rows = out.narrow(0, (c * chunk) as i64, texts.len() as i64);
+        if let Some(vectors) = kept.and_then(|(k, name)| k.get(name, c, texts.len(), encoder.dim() as i64)) {
+            rows.copy_(&vectors);
+        } else {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            // Rounded through f16 everywhere, as the cache keeps them: a run that reads the cache
+            // computes exactly what the run that wrote it did.
+            let vectors = encoder.encode(&refs)?.to_kind(Kind::Half);
+            if let Some((k, name)) = kept {
+                k.put(name, c, &vectors);
+            }
+            rows.copy_(&vectors);
+        }
+        bar.inc(texts.len() as u64);
     }
     Ok(out)
+}
+
+/// The chunks of a pool's embeddings encoded so far (`encoded/partial/`), kept until the whole
+/// pool is: encoding a full pool takes tens of minutes on a CPU, and a kill then loses at most
+/// one chunk. `key.json` says which texts, encoder and chunk size they belong to; chunks of
+/// another key are removed.
+struct KeptChunks {
+    dir: PathBuf,
+    /// Cleared when a chunk cannot be written (a full disk): encoding goes on, unkept.
+    keeping: std::cell::Cell<bool>,
+    /// Texts read back from chunks an interrupted run kept.
+    reused: std::cell::Cell<usize>,
+}
+
+#[derive(PartialEq, Serialize, Deserialize)]
+struct KeptKey {
+    cache: CacheKey,
+    chunk: usize,
+}
+
+impl KeptChunks {
+    fn open(dir: PathBuf, key: KeptKey) -> anyhow::Result<Self> {
+        let key_path = dir.join("key.json");
+        let same = std::fs::read_to_string(&key_path).ok().and_then(|t| serde_json::from_str::<KeptKey>(&t).ok()).is_some_and(|k| k == key);
+        if !same {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+            }
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+        }
+        Ok(Self { dir, keeping: std::cell::Cell::new(true), reused: std::cell::Cell::new(0) })
+    }
+
+    fn path(&self, name: &str, c: usize) -> PathBuf {
+        self.dir.join(format!("{name}-{c:06}.safetensors"))
+    }
+
+    /// Chunk `c` of `name`, when it was kept whole (`rows` x `dim`); f16 on the CPU.
+    fn get(&self, name: &str, c: usize, rows: usize, dim: i64) -> Option<Tensor> {
+        let path = self.path(name, c);
+        let t = Tensor::read_safetensors(&path).ok()?.into_iter().find(|(n, _)| n == name)?.1;
+        let whole = t.size() == [rows as i64, dim] && t.kind() == Kind::Half;
+        if whole {
+            self.reused.set(self.reused.get() + rows);
+        }
+        whole.then_some(t)
+    }
+
+    /// Keeps chunk `c` of `name`, renamed into place once written whole. A chunk that cannot be
+    /// written is warned of, and no later one is kept: only a resume would have needed them.
+    fn put(&self, name: &str, c: usize, vectors: &Tensor) {
+        if !self.keeping.get() {
+            return;
+        }
+        let path = self.path(name, c);
+        let tmp = path.with_extension("safetensors.tmp");
+        let written = Tensor::write_safetensors(&[(name, vectors.to(Device::Cpu))], &tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))
+            .and_then(|()| std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display())));
+        if let Err(e) = written {
+            tracing::warn!("{e:#}: the pool's embeddings are encoded on without keeping chunks, so a kill now loses them");
+            self.keeping.set(false);
+        }
+    }
 }
 
 /// Attaches embeddings of each row's own text (an audit's options in one view, a data map's
 /// options) to `table`; `texts` are the rows' texts in row order.
 pub fn attach_texts(table: &mut CandidateTable, encoder: &Encoder, texts: &[String], progress: &dyn Progress) -> Result<(), NnError> {
     let bar = progress.bar("encoding options", texts.len() as u64);
-    let text = encode_all(encoder, texts, table.device, bar.as_ref())?;
+    let text = encode_all(encoder, texts, table.device, bar.as_ref(), CHUNK, None)?;
     bar.finish();
     table.attach_encoded(EncodedRows { text, contexts: None })?;
     Ok(())
@@ -92,6 +166,8 @@ pub struct PoolEncoding {
     pub dim: i64,
     /// Read from the cache rather than encoded.
     pub cached: bool,
+    /// Texts (second sentences and contexts) an interrupted run had encoded, read back.
+    pub resumed: usize,
     pub seconds: f64,
 }
 
@@ -123,8 +199,15 @@ fn texts_hash<'a>(texts: impl IntoIterator<Item = &'a String>) -> String {
 /// Attaches the pool's embeddings to its table: each candidate's second sentence and each item's
 /// context, read from `cache` when it holds them for the same texts and encoder, else encoded
 /// with `encoder` and written there (the cache's key last, so an interrupted write is encoded
-/// again).
+/// again). Encoding keeps its chunks in `cache/partial/` as it goes, so a killed run resumes
+/// where it stopped.
 pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, encoder: &FrozenEncoder, cache: &Path, progress: &dyn Progress) -> anyhow::Result<PoolEncoding> {
+    attach_pool_in_chunks(table, pool, encoder, cache, progress, CHUNK)
+}
+
+/// [`attach_pool`] with `chunk` texts per encoder call and kept chunk (tests resume small pools).
+#[doc(hidden)]
+pub fn attach_pool_in_chunks(table: &mut CandidateTable, pool: &Pool, encoder: &FrozenEncoder, cache: &Path, progress: &dyn Progress, chunk: usize) -> anyhow::Result<PoolEncoding> {
     let started = std::time::Instant::now();
     let device = table.device;
     let model = encoder.model().to_path_buf();
@@ -154,25 +237,28 @@ pub fn attach_pool(table: &mut CandidateTable, pool: &Pool, encoder: &FrozenEnco
             Ok((text, ctx)) => {
                 let of = Tensor::from_slice(&context_of).to(device);
                 table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
-                return Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: true, seconds: started.elapsed().as_secs_f64() });
+                return Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: true, resumed: 0, seconds: started.elapsed().as_secs_f64() });
             }
             Err(e) => tracing::warn!("{e:#}: encoding again"),
         }
     }
     let loaded = encoder.load(device)?;
+    let kept_dir = cache.join("partial");
+    let kept = KeptChunks::open(kept_dir.clone(), KeptKey { cache: wanted(loaded.dim() as i64), chunk })?;
     let bar = progress.bar("encoding the pool", (sentences.len() + contexts.len()) as u64);
-    let text = encode_all(&loaded, &sentences, device, bar.as_ref())?;
-    let ctx = encode_all(&loaded, &contexts, device, bar.as_ref())?;
+    let text = encode_all(&loaded, &sentences, device, bar.as_ref(), chunk, Some((&kept, "text")))?;
+    let ctx = encode_all(&loaded, &contexts, device, bar.as_ref(), chunk, Some((&kept, "contexts")))?;
     bar.finish();
     let key = wanted(loaded.dim() as i64);
-    std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
     let _ = std::fs::remove_file(&key_path);
     let named = [("text", text.to(Device::Cpu).to_kind(Kind::Half)), ("contexts", ctx.to(Device::Cpu).to_kind(Kind::Half))];
     Tensor::write_safetensors(&named, &tensors_path).with_context(|| format!("cannot write {}", tensors_path.display()))?;
     af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+    // The whole pool is in the cache now: its chunks are not needed.
+    let _ = std::fs::remove_dir_all(&kept_dir);
     let of = Tensor::from_slice(&context_of).to(device);
     table.attach_encoded(EncodedRows { text, contexts: Some((ctx, of)) })?;
-    Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: false, seconds: started.elapsed().as_secs_f64() })
+    Ok(PoolEncoding { member: encoder.member, model, rows: key.rows, contexts: key.contexts, dim: key.dim, cached: false, resumed: kept.reused.get(), seconds: started.elapsed().as_secs_f64() })
 }
 
 /// The cached text and context embeddings, checked against their key. They are stored in f16

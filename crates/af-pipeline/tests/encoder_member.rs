@@ -63,6 +63,75 @@ fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
     assert_eq!(encoded.text.kind(), Kind::Float);
 }
 
+/// A progress that panics once `after` chunks are done: a run killed while encoding its pool.
+struct KillAfter {
+    after: u64,
+    done: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl af_pipeline::Progress for KillAfter {
+    fn bar(&self, _: &str, _: u64) -> Box<dyn af_pipeline::Bar> {
+        Box::new(KillAfter { after: self.after, done: self.done.clone() })
+    }
+}
+
+impl af_pipeline::Bar for KillAfter {
+    fn inc(&self, _: u64) {
+        if self.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.after {
+            panic!("killed while encoding (the test's simulated kill)");
+        }
+    }
+    fn set_position(&self, _: u64) {}
+    fn set_length(&self, _: u64) {}
+    fn set_message(&self, _: String) {}
+    fn finish(&self) {}
+}
+
+#[test]
+fn a_killed_pool_encoding_resumes_from_the_chunks_it_kept() {
+    let _lock = common::lock();
+    let dir = tempfile::tempdir().unwrap();
+    write_synthetic_pool(dir.path(), 12, 6, 5).unwrap();
+    let pool = Pool::load(dir.path()).unwrap();
+    let config = CommitteeConfig::default();
+    let tagger = af_text::Tagger::builtin();
+    let table_of = || af_pipeline::table::candidate_table(&pool, &config, &tagger, Device::Cpu).unwrap().0;
+    let registry = af_nn::Registry::builtin();
+    let encoder = registry.frozen_encoder(&[MemberName::new("encoder")], &config).unwrap().unwrap();
+    let attach = |table: &mut af_nn::table::CandidateTable, cache: &std::path::Path, progress: &dyn af_pipeline::Progress| {
+        af_pipeline::encoded::attach_pool_in_chunks(table, &pool, &encoder, cache, progress, 16)
+    };
+    let mut whole = table_of();
+    attach(&mut whole, &dir.path().join("whole"), &NoProgress).unwrap();
+    let whole = whole.encoded.unwrap().text;
+
+    let cache = dir.path().join("encoded");
+    let kill = KillAfter { after: 3, done: Default::default() };
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| attach(&mut table_of(), &cache, &kill)));
+    assert!(killed.is_err());
+    assert!(!cache.join("encoded.json").exists(), "no cache key before the whole pool is encoded");
+    let mut kept: Vec<String> = std::fs::read_dir(cache.join("partial")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    kept.sort();
+    assert_eq!(kept, ["key.json", "text-000000.safetensors", "text-000001.safetensors", "text-000002.safetensors"]);
+    // Chunk 0 marked, so that the resumed encoding shows it read the chunk rather than encoding it.
+    let marked = Tensor::zeros([16, 384], (Kind::Half, Device::Cpu));
+    Tensor::write_safetensors(&[("text", &marked)], cache.join("partial/text-000000.safetensors")).unwrap();
+
+    let mut resumed = table_of();
+    let done = attach(&mut resumed, &cache, &NoProgress).unwrap();
+    assert_eq!((done.cached, done.resumed), (false, 48));
+    let text = resumed.encoded.unwrap().text;
+    assert_eq!(text.narrow(0, 0, 16).abs().sum(Kind::Float).double_value(&[]), 0.0, "chunk 0 read back");
+    let rest = pool.rows as i64 - 16;
+    assert!(text.narrow(0, 16, rest).equal(&whole.narrow(0, 16, rest)), "the kept and the newly encoded chunks are the whole run's");
+    assert!(cache.join("encoded.json").is_file() && !cache.join("partial").exists(), "chunks removed once the cache is whole");
+
+    // Chunks kept for another chunk size are not taken.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| attach(&mut table_of(), &dir.path().join("other"), &KillAfter { after: 2, done: Default::default() })));
+    let done = af_pipeline::encoded::attach_pool_in_chunks(&mut table_of(), &pool, &encoder, &dir.path().join("other"), &NoProgress, 32).unwrap();
+    assert_eq!(done.resumed, 0);
+}
+
 /// The `encoder` detector's (name, accuracy, flagged) on each of `views` of `n` synthetic
 /// questions with `planted` in them.
 fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(String, f64, bool)> {
