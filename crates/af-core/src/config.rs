@@ -208,6 +208,12 @@ pub struct GenerateConfig {
     /// fluent; wrong mostly because they belong to another video. 0: SWAG's pool, sampled only.
     #[serde(skip_serializing_if = "is_zero")]
     pub borrowed_endings: usize,
+    /// Borrow only endings that begin as the item's own gold does (af-text's `validity::onset`:
+    /// the same verb form or word class past adverbs), so that one read after the item's noun
+    /// phrase agrees with it: `runs` after "The man", `run` after "Two men". Off by default so
+    /// that runs made before it keep their fingerprints.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub borrowed_agree: bool,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "Precision::is_auto")]
@@ -230,6 +236,7 @@ impl Default for GenerateConfig {
             batch_sequences: 16384,
             limit_items: 0,
             borrowed_endings: 0,
+            borrowed_agree: false,
             precision: Precision::Auto,
         }
     }
@@ -989,6 +996,9 @@ impl Config {
         if !(g.top_p > 0.0 && g.top_p <= 1.0) {
             return Err(invalid(format!("[generate] top-p = {}: must be in (0, 1]", g.top_p)));
         }
+        if g.borrowed_agree && g.borrowed_endings == 0 {
+            return Err(invalid("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into()));
+        }
         parse_device(&self.run.device).map_err(|m| invalid(format!("[run] device: {m}")))?;
         self.validate_filter().map_err(invalid)
     }
@@ -1280,6 +1290,18 @@ mod tests {
             let e = Config::load(&path).unwrap_err().to_string();
             assert!(e.contains("learning-rate-range") && e.contains("0 < low <= high"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn borrowed_agree_needs_borrowed_endings_and_is_absent_when_off() {
+        let c = Config::parse("[generate]\nborrowed-endings = 64\nborrowed-agree = true\n", Path::new("c.toml")).unwrap();
+        assert!(c.generate.borrowed_agree && c.to_toml().contains("borrowed-agree = true"));
+        assert!(!Config::default().to_toml().contains("borrowed-agree"), "older runs keep their fingerprints");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[generate]\nborrowed-agree = true\n").unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(e.contains("borrowed-agree") && e.contains("borrowed-endings"), "{e}");
     }
 
     #[test]

@@ -62,6 +62,18 @@ pub fn check<S: AsRef<str>, T: AsRef<str>>(ending: &[S], tags: &[T], gold: Optio
     out
 }
 
+/// How an ending begins, for fitting another item's ending after a noun phrase: the tag of its
+/// first word past any adverbs, a verb or auxiliary by its Penn form alone (`runs` and `is` are
+/// both `VBZ`, `run` is `VBP`, `ran` `VBD`), anything else by its universal tag (`NOUN` when the
+/// split left the subject's noun in the ending). `None` for an ending of adverbs or nothing.
+pub fn onset<T: AsRef<str>>(tags: &[T]) -> Option<String> {
+    let first = tags.iter().map(AsRef::as_ref).find(|t| upos(t) != "ADV")?;
+    Some(match first.split_once('_') {
+        Some(("VERB" | "AUX", form)) => form.to_string(),
+        _ => upos(first).to_string(),
+    })
+}
+
 /// Shared tokens (as multisets, punctuation left out) over the longer of the two.
 fn overlap(a: &[String], b: &[String]) -> f64 {
     let (ba, bb) = (bag(a), bag(b));
@@ -100,6 +112,16 @@ mod tests {
     use super::*;
 
     const RULES: ValidityRules = ValidityRules { near_copy_overlap: 0.8, max_length_gap: 6 };
+
+    #[test]
+    fn an_endings_onset_is_its_first_non_adverb_tag_verbs_by_form() {
+        assert_eq!(onset(&["ADV", "VERB_VBZ", "DET", "NOUN"]).as_deref(), Some("VBZ"));
+        assert_eq!(onset(&["AUX_VBZ", "VERB_VBG"]).as_deref(), Some("VBZ"), "`is` like `runs`");
+        assert_eq!(onset(&["VERB_VBP", "NOUN"]).as_deref(), Some("VBP"));
+        assert_eq!(onset(&["NOUN", "VERB_VBZ"]).as_deref(), Some("NOUN"));
+        assert_eq!(onset(&["ADV", "ADV"]), None);
+        assert_eq!(onset::<&str>(&[]), None);
+    }
 
     fn words(s: &str) -> Vec<String> {
         s.split(' ').map(str::to_string).collect()

@@ -86,23 +86,32 @@ struct Rejected {
 /// so the LM that scores the item never trained on it, as it never trained on the gold; of
 /// another group, so it is not the next sentence of the same video; and, while there are such
 /// items, past the questions, so it is not another question's right answer. Drawn with the
-/// item's own random stream; the `[generate] reject` rules apply as to sampled endings.
-fn borrowed_endings(all: &[Item], questions: usize, n: usize, seed: u64, validity: &Validity) -> Vec<Vec<(usize, String)>> {
-    let folds = all.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0);
-    // Per fold: the items past the questions, and the questions themselves.
-    let mut beyond: Vec<Vec<usize>> = vec![Vec::new(); folds];
-    let mut within: Vec<Vec<usize>> = vec![Vec::new(); folds];
+/// item's own random stream; the `[generate] reject` rules apply as to sampled endings. With
+/// `agree`, a source's ending begins as the item's gold does (`validity::onset`).
+fn borrowed_endings(all: &[Item], questions: usize, n: usize, agree: bool, seed: u64, validity: &Validity) -> Vec<Vec<(usize, String)>> {
+    use rayon::prelude::*;
+    // Every item's onset, or one for all when any source will do.
+    let onsets: Vec<Option<String>> = if agree {
+        all.par_iter().map(|i| af_text::validity::onset(&validity.tagger.tag(&af_text::tokenize_lowercase(&i.ending)))).collect()
+    } else {
+        vec![None; all.len()]
+    };
+    // Per fold and onset: the items past the questions, and the questions themselves.
+    let mut beyond: HashMap<(u32, &Option<String>), Vec<usize>> = HashMap::new();
+    let mut within: HashMap<(u32, &Option<String>), Vec<usize>> = HashMap::new();
     for (i, item) in all.iter().enumerate() {
         let side = if i < questions { &mut within } else { &mut beyond };
-        side[item.fold as usize].push(i);
+        side.entry((item.fold, &onsets[i])).or_default().push(i);
     }
+    let none = Vec::new();
     let pick = |index: usize| -> Vec<(usize, String)> {
         let item = &all[index];
+        let key = (item.fold, &onsets[index]);
         let gold = af_text::tokenize_lowercase(&item.ending);
         let mut seen: HashSet<&str> = std::iter::once(item.ending.as_str()).chain(item.distractors.iter().map(String::as_str)).collect();
         let mut rng = item_rng(seed ^ 0x666f_756e_6420, index, 0);
         let mut out = Vec::new();
-        for sources in [&beyond[item.fold as usize], &within[item.fold as usize]] {
+        for sources in [beyond.get(&key).unwrap_or(&none), within.get(&key).unwrap_or(&none)] {
             // Enough tries that a fold of a few hundred items still fills; bounded for tiny folds.
             for _ in 0..n * 20 {
                 if out.len() == n || sources.is_empty() {
@@ -124,7 +133,6 @@ fn borrowed_endings(all: &[Item], questions: usize, n: usize, seed: u64, validit
         }
         out
     };
-    use rayon::prelude::*;
     (0..questions.min(all.len())).into_par_iter().map(pick).collect()
 }
 
@@ -571,7 +579,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: g.near_copy_overlap, max_length_gap: g.max_length_gap }, reject: &g.reject };
     // Borrowed endings join an item's pool as if the item had come with them, after its own.
-    let borrowed = if g.borrowed_endings > 0 { borrowed_endings(&items, questions, g.borrowed_endings, config.run.seed, &validity) } else { Vec::new() };
+    let borrowed = if g.borrowed_endings > 0 { borrowed_endings(&items, questions, g.borrowed_endings, g.borrowed_agree, config.run.seed, &validity) } else { Vec::new() };
     if !borrowed.is_empty() {
         // Where each borrowed ending came from, for the reader who wants to check one.
         let mut tsv = String::from("item_index\titem_id\tcandidate\tsource_index\tsource_id\n");
@@ -774,7 +782,7 @@ mod tests {
         let reject = [ValidityRule::LengthGap];
         let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: 0.8, max_length_gap: 5 }, reject: &reject };
         let questions = 12;
-        let borrowed = borrowed_endings(&items, questions, 3, 7, &validity);
+        let borrowed = borrowed_endings(&items, questions, 3, false, 7, &validity);
         assert_eq!(borrowed.len(), questions);
         for (q, f) in borrowed.iter().enumerate() {
             // Seven distinct short endings, all in every fold: six besides the item's own.
@@ -792,14 +800,38 @@ mod tests {
                 assert!(!ending.contains("ladder"), "the length-gap rule turns the long ending away");
             }
         }
-        assert_eq!(borrowed, borrowed_endings(&items, questions, 3, 7, &validity));
-        assert_ne!(borrowed, borrowed_endings(&items, questions, 3, 8, &validity), "another seed, other draws");
+        assert_eq!(borrowed, borrowed_endings(&items, questions, 3, false, 7, &validity));
+        assert_ne!(borrowed, borrowed_endings(&items, questions, 3, false, 8, &validity), "another seed, other draws");
         // Without items past the questions, the questions' own golds serve; the two long golds
         // (one video) find nothing within the length gap, and come short rather than break it.
-        let all = borrowed_endings(&items, items.len(), 3, 7, &validity);
+        let all = borrowed_endings(&items, items.len(), 3, false, 7, &validity);
         for (q, f) in all.iter().enumerate() {
             assert_eq!(f.len(), if q == 30 || q == 31 { 0 } else { 3 }, "item {q}: {f:?}");
         }
+    }
+
+    /// With `agree`, a borrowed ending begins as the item's gold does: a plural verb for a
+    /// plural one, never a noun where the gold starts with a verb.
+    #[test]
+    fn agreeing_borrowed_endings_begin_as_the_gold_does() {
+        let endings = [
+            "walks the dog .", "run across the field .", "ball is thrown .", "paints the fence .", "run into the pool .",
+            "dog barks at them .", "rides a horse .", "run up the hill .", "ball flies away .",
+        ];
+        let items: Vec<Item> = (0..60).map(|i| item(i, 0, &format!("g{i}"), endings[i % endings.len()])).collect();
+        let tagger = Tagger::builtin();
+        let validity = Validity { tagger: &tagger, rules: ValidityRules { near_copy_overlap: 0.8, max_length_gap: 5 }, reject: &[] };
+        let onset = |e: &str| af_text::validity::onset(&tagger.tag(&af_text::tokenize_lowercase(e)));
+        assert_ne!(onset("walks the dog ."), onset("run across the field ."), "the tagger tells the forms apart");
+        let agreeing = borrowed_endings(&items, 12, 2, true, 7, &validity);
+        for (q, f) in agreeing.iter().enumerate() {
+            assert!(!f.is_empty(), "item {q}: three endings of each onset");
+            for (_, e) in f {
+                assert_eq!(onset(e), onset(&items[q].ending), "item {q} ({}) got {e}", items[q].ending);
+            }
+        }
+        let any = borrowed_endings(&items, 12, 2, false, 7, &validity);
+        assert!(any.iter().enumerate().flat_map(|(q, f)| f.iter().map(move |(_, e)| (q, e))).any(|(q, e)| onset(e) != onset(&items[q].ending)));
     }
 
     /// On the CPU autocast does nothing, so the check must find no difference at all; this runs
