@@ -1304,6 +1304,22 @@ mod tests {
         assert!(e.contains("borrowed-agree") && e.contains("borrowed-endings"), "{e}");
     }
 
+    /// The configs the project ships, and that docs/results.md's commands name, stay loadable
+    /// as keys are added and renamed (the member names are af-nn's to check, at run time).
+    #[test]
+    fn every_shipped_config_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        assert!(names.len() >= 10 && names.iter().any(|n| n == "default.toml"), "{names:?}");
+    }
+
     #[test]
     fn devices_parse() {
         assert_eq!(parse_device("cuda:1"), Ok(DeviceRequest::Cuda(1)));
