@@ -44,6 +44,11 @@ pub enum BenchCommand {
         /// Sequences per batch when timing the LM features of the sampled endings.
         #[arg(long, default_value_t = 16_384)]
         feature_batch: usize,
+        /// Nucleus sampling, as `[generate] top-p` (1: off). The weights are random, so the
+        /// nucleus is nearly the whole vocabulary: this times the truncation's worst case (on the
+        /// CPU every row is sorted whole; a trained LM's nuclei mostly fit in its top 512 tokens).
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f64,
     },
     /// Committee speed on a synthetic pool: one AF iteration (train on 80% of the items' k+1
     /// options, score every pool candidate of the other 20%), sequences and candidates per second.
@@ -213,7 +218,8 @@ impl From<PrecisionArg> for af_core::config::Precision {
 
 pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
-        BenchCommand::Generate { vocab, embedding, hidden, layers, contexts, per_context, context_tokens, max_tokens, batches, device, precision, feature_batch } => {
+        BenchCommand::Generate { vocab, embedding, hidden, layers, contexts, per_context, context_tokens, max_tokens, batches, device, precision, feature_batch, top_p } => {
+            anyhow::ensure!(top_p > 0.0 && top_p <= 1.0, "--top-p {top_p}: must be in (0, 1]");
             use af_nn::lm::{BiLm, LmShape, BOS};
             use af_nn::runtime::in_precision;
             use af_nn::sample::{items_features, sample, ItemEndings, SampleJob, SampleSettings};
@@ -223,7 +229,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let vs = tch::nn::VarStore::new(device);
             let lm = BiLm::new(&vs.root(), LmShape { vocab, embedding, hidden, layers, dropout: 0.0 });
             // Weights are random: speed does not depend on them. Token 4 stops an ending.
-            let settings = SampleSettings { max_tokens, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![4], device };
+            let settings = SampleSettings { max_tokens, temperature: 1.0, top_k: 0, top_p, stop: vec![4], device };
             let prefixes: Vec<Vec<i64>> =
                 (0..contexts).map(|c| std::iter::once(BOS).chain((0..context_tokens).map(|t| 5 + ((c * 31 + t * 7) as i64 % (vocab - 5)))).collect()).collect();
             let uniforms: Vec<f32> = (0..per_context * max_tokens).map(|i| ((i * 2_654_435_761) % 1000) as f32 / 1000.0).collect();
@@ -257,6 +263,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
                 "endings_per_context": per_context,
                 "sequences_per_batch": contexts * per_context,
                 "max_tokens": max_tokens,
+                "top_p": top_p,
                 "batches": batches,
                 "precision": if mixed { "mixed" } else { "fp32" },
                 "endings": endings,
