@@ -1247,10 +1247,7 @@ mod tests {
             assert_eq!(c.filter.swap_head, head);
         }
         // A member the schedule lacks cannot drive the swaps.
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.toml");
-        std::fs::write(&file, "[filter]\nswap-head = \"lstm\"\n").unwrap();
-        let err = Config::load(&file).unwrap_err().to_string();
+        let err = load_error("[filter]\nswap-head = \"lstm\"\n");
         assert!(err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"), "{err}");
     }
 
@@ -1277,17 +1274,22 @@ mod tests {
         assert!(err.contains("stage `ft`: its swap-head = \"cnn\", but the stage does not have that member"), "{err}");
     }
 
+    /// The error `Config::load` gives for a file holding `text` (parsing alone skips validation).
+    fn load_error(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(&path).unwrap_err().to_string()
+    }
+
     #[test]
     fn a_learning_rate_range_is_positive_and_ordered_and_absent_by_default() {
         let c = Config::parse("[filter]\nlearning-rate-range = [1e-4, 3e-3]\n", Path::new("c.toml")).unwrap();
         assert_eq!(c.filter.learning_rate_range, Some([1e-4, 3e-3]));
         assert!(c.to_toml().contains("learning-rate-range"));
         assert!(!Config::default().to_toml().contains("learning-rate-range"), "absent from configs that do not set it");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
         for bad in ["[3e-3, 1e-4]", "[0.0, 1e-3]", "[-1.0, 1.0]"] {
-            std::fs::write(&path, format!("[filter]\nlearning-rate-range = {bad}\n")).unwrap();
-            let e = Config::load(&path).unwrap_err().to_string();
+            let e = load_error(&format!("[filter]\nlearning-rate-range = {bad}\n"));
             assert!(e.contains("learning-rate-range") && e.contains("0 < low <= high"), "{bad}: {e}");
         }
     }
@@ -1297,10 +1299,7 @@ mod tests {
         let c = Config::parse("[generate]\nborrowed-endings = 64\nborrowed-agree = true\n", Path::new("c.toml")).unwrap();
         assert!(c.generate.borrowed_agree && c.to_toml().contains("borrowed-agree = true"));
         assert!(!Config::default().to_toml().contains("borrowed-agree"), "older runs keep their fingerprints");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, "[generate]\nborrowed-agree = true\n").unwrap();
-        let e = Config::load(&path).unwrap_err().to_string();
+        let e = load_error("[generate]\nborrowed-agree = true\n");
         assert!(e.contains("borrowed-agree") && e.contains("borrowed-endings"), "{e}");
     }
 

@@ -64,7 +64,8 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
         assert_eq!(j.uniforms.len(), j.count * t_max, "one uniform per sequence and step");
         uniforms.extend_from_slice(j.uniforms);
     }
-    let uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
+    // The uniforms of the rows still drawing, compacted with them.
+    let mut uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
     let vocab = lm.shape.vocab;
     let bans = Bans::new(vocab, &s.stop, dev);
     // Which tokens end an ending: `<eos>` and the stop tokens.
@@ -75,7 +76,7 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
     let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
     for t in 0..t_max {
         let cdf = truncate(bans.logits(lm, &top, s.temperature, t == 0), s.top_k, s.top_p).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
-        let target = uniforms.index_select(0, &alive).narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
+        let target = uniforms.narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
         // "right": the first token whose cumulative probability exceeds the target, so a token of
         // probability zero (banned) is never chosen, even for a uniform of exactly 0.
         let mut token = target.searchsorted(&cdf, false, true, "right", None::<Tensor>).clamp_max(vocab - 1).squeeze_dim(1);
@@ -90,6 +91,7 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
             }
             if going.size()[0] < alive.size()[0] {
                 alive = alive.index_select(0, &going);
+                uniforms = uniforms.index_select(0, &going);
                 token = token.index_select(0, &going);
                 let tch::nn::LSTMState((h, c)) = &state;
                 state = tch::nn::LSTMState((h.index_select(1, &going), c.index_select(1, &going)));

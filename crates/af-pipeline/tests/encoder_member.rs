@@ -18,12 +18,18 @@ fn model_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(dir)
 }
 
-#[test]
-fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
-    let _lock = common::lock();
+/// A synthetic pool of 12 items (5 candidates each) in a fresh directory.
+fn synthetic_pool() -> (tempfile::TempDir, Pool) {
     let dir = tempfile::tempdir().unwrap();
     write_synthetic_pool(dir.path(), 12, 6, 5).unwrap();
     let pool = Pool::load(dir.path()).unwrap();
+    (dir, pool)
+}
+
+#[test]
+fn a_pools_embeddings_are_the_models_vectors_encoded_once_per_run() {
+    let _lock = common::lock();
+    let (dir, pool) = synthetic_pool();
     let config = CommitteeConfig::default();
     let tagger = af_text::Tagger::builtin();
     let cache = dir.path().join("encoded");
@@ -90,9 +96,7 @@ impl af_pipeline::Bar for KillAfter {
 #[test]
 fn a_killed_pool_encoding_resumes_from_the_chunks_it_kept() {
     let _lock = common::lock();
-    let dir = tempfile::tempdir().unwrap();
-    write_synthetic_pool(dir.path(), 12, 6, 5).unwrap();
-    let pool = Pool::load(dir.path()).unwrap();
+    let (dir, pool) = synthetic_pool();
     let config = CommitteeConfig::default();
     let tagger = af_text::Tagger::builtin();
     let table_of = || af_pipeline::table::candidate_table(&pool, &config, &tagger, Device::Cpu).unwrap().0;
