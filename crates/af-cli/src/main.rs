@@ -130,8 +130,9 @@ enum Command {
     /// random assignment, with every detector on one shared split (the cross-matrix).
     ///
     /// Needs the run's pool (`af run CONFIG --until generate`). Each composition's AF run is in
-    /// RUN_DIR/ablate/NAME, resumes after a kill and is skipped when up to date; writes
-    /// cross-matrix.csv, summary.csv, cross-matrix.svg/.png and ablate.html (docs/formats.md).
+    /// RUN_DIR/ablate/NAME, resumes after a kill and is skipped when up to date; writes each
+    /// dataset as NAME/dataset.jsonl (for `af audit` and `af refilter`), cross-matrix.csv,
+    /// summary.csv, cross-matrix.svg/.png and ablate.html (docs/formats.md).
     Ablate(commands::ablate::AblateArgs),
     /// Re-filter an existing multiple-choice dataset with the config's committee: each question
     /// is an item as it stands, its own wrong options its pool (topped up with `--generate N`

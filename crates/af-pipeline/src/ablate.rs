@@ -9,6 +9,8 @@
 //!   `history.csv`, `report.json`), with `started.json`, `config.toml` and `stage.json`. It
 //!   resumes after a kill and is skipped when up to date; one started by another config is
 //!   refused unless forced.
+//! - `NAME/dataset.jsonl`, `random/dataset.jsonl`: each dataset in the export's layout, for
+//!   `af audit` and `af refilter`.
 //! - `NAME/cross.json`, `random/cross.json`: every detector on that dataset, kept while the
 //!   dataset and the detectors are the same, so adding a composition evaluates only the new one.
 //! - `cross-matrix.csv` (long format), `summary.csv`, `cross-matrix.svg` and `.png`,
@@ -35,7 +37,7 @@ use serde_json::json;
 use crate::committee::{random_assignment, TorchCommittee};
 use crate::progress::Progress;
 use crate::runner::{self, StageContext, StageName, StageRecord};
-use crate::stages::export::{pool_questions, Chosen};
+use crate::stages::export::{export_splits, pool_questions, write_jsonl, Chosen};
 use crate::stages::filter::{filter_pool, FilterReport};
 
 /// What `af ablate` is asked to do.
@@ -296,11 +298,13 @@ fn cross_matrix(
     let random = random_assignment(pool, config.filter.k, config.run.seed)?;
     let mut datasets: Vec<(&str, Assignment, serde_json::Value)> =
         vec![(RANDOM, random, json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}))];
+    let mut last_scores = vec![None];
     for (run, stamp) in runs.iter().zip(stamps) {
         let path = run.dir.join("state.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let state: af_filter::FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
         datasets.push((&run.name, state.assignment, stamp.clone()));
+        last_scores.push(Some(state.last_scores));
     }
     // One group split for every dataset and detector.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
@@ -308,6 +312,14 @@ fn cross_matrix(
     let split = SplitSizes { train: train.len(), eval: eval.len() };
     let assignments: Vec<&Assignment> = datasets.iter().map(|d| &d.1).collect();
     let chosen = Chosen::read(pool, &assignments)?;
+    // Each dataset as the export writes it, so that a composition's dataset can be audited or
+    // re-filtered (`af refilter`) without running it again through `af run`.
+    let splits = export_splits(config, pool);
+    for ((name, assignment, _), scores) in datasets.iter().zip(&last_scores) {
+        let path = dir.join(name).join("dataset.jsonl");
+        std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+        write_jsonl(&path, &chosen, assignment, scores.as_deref(), &splits)?;
+    }
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let bar = progress.bar("cross-matrix", datasets.len() as u64);
     let mut scores = Vec::new();

@@ -147,6 +147,18 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     for file in ["cross-matrix.csv", "summary.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
         assert!(run.dir.join(file).exists(), "{file}");
     }
+    // Each dataset is written in af's layout and reads back as the questions its assignment made:
+    // bow's has removed the word cue that half the random assignment's distractors carry.
+    let cue_share = |name: &str| {
+        let file = af_io::questions::read_questions(&run.dir.join(name).join("dataset.jsonl"), None, false).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(file.questions.len(), 400, "{name}");
+        assert_eq!(file.questions[7].id, "item-7");
+        assert!(file.questions.iter().all(|q| q.endings.len() == 4 && q.label == 0 && !q.endings[0].contains("zork")), "{name}: 4-way, gold first");
+        let carried = file.questions.iter().flat_map(|q| &q.endings[1..]).filter(|e| e.contains("zork")).count();
+        carried as f64 / (3.0 * 400.0)
+    };
+    let (random, bow) = (cue_share("random"), cue_share("only-bow"));
+    assert!(random > 0.4 && bow < 0.5 * random, "share of distractors with the word cue: random {random:.2}, only-bow {bow:.2}");
     let csv = std::fs::read_to_string(run.dir.join("cross-matrix.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + run.cells.len());
     assert!(csv.starts_with("composition,detector,family,questions,accuracy,ci_low,ci_high,chance,edge,p_value,in_composition"));

@@ -68,7 +68,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let random = random_assignment(&pool, config.filter.k, config.run.seed)?;
     let chosen = Chosen::read(&pool, &[&state.assignment, &random])?;
     let e = &config.export;
-    let splits = af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69);
+    let splits = export_splits(config, &pool);
     write_jsonl(&ctx.dir.join("dataset.jsonl"), &chosen, &state.assignment, Some(&state.last_scores), &splits)?;
     write_jsonl(&ctx.dir.join("random.jsonl"), &chosen, &random, None, &splits)?;
     let questions = pool_questions(&chosen, &state.assignment, &splits);
@@ -249,7 +249,13 @@ fn features_json(c: &Candidate) -> serde_json::Value {
     LM_FEATURES.iter().zip(c.features).map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
 }
 
-fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
+/// Each item's published split (`train`, `validation`, `test`), by group, seeded by the run.
+pub(crate) fn export_splits(config: &Config, pool: &Pool) -> Vec<&'static str> {
+    let e = &config.export;
+    af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69)
+}
+
+pub(crate) fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
     let mut out = String::new();
     for (i, item) in chosen.pool.items.iter().enumerate() {
         let s = scores.and_then(|s| s[i].as_ref());
