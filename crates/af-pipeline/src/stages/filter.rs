@@ -273,6 +273,20 @@ pub struct FilterReport {
     /// Items in `datamap.csv` whose question is final (absent from an older af's reports).
     #[serde(default)]
     pub datamap_items: usize,
+    /// When the last iteration was driven by another head than the first (a schedule that
+    /// alternates `swap-head`), that head's own first and last measurement: comparing the first
+    /// head's first accuracy with another head's last would not say what AF removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_driver: Option<LastDriver>,
+}
+
+/// The head that drove the last iteration, from the first iteration that measured it.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct LastDriver {
+    pub head: String,
+    pub first_iteration: usize,
+    pub first_accuracy: f64,
+    pub last_accuracy: f64,
 }
 
 impl std::fmt::Display for FilterReport {
@@ -287,8 +301,28 @@ impl std::fmt::Display for FilterReport {
             self.swaps,
             self.items_ever_changed,
             what_it_means(self.driving_head_first, self.driving_head_last, self.chance)
-        )
+        )?;
+        if let Some(d) = &self.last_driver {
+            write!(
+                f,
+                "\n  The last iteration was driven by another head, `{}`: {:.3} at iteration {} (its first measurement) -> {:.3} at the last; {}.",
+                d.head,
+                d.first_accuracy,
+                d.first_iteration,
+                d.last_accuracy,
+                edge_taken(d.first_accuracy, d.last_accuracy, self.chance)
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// How much of a head's edge over chance AF took away, in words.
+fn edge_taken(first: f64, last: f64, chance: f64) -> String {
+    if first - chance <= 0.02 {
+        return "it had no edge to take away".into();
+    }
+    format!("AF took away {:.0}% of its edge", 100.0 * ((first - last) / (first - chance)).clamp(0.0, 1.0))
 }
 
 /// The filter's outcome in one sentence for a reader new to AF: what the driving head's first
@@ -335,9 +369,22 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) 
         driving_head_last: driving(last),
         seconds: state.iterations.iter().map(|i| i.seconds).sum(),
         datamap_items: final_dynamics(state).iter().filter(|r| r.final_question).count(),
+        last_driver: last_driver(state),
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(report)
+}
+
+/// The last iteration's driving head, when another head drove the first.
+fn last_driver(state: &FilterState) -> Option<LastDriver> {
+    let (first, last) = (state.iterations.first()?, state.iterations.last()?);
+    if first.driving_head == last.driving_head {
+        return None;
+    }
+    let head = &last.driving_head;
+    let accuracy = |it: &af_filter::IterationRecord| it.heads.iter().find(|h| &h.head == head).map(|h| h.accuracy);
+    let (first_iteration, first_accuracy) = state.iterations.iter().find_map(|it| accuracy(it).map(|a| (it.iteration, a)))?;
+    Some(LastDriver { head: head.clone(), first_iteration, first_accuracy, last_accuracy: accuracy(last)? })
 }
 
 /// Bumped when the committee computes other numbers from the same config, so that filter and
@@ -387,5 +434,34 @@ mod tests {
         assert!(partial.contains("took away 6% of its edge; 71 points above chance remain"), "{partial}");
         assert!(what_it_means(0.26, 0.25, 0.25).contains("could not tell them apart by style to begin with"));
         assert!(done.contains("docs/results.md"), "every run points at real runs' figures");
+    }
+
+    #[test]
+    fn an_alternating_schedule_reports_the_last_driving_head_from_its_own_first_measurement() {
+        use af_filter::{Assignment, FilterState, HeadMetrics, IterationRecord};
+        let heads = |pairs: &[(&str, f64)]| pairs.iter().map(|&(head, accuracy)| HeadMetrics { head: head.into(), accuracy, pairwise_accuracy: accuracy }).collect();
+        let record = |iteration: usize, driving: &str, pairs: &[(&str, f64)]| IterationRecord {
+            iteration,
+            phase: driving.into(),
+            driving_head: driving.into(),
+            heads: heads(pairs),
+            heldout_items: 10,
+            items_changed: 0,
+            swaps: 0,
+            seconds: 0.0,
+            learning_rate: None,
+        };
+        let mut state = FilterState::new(Assignment { k: 3, distractors: vec![vec![1, 2, 3]] });
+        // An MLP-only stage (no encoder head yet), then joint, then encoder-driven.
+        state.iterations = vec![
+            record(0, "joint", &[("joint", 0.6), ("mlp", 0.6)]),
+            record(1, "joint", &[("joint", 0.5), ("encoder", 0.8)]),
+            record(2, "encoder", &[("joint", 0.45), ("encoder", 0.55)]),
+        ];
+        let d = super::last_driver(&state).expect("another head drove the last iteration");
+        assert_eq!((d.head.as_str(), d.first_iteration, d.first_accuracy, d.last_accuracy), ("encoder", 1, 0.8, 0.55));
+        state.iterations.pop();
+        assert!(super::last_driver(&state).is_none(), "one head drove both ends");
+        assert_eq!(super::edge_taken(0.8, 0.55, 0.25), "AF took away 45% of its edge");
     }
 }
