@@ -296,15 +296,15 @@ fn cross_matrix(
 ) -> anyhow::Result<(Vec<Cell>, SplitSizes)> {
     let members = config.ablate.members(&config.filter);
     let random = random_assignment(pool, config.filter.k, config.run.seed)?;
-    let mut datasets: Vec<(&str, Assignment, serde_json::Value)> =
-        vec![(RANDOM, random, json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}))];
-    let mut last_scores = vec![None];
+    // (name, assignment, its last scores (none for the random one), what it was made from)
+    type Dataset<'n> = (&'n str, Assignment, Option<Vec<Option<af_filter::ItemScores>>>, serde_json::Value);
+    let mut datasets: Vec<Dataset> =
+        vec![(RANDOM, random, None, json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}))];
     for (run, stamp) in runs.iter().zip(stamps) {
         let path = run.dir.join("state.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let state: af_filter::FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
-        datasets.push((&run.name, state.assignment, stamp.clone()));
-        last_scores.push(Some(state.last_scores));
+        datasets.push((&run.name, state.assignment, Some(state.last_scores), stamp.clone()));
     }
     // One group split for every dataset and detector.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
@@ -315,7 +315,7 @@ fn cross_matrix(
     // Each dataset as the export writes it, so that a composition's dataset can be audited or
     // re-filtered (`af refilter`) without running it again through `af run`.
     let splits = export_splits(config, pool);
-    for ((name, assignment, _), scores) in datasets.iter().zip(&last_scores) {
+    for (name, assignment, scores, _) in &datasets {
         let path = dir.join(name).join("dataset.jsonl");
         std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
         write_jsonl(&path, &chosen, assignment, scores.as_deref(), &splits)?;
@@ -323,7 +323,7 @@ fn cross_matrix(
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let bar = progress.bar("cross-matrix", datasets.len() as u64);
     let mut scores = Vec::new();
-    for (name, assignment, stamp) in &datasets {
+    for (name, assignment, _, stamp) in &datasets {
         bar.set_message(name.to_string());
         let path = dir.join(name).join("cross.json");
         let fingerprint = json!({

@@ -322,7 +322,12 @@ fn edge_taken(first: f64, last: f64, chance: f64) -> String {
     if first - chance <= 0.02 {
         return "it had no edge to take away".into();
     }
-    format!("AF took away {:.0}% of its edge", 100.0 * ((first - last) / (first - chance)).clamp(0.0, 1.0))
+    format!("AF took away {:.0}% of its edge", 100.0 * edge_removed(first, last, chance))
+}
+
+/// The share of a head's edge over chance (`first - chance`) gone by `last`, in [0, 1].
+fn edge_removed(first: f64, last: f64, chance: f64) -> f64 {
+    ((first - last) / (first - chance)).clamp(0.0, 1.0)
 }
 
 /// The filter's outcome in one sentence for a reader new to AF: what the driving head's first
@@ -338,11 +343,11 @@ pub fn what_it_means(first: f64, last: f64, chance: f64) -> String {
     let verdict = if first - chance <= 0.02 {
         "it could not tell them apart by style to begin with, so AF had nothing to remove".to_string()
     } else if last - chance <= 0.03 {
-        format!("AF took away {} of its edge, so by the style it reads AF's distractors can no longer be told from the right ending", pct(((first - last) / (first - chance)).min(1.0)))
+        format!("AF took away {} of its edge, so by the style it reads AF's distractors can no longer be told from the right ending", pct(edge_removed(first, last, chance)))
     } else {
         format!(
             "AF took away {} of its edge; {:.0} points above chance remain, which the pool's candidates could not remove",
-            pct(((first - last) / (first - chance)).max(0.0)),
+            pct(edge_removed(first, last, chance)),
             100.0 * (last - chance)
         )
     };
