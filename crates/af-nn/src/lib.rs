@@ -1,11 +1,12 @@
 //! af-nn owns everything that touches libtorch: loading it (and its CUDA backend), choosing the
 //! device, thread counts and arithmetic (mixed precision), the language models (training,
-//! sampling, features), the sentence encoders (frozen, and the cross-encoder `encoder-ft`
+//! sampling, features), the pretrained generator (`causal_lm`), the sentence encoders (frozen, and the cross-encoder `encoder-ft`
 //! fine-tunes), the committee (its open registry of members, one file each, the joint head,
 //! training and scoring) and its candidate table, and AFLite's batched probes.
 //! Other crates stay free of tensors so they build and test in seconds.
 
 pub mod aflite;
+pub mod causal_lm;
 pub mod committee;
 pub mod encoder;
 pub mod lm;

@@ -75,11 +75,7 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
     let drawn = Tensor::full([total as i64, t_max as i64], EOS, (Kind::Int64, dev));
     let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
     for t in 0..t_max {
-        let cdf = truncate(bans.logits(lm, &top, s.temperature, t == 0), s.top_k, s.top_p).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
-        let target = uniforms.narrow(1, t as i64, 1) * cdf.narrow(1, vocab - 1, 1);
-        // "right": the first token whose cumulative probability exceeds the target, so a token of
-        // probability zero (banned) is never chosen, even for a uniform of exactly 0.
-        let mut token = target.searchsorted(&cdf, false, true, "right", None::<Tensor>).clamp_max(vocab - 1).squeeze_dim(1);
+        let mut token = draw(bans.logits(lm, &top, s.temperature, t == 0), s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
         let _ = drawn.narrow(1, t as i64, 1).index_copy_(0, &alive, &token.unsqueeze(1));
         if t + 1 == t_max {
             break;
@@ -123,6 +119,19 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
         }
     }
     out
+}
+
+/// One token per row from next-token `logits` (over the temperature, banned tokens at -inf),
+/// truncated to top-k and the nucleus, by inverse CDF at each row's uniform number.
+/// # Shapes
+/// `logits`: [B, V], `uniforms`: [B, 1] -> [B]
+pub(crate) fn draw(logits: Tensor, top_k: usize, top_p: f64, uniforms: &Tensor) -> Tensor {
+    let vocab = logits.size()[1];
+    let cdf = truncate(logits, top_k, top_p).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
+    let target = uniforms * cdf.narrow(1, vocab - 1, 1);
+    // "right": the first token whose cumulative probability exceeds the target, so a token of
+    // probability zero (banned) is never chosen, even for a uniform of exactly 0.
+    target.searchsorted(&cdf, false, true, "right", None::<Tensor>).clamp_max(vocab - 1).squeeze_dim(1)
 }
 
 /// Top-k, then nucleus (top-p) truncation of next-token logits: the tokens outside are set to

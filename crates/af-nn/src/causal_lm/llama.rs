@@ -1,0 +1,223 @@
+//! The Llama decoder (SmolLM2's architecture) on tch, with a key/value cache for sampling.
+//!
+//! Pre-norm blocks (RMSNorm), grouped-query attention with rotary positions, a SwiGLU
+//! feed-forward, the output projection tied to the token embeddings. Rotary positions rotate
+//! adjacent pairs of each head's dimensions: GGUF files of Llama models hold Q and K permuted for
+//! that layout (llama.cpp's "normal" rope), so the weights are used as they are stored.
+
+use tch::{Device, Kind, Tensor};
+
+use super::gguf::Gguf;
+use super::CausalLmError;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    pub layers: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub rope_base: f64,
+    pub norm_eps: f64,
+    pub vocab: usize,
+}
+
+impl LlamaConfig {
+    pub fn from_gguf(g: &Gguf) -> Result<Self, CausalLmError> {
+        let arch = g.str("general.architecture")?;
+        if arch != "llama" {
+            return Err(CausalLmError::File { path: g.path.clone(), message: format!("architecture `{arch}`; af runs `llama` models (SmolLM2, TinyLlama, Llama)") });
+        }
+        let int = |k: &str| g.int(&format!("llama.{k}")).map(|v| v as usize);
+        Ok(Self {
+            layers: int("block_count")?,
+            hidden: int("embedding_length")?,
+            heads: int("attention.head_count")?,
+            kv_heads: int("attention.head_count_kv")?,
+            rope_base: g.float("llama.rope.freq_base").unwrap_or(10_000.0),
+            norm_eps: g.float("llama.attention.layer_norm_rms_epsilon")?,
+            vocab: g.strs("tokenizer.ggml.tokens")?.len(),
+        })
+    }
+
+    fn head_dim(&self) -> i64 {
+        (self.hidden / self.heads) as i64
+    }
+}
+
+struct Block {
+    attn_norm: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    ffn_norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+pub struct Llama {
+    pub config: LlamaConfig,
+    embed: Tensor,
+    blocks: Vec<Block>,
+    out_norm: Tensor,
+    /// Per pair of head dimensions: base^(-2i/d).
+    inv_freq: Tensor,
+}
+
+/// The keys and values of every layer for the rows of a batch: [B, kv heads, T, head dim] each.
+pub struct Cache {
+    layers: Vec<(Tensor, Tensor)>,
+    /// Which cached positions are real tokens (left padding is not): [B, T], 1 or 0.
+    key_mask: Tensor,
+    /// The position the next token of each row takes: [B].
+    next_position: Tensor,
+}
+
+impl Cache {
+    /// Keeps the rows `rows` (a [R] int64 index, repeats allowed) of every tensor.
+    pub fn select(&self, rows: &Tensor) -> Cache {
+        Cache {
+            layers: self.layers.iter().map(|(k, v)| (k.index_select(0, rows), v.index_select(0, rows))).collect(),
+            key_mask: self.key_mask.index_select(0, rows),
+            next_position: self.next_position.index_select(0, rows),
+        }
+    }
+}
+
+impl Llama {
+    pub fn load(g: &Gguf, device: Device) -> Result<Self, CausalLmError> {
+        let config = LlamaConfig::from_gguf(g)?;
+        let load = |name: &str, want: &[usize]| -> Result<Tensor, CausalLmError> {
+            let (dims, values) = g.tensor(name)?;
+            if dims != want {
+                return Err(CausalLmError::File { path: g.path.clone(), message: format!("tensor `{name}` has shape {dims:?}, the config says {want:?}") });
+            }
+            let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+            Ok(Tensor::from_slice(&values).view(shape.as_slice()).to_device(device))
+        };
+        let (h, v) = (config.hidden, config.vocab);
+        let kv = config.kv_heads * (config.hidden / config.heads);
+        let ffn = g.int("llama.feed_forward_length")? as usize;
+        let embed = load("token_embd.weight", &[v, h])?;
+        let mut blocks = Vec::with_capacity(config.layers);
+        for i in 0..config.layers {
+            let n = |s: &str| format!("blk.{i}.{s}.weight");
+            blocks.push(Block {
+                attn_norm: load(&n("attn_norm"), &[h])?,
+                wq: load(&n("attn_q"), &[h, h])?,
+                wk: load(&n("attn_k"), &[kv, h])?,
+                wv: load(&n("attn_v"), &[kv, h])?,
+                wo: load(&n("attn_output"), &[h, h])?,
+                ffn_norm: load(&n("ffn_norm"), &[h])?,
+                gate: load(&n("ffn_gate"), &[ffn, h])?,
+                up: load(&n("ffn_up"), &[ffn, h])?,
+                down: load(&n("ffn_down"), &[h, ffn])?,
+            });
+        }
+        if g.tensors.contains_key("output.weight") {
+            return Err(CausalLmError::File { path: g.path.clone(), message: "an untied `output.weight`: af runs models whose output projection is the token embedding".into() });
+        }
+        let out_norm = load("output_norm.weight", &[h])?;
+        let d = config.head_dim();
+        let inv_freq = (Tensor::arange_start_step(0, d, 2, (Kind::Float, device)) / d as f64 * -config.rope_base.ln()).exp();
+        Ok(Self { config, embed, blocks, out_norm, inv_freq })
+    }
+
+    pub fn parameters(&self) -> i64 {
+        let b: i64 = self.blocks.iter().map(|b| [&b.attn_norm, &b.wq, &b.wk, &b.wv, &b.wo, &b.ffn_norm, &b.gate, &b.up, &b.down].iter().map(|t| t.numel() as i64).sum::<i64>()).sum();
+        b + self.embed.numel() as i64 + self.out_norm.numel() as i64
+    }
+
+    fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Tensor {
+        x * (x.square().mean_dim(-1, true, Kind::Float) + self.config.norm_eps).rsqrt() * w
+    }
+
+    /// Rotary positions on [B, H, T, D] at `positions` [B, T].
+    fn rope(&self, x: &Tensor, positions: &Tensor) -> Tensor {
+        let angles = positions.to_kind(Kind::Float).unsqueeze(-1) * &self.inv_freq; // [B, T, D/2]
+        let (cos, sin) = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1));
+        let size = x.size();
+        let pairs = x.view([size[0], size[1], size[2], size[3] / 2, 2]);
+        let (x0, x1) = (pairs.select(-1, 0), pairs.select(-1, 1));
+        Tensor::stack(&[&x0 * &cos - &x1 * &sin, &x0 * &sin + &x1 * &cos], -1).view(size.as_slice())
+    }
+
+    /// Runs `tokens` [B, T] whose positions are `positions` [B, T] through the model, appending
+    /// their keys and values to `cache` (which already holds `key_mask` for them); returns the
+    /// final normalised hidden states [B, T, hidden].
+    fn run(&self, tokens: &Tensor, positions: &Tensor, cache: &mut Cache, fresh: bool) -> Tensor {
+        let (b, t) = (tokens.size()[0], tokens.size()[1]);
+        let c = &self.config;
+        let (heads, kv_heads, d) = (c.heads as i64, c.kv_heads as i64, c.head_dim());
+        let total = cache.key_mask.size()[1];
+        // A query sees the real keys at or before its own index; a large negative rather than -inf
+        // keeps rows of padding (which see no real key) finite.
+        let causal = Tensor::ones([t, total], (Kind::Bool, tokens.device())).tril(total - t);
+        let allowed = causal.unsqueeze(0).logical_and(&cache.key_mask.gt(0).unsqueeze(1)).unsqueeze(1); // [B, 1, T, total]
+        let bias = Tensor::zeros([b, 1, t, total], (Kind::Float, tokens.device())).masked_fill(&allowed.logical_not(), -1e9);
+        let mut x = self.embed.index_select(0, &tokens.flatten(0, -1)).view([b, t, c.hidden as i64]);
+        for (i, blk) in self.blocks.iter().enumerate() {
+            let h = self.rms_norm(&x, &blk.attn_norm);
+            let q = h.matmul(&blk.wq.tr()).view([b, t, heads, d]).transpose(1, 2);
+            let k = h.matmul(&blk.wk.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
+            let v = h.matmul(&blk.wv.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
+            let (q, k) = (self.rope(&q, positions), self.rope(&k, positions));
+            let (k, v) = if fresh {
+                (k, v)
+            } else {
+                let (pk, pv) = &cache.layers[i];
+                (Tensor::cat(&[pk, &k], 2), Tensor::cat(&[pv, &v], 2))
+            };
+            let group = heads / kv_heads;
+            let (ke, ve) = (k.repeat_interleave_self_int(group, 1, None), v.repeat_interleave_self_int(group, 1, None));
+            let scores = q.matmul(&ke.transpose(-2, -1)) / (d as f64).sqrt() + &bias;
+            let a = scores.softmax(-1, Kind::Float).matmul(&ve).transpose(1, 2).reshape([b, t, c.hidden as i64]);
+            if fresh {
+                cache.layers.push((k, v));
+            } else {
+                cache.layers[i] = (k, v);
+            }
+            x = x + a.matmul(&blk.wo.tr());
+            let h = self.rms_norm(&x, &blk.ffn_norm);
+            let f = h.matmul(&blk.gate.tr()).silu() * h.matmul(&blk.up.tr());
+            x = x + f.matmul(&blk.down.tr());
+        }
+        self.rms_norm(&x, &self.out_norm)
+    }
+
+    /// Next-token logits from hidden states: [..., hidden] -> [..., V].
+    fn logits(&self, hidden: &Tensor) -> Tensor {
+        hidden.matmul(&self.embed.tr())
+    }
+
+    /// Left-padded prompts `tokens` [B, T] with `mask` [B, T] (1: a token): a fresh cache and the
+    /// next-token logits after each prompt.
+    pub fn prefill(&self, tokens: &Tensor, mask: &Tensor) -> (Cache, Tensor) {
+        let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
+        let next_position = mask.sum_dim_intlist(1, false, Kind::Int64);
+        let mut cache = Cache { layers: Vec::with_capacity(self.blocks.len()), key_mask: mask.shallow_clone(), next_position };
+        let hidden = self.run(tokens, &positions, &mut cache, true);
+        (cache, self.logits(&hidden.select(1, tokens.size()[1] - 1)))
+    }
+
+    /// One token per row [B]: extends the cache, returns the next logits [B, V].
+    pub fn step(&self, token: &Tensor, cache: &mut Cache) -> Tensor {
+        let positions = cache.next_position.unsqueeze(1);
+        cache.key_mask = Tensor::cat(&[&cache.key_mask, &cache.key_mask.ones_like().narrow(1, 0, 1)], 1);
+        let hidden = self.run(&token.unsqueeze(1), &positions, cache, false);
+        cache.next_position = &cache.next_position + 1;
+        self.logits(&hidden.select(1, 0))
+    }
+
+    /// Per-token log-likelihoods of `tokens` [B, T] (no padding) under the model, from the second
+    /// token on: [B, T-1].
+    pub fn token_logprobs(&self, tokens: &Tensor) -> Tensor {
+        let t = tokens.size()[1];
+        let mask = tokens.ones_like();
+        let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
+        let mut cache = Cache { layers: Vec::with_capacity(self.blocks.len()), key_mask: mask, next_position: tokens.select(1, 0).zeros_like() };
+        let logits = self.logits(&self.run(tokens, &positions, &mut cache, true).narrow(1, 0, t - 1));
+        logits.log_softmax(-1, Kind::Float).gather(2, &tokens.narrow(1, 1, t - 1).unsqueeze(2), false).squeeze_dim(2)
+    }
+}
