@@ -214,6 +214,21 @@ pub struct GenerateConfig {
     /// that runs made before it keep their fingerprints.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub borrowed_agree: bool,
+    /// Endings per item written by a pretrained causal LM (af-nn's `causal_lm`; by default
+    /// SmolLM2-135M, which `scripts/setup` installs), prompted with the item's context and noun
+    /// phrase and sampled with this section's temperature, top-k, top-p and `max-tokens`. English
+    /// from the first draw, unlike the endings of af's own small LMs; they join the pool after the
+    /// borrowed endings, and af's LMs give them LM features as to every ending. 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pretrained_endings: usize,
+    /// The pretrained generator's GGUF file (a Llama-architecture model with a byte-level BPE
+    /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pretrained_model: Option<PathBuf>,
+    /// Sequences the pretrained generator continues at once: its key/value cache (about 3 MB a
+    /// sequence for SmolLM2-135M) is the memory bound.
+    #[serde(skip_serializing_if = "is_default_pretrained_batch")]
+    pub pretrained_batch: usize,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "Precision::is_auto")]
@@ -237,6 +252,9 @@ impl Default for GenerateConfig {
             limit_items: 0,
             borrowed_endings: 0,
             borrowed_agree: false,
+            pretrained_endings: 0,
+            pretrained_model: None,
+            pretrained_batch: DEFAULT_PRETRAINED_BATCH,
             precision: Precision::Auto,
         }
     }
@@ -774,6 +792,12 @@ fn is_default_gap(x: &usize) -> bool {
     *x == DEFAULT_MAX_LENGTH_GAP
 }
 
+const DEFAULT_PRETRAINED_BATCH: usize = 256;
+
+fn is_default_pretrained_batch(x: &usize) -> bool {
+    *x == DEFAULT_PRETRAINED_BATCH
+}
+
 fn is_zero(x: &usize) -> bool {
     *x == 0
 }
@@ -942,6 +966,9 @@ impl Config {
         if let Some(run) = &self.lm.from {
             self.lm.from = Some(absolute(run));
         }
+        if let Some(m) = &self.generate.pretrained_model {
+            self.generate.pretrained_model = Some(absolute(m));
+        }
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -979,10 +1006,11 @@ impl Config {
         }
         let g = &self.generate;
         // A pool may hold only the questions inputs' own options (`af refilter` without new
-        // endings); other items have nothing but what is generated.
+        // endings), or only borrowed and pretrained endings; other items have nothing but what
+        // af's LMs sample.
         let only_questions = !p.inputs.is_empty() && p.inputs.iter().all(|i| i.format == InputFormat::Questions);
-        if g.endings == 0 && !only_questions {
-            return Err(invalid("[generate] endings must be positive (it may be 0 only when every input is a `questions` input, whose options make the pool)".into()));
+        if g.endings == 0 && !only_questions && g.borrowed_endings == 0 && g.pretrained_endings == 0 {
+            return Err(invalid("[generate] endings must be positive (it may be 0 when every input is a `questions` input, whose options make the pool, or with borrowed-endings or pretrained-endings)".into()));
         }
         if g.max_tokens == 0 || g.block_items == 0 || g.batch_sequences == 0 || g.max_rounds == 0 {
             return Err(invalid("[generate] max-tokens, max-rounds, block-items and batch-sequences must be positive".into()));
@@ -995,6 +1023,12 @@ impl Config {
         }
         if !(g.top_p > 0.0 && g.top_p <= 1.0) {
             return Err(invalid(format!("[generate] top-p = {}: must be in (0, 1]", g.top_p)));
+        }
+        if g.pretrained_model.is_some() && g.pretrained_endings == 0 {
+            return Err(invalid("[generate] pretrained-model is used only with pretrained-endings = N (N > 0)".into()));
+        }
+        if g.pretrained_batch == 0 {
+            return Err(invalid("[generate] pretrained-batch must be positive".into()));
         }
         if g.borrowed_agree && g.borrowed_endings == 0 {
             return Err(invalid("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into()));

@@ -375,3 +375,47 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     }
     assert!(rows.iter().any(|r| r.candidate > 2), "sampled endings follow the borrowed ones");
 }
+
+/// Pretrained endings: the generator (here the toy GGUF model af-nn writes) continues each item's
+/// context and noun phrase; its endings join the pool after the item's own, each listed in
+/// pretrained.tsv, counted apart in the report, and written per block so a resumed run reads them
+/// back instead of drawing again.
+#[test]
+fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&model, 3).unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let extra = format!("[generate]\npretrained-endings = 3\npretrained-model = \"{}\"\nlimit-items = 12\n", model.display());
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("[generate]\n", &extra).replace("block-items = 32", "block-items = 5");
+    std::fs::write(&cfg, text).unwrap();
+    run_stages(&load(&cfg), until(Generate), &[]);
+    let generate = d.path().join("run/generate");
+    let report = json(&generate.join("report.json"));
+    assert_eq!(report["pretrained"]["endings"], 36, "{report}");
+    assert_eq!(report["pretrained"]["model"], "toy llama");
+    let rows: Vec<af_core::Candidate> = af_io::pool::parts(&generate.join("pool")).unwrap().iter().flat_map(|p| af_io::pool::read_part(p).unwrap()).collect();
+    let tsv = std::fs::read_to_string(generate.join("pretrained.tsv")).unwrap();
+    let listed: Vec<(u32, u32)> = tsv.lines().skip(1).map(|l| l.split('\t').collect::<Vec<_>>()).map(|l| (l[0].parse().unwrap(), l[2].parse().unwrap())).collect();
+    assert_eq!(listed.len(), 36);
+    let parts: Vec<serde_json::Value> = (0..3).map(|b| json(&generate.join(format!("pretrained/part-{b:05}.json")))).collect();
+    let written: Vec<String> = parts.iter().flat_map(|p| p["endings"].as_array().unwrap().iter().flat_map(|e| e.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()))).collect();
+    for (n, (index, candidate)) in listed.iter().enumerate() {
+        assert!((1..=3).contains(candidate), "the items came with no options: pretrained endings are candidates 1..=3");
+        let row = rows.iter().find(|r| r.item_index == *index && r.candidate == *candidate).unwrap();
+        assert_eq!(row.ending, written[n], "the pool holds what the generator wrote");
+    }
+    assert!(rows.iter().any(|r| r.candidate > 3), "af's LMs sample after the pretrained endings");
+
+    // A run stopped after the generator's parts (as a kill leaves it: started.json, no pool, no
+    // stage.json) reads them back when resumed: a part edited by hand comes back as it is.
+    let mut part = parts[1].clone();
+    part["endings"][0][0] = serde_json::json!("waves at the camera.");
+    std::fs::write(generate.join("pretrained/part-00001.json"), part.to_string()).unwrap();
+    std::fs::remove_dir_all(generate.join("pool")).unwrap();
+    std::fs::remove_file(generate.join("stage.json")).unwrap();
+    assert_eq!(run_stages(&load(&cfg), &[Generate], &[]), [(Some(Generate), "done")]);
+    let rows: Vec<af_core::Candidate> = af_io::pool::parts(&generate.join("pool")).unwrap().iter().flat_map(|p| af_io::pool::read_part(p).unwrap()).collect();
+    assert!(rows.iter().any(|r| r.item_index == 5 && r.candidate == 1 && r.ending == "waves at the camera."));
+}

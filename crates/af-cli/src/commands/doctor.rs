@@ -47,6 +47,11 @@ pub fn run(json: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
             problems.push(format!("encoder model: {e}"));
         }
     }
+    // The pretrained generator ([generate] pretrained-endings): AF_CAUSAL_LM, as scripts/setup sets it.
+    let generator = std::env::var_os(af_nn::causal_lm::CAUSAL_LM_ENV).map(std::path::PathBuf::from).map(|p| (p.clone(), af_nn::causal_lm::inspect(&p)));
+    if let Some((_, Err(e))) = &generator {
+        problems.push(format!("generator: {e}"));
+    }
     let torchscript = match config {
         Some(c) => check_torchscript(c)?,
         None => None,
@@ -70,6 +75,11 @@ pub fn run(json: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
             })
             .collect::<Result<Vec<_>, _>>()?
             .into();
+        value["generator"] = match &generator {
+            None => serde_json::Value::Null,
+            Some((_, Ok(g))) => serde_json::to_value(g)?,
+            Some((path, Err(e))) => serde_json::json!({ "path": path, "error": e.to_string() }),
+        };
         value["problems"] = serde_json::json!(problems);
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -87,6 +97,11 @@ pub fn run(json: bool, config: Option<&Path>) -> anyhow::Result<ExitCode> {
         println!("cuDNN available    {}", info.cudnn_available);
         println!("devices            {}", info.devices.join(", "));
         println!("torch threads      {} intra-op, {} inter-op ({} cores)", info.torch_threads, info.torch_interop_threads, info.cpu_cores);
+        match &generator {
+            None => println!("generator          none (scripts/setup installs SmolLM2-135M and sets {})", af_nn::causal_lm::CAUSAL_LM_ENV),
+            Some((_, Ok(g))) => println!("generator          {} ({}, llama, {} layers, {}-d, {} tokens, {:.0} MB)", g.path.display(), g.name, g.layers, g.hidden, g.vocab, g.megabytes),
+            Some((path, Err(_))) => println!("generator          {} (does not load: see below)", path.display()),
+        }
         if encoders.is_empty() {
             println!("encoder models     none (scripts/setup installs all-MiniLM-L6-v2 and sets AF_ENCODER_DIR)");
         }

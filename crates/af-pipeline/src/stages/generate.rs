@@ -35,7 +35,7 @@ use af_nn::lm_files::{encode, load_fold, load_vocab};
 use crate::runner::{StageContext, StageName};
 
 /// The random stream of one item in one sampling round.
-fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
+pub(super) fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6765_6e65_7261_7465);
     rng.set_stream(((item_index as u64) << 8) | round as u64);
     rng
@@ -60,15 +60,15 @@ impl Encoded {
 
 /// The validity rules as the stage applies them (af-text's `validity`): which reject an ending,
 /// the thresholds, and the tagger that reads the endings.
-struct Validity<'a> {
+pub(super) struct Validity<'a> {
     tagger: &'a Tagger,
     rules: ValidityRules,
-    reject: &'a [ValidityRule],
+    pub(super) reject: &'a [ValidityRule],
 }
 
 impl Validity<'_> {
     /// The rules `ending` breaks (with the gold: every rule; without: the ending's own).
-    fn broken<S: AsRef<str>>(&self, ending: &[S], gold: Option<&[S]>) -> Vec<ValidityRule> {
+    pub(super) fn broken<S: AsRef<str>>(&self, ending: &[S], gold: Option<&[S]>) -> Vec<ValidityRule> {
         let tags = self.tagger.tag(ending);
         af_text::validity::check(ending, &tags, gold, &self.rules)
     }
@@ -347,6 +347,11 @@ pub struct GenerateReport {
     /// Other items' gold endings in the pool (`[generate] borrowed-endings`; `borrowed.tsv` says
     /// which), also counted in the shares and validity counts.
     pub borrowed_endings: usize,
+    /// Endings the pretrained generator wrote (`[generate] pretrained-endings`;
+    /// `pretrained.json` and `pretrained.tsv` say more), also counted in the shares and validity
+    /// counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pretrained: Option<super::pretrained_endings::PretrainedSummary>,
     pub items_with_all_endings: usize,
     pub items_short: usize,
     pub share_with_all_endings: f64,
@@ -477,18 +482,20 @@ impl PoolStats {
         }
     }
 
-    fn report(&self, items: &[Item], endings: usize, borrowed: usize, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
+    fn report(&self, items: &[Item], endings: usize, borrowed: usize, pretrained: Option<super::pretrained_endings::PretrainedSummary>, precision: &'static str, check: Option<serde_json::Value>, validity: ValidityReport) -> anyhow::Result<GenerateReport> {
         let n_items = items.len();
         anyhow::ensure!(self.per_item.len() == n_items, "the pool covers {} items, the items file has {n_items}", self.per_item.len());
         let full = items.iter().enumerate().filter(|(i, item)| self.per_item.get(&(*i as u32)) == Some(&(item.distractors.len() + endings))).count();
-        let given: usize = items.iter().map(|i| i.distractors.len()).sum::<usize>() - borrowed;
+        let written = pretrained.as_ref().map_or(0, |p| p.endings);
+        let given: usize = items.iter().map(|i| i.distractors.len()).sum::<usize>() - borrowed - written;
         let (gold_ppl, generated_ppl) = self.logppl.values().fold((0.0, 0.0), |(a, b), (g, x)| (a + g, b + x));
         Ok(GenerateReport {
             items: n_items,
             endings_wanted: endings,
-            endings_generated: self.generated - given - borrowed,
+            endings_generated: self.generated - given - borrowed - written,
             given_endings: given,
             borrowed_endings: borrowed,
+            pretrained,
             items_with_all_endings: full,
             items_short: n_items - full,
             share_with_all_endings: full as f64 / n_items.max(1) as f64,
@@ -595,6 +602,25 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     for (item, endings) in items.iter_mut().zip(&borrowed) {
         item.distractors.extend(endings.iter().map(|(_, e)| e.clone()));
     }
+    // Pretrained endings join after the borrowed ones, new to the pool so far.
+    let pretrained = if g.pretrained_endings > 0 {
+        let bar = ctx.progress.bar("items (pretrained generator)", items.len() as u64);
+        let (written, summary) = super::pretrained_endings::pretrained_endings(&ctx.dir.join("pretrained"), &items, g, &validity, config.run.seed, device, bar.as_ref())?;
+        bar.finish();
+        let mut tsv = String::from("item_index\titem_id\tcandidate\n");
+        for (index, (item, endings)) in items.iter_mut().zip(written).enumerate() {
+            for j in 0..endings.len() {
+                tsv.push_str(&format!("{index}\t{}\t{}\n", item.id, item.distractors.len() + j + 1));
+            }
+            item.distractors.extend(endings);
+        }
+        af_core::atomic::write(ctx.dir.join("pretrained.tsv"), tsv.as_bytes())?;
+        af_core::atomic::write(ctx.dir.join("pretrained.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
+        tracing::info!("generate: {} pretrained endings ({} draws, {} duplicates, {} rejected)", summary.endings, summary.draws, summary.duplicates, summary.rejected);
+        Some(summary)
+    } else {
+        None
+    };
 
     let indexed: Vec<(usize, &Item)> = items.iter().enumerate().collect();
     let blocks: Vec<&[(usize, &Item)]> = indexed.chunks(g.block_items).collect();
@@ -681,7 +707,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let validity_report = stats.validity_report(&validity, &rejected);
     let check = if mixed && check_path.exists() { Some(serde_json::from_str(&std::fs::read_to_string(&check_path)?)?) } else { None };
     let borrowed_counts: Vec<usize> = borrowed.iter().map(Vec::len).collect();
-    let report = stats.report(&items, g.endings, borrowed_counts.iter().sum(), precision, check, validity_report)?;
+    let report = stats.report(&items, g.endings, borrowed_counts.iter().sum(), pretrained, precision, check, validity_report)?;
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     af_core::atomic::write(ctx.dir.join("samples.txt"), samples(&pool, &items, &borrowed_counts, 8, 6)?.as_bytes())?;
     Ok(GenerateOutcome::Complete(report))
