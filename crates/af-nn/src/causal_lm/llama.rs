@@ -65,11 +65,15 @@ pub struct Llama {
     inv_freq: Tensor,
 }
 
-/// The keys and values of every layer for the rows of a batch: [B, kv heads, T, head dim] each.
+/// The keys and values of every layer for the rows of a batch, in slots allocated once for the
+/// whole continuation ([B, kv heads, capacity, head dim] each), so a step writes its token in place
+/// instead of copying the cache.
 pub struct Cache {
     layers: Vec<(Tensor, Tensor)>,
-    /// Which cached positions are real tokens (left padding is not): [B, T], 1 or 0.
+    /// Which slots hold real tokens (not left padding, not yet written): [B, capacity] bool.
     key_mask: Tensor,
+    /// Slots written so far (the same for every row: prompts are left-padded).
+    len: i64,
     /// The position the next token of each row takes: [B].
     next_position: Tensor,
 }
@@ -80,6 +84,7 @@ impl Cache {
         Cache {
             layers: self.layers.iter().map(|(k, v)| (k.index_select(0, rows), v.index_select(0, rows))).collect(),
             key_mask: self.key_mask.index_select(0, rows),
+            len: self.len,
             next_position: self.next_position.index_select(0, rows),
         }
     }
@@ -143,19 +148,34 @@ impl Llama {
         Tensor::stack(&[&x0 * &cos - &x1 * &sin, &x0 * &sin + &x1 * &cos], -1).view(size.as_slice())
     }
 
-    /// Runs `tokens` [B, T] whose positions are `positions` [B, T] through the model, appending
-    /// their keys and values to `cache` (which already holds `key_mask` for them); returns the
-    /// final normalised hidden states [B, T, hidden].
-    fn run(&self, tokens: &Tensor, positions: &Tensor, cache: &mut Cache, fresh: bool) -> Tensor {
+    /// An empty cache for `b` rows of up to `capacity` tokens, `mask` [B, T] marking the real
+    /// tokens of the first `T` slots.
+    fn new_cache(&self, mask: &Tensor, capacity: i64) -> Cache {
+        let (b, t) = (mask.size()[0], mask.size()[1]);
+        let c = &self.config;
+        let dev = mask.device();
+        let shape = [b, c.kv_heads as i64, capacity, c.head_dim()];
+        let layers = (0..c.layers).map(|_| (Tensor::zeros(shape, (Kind::Float, dev)), Tensor::zeros(shape, (Kind::Float, dev)))).collect();
+        let key_mask = Tensor::zeros([b, capacity], (Kind::Bool, dev));
+        let _ = key_mask.narrow(1, 0, t).copy_(&mask.gt(0));
+        Cache { layers, key_mask, len: 0, next_position: mask.sum_dim_intlist(1, false, Kind::Int64) }
+    }
+
+    /// Runs `tokens` [B, T] whose positions are `positions` [B, T] through the model, writing
+    /// their keys and values into the cache's next `T` slots (whose `key_mask` is already set);
+    /// returns the final normalised hidden states [B, T, hidden].
+    fn run(&self, tokens: &Tensor, positions: &Tensor, cache: &mut Cache) -> Tensor {
         let (b, t) = (tokens.size()[0], tokens.size()[1]);
         let c = &self.config;
         let (heads, kv_heads, d) = (c.heads as i64, c.kv_heads as i64, c.head_dim());
-        let total = cache.key_mask.size()[1];
-        // A query sees the real keys at or before its own index; a large negative rather than -inf
+        let group = heads / kv_heads;
+        let (start, capacity) = (cache.len, cache.key_mask.size()[1]);
+        assert!(start + t <= capacity, "the cache holds {capacity} tokens");
+        // A query sees the real keys at or before its own slot; a large negative rather than -inf
         // keeps rows of padding (which see no real key) finite.
-        let causal = Tensor::ones([t, total], (Kind::Bool, tokens.device())).tril(total - t);
-        let allowed = causal.unsqueeze(0).logical_and(&cache.key_mask.gt(0).unsqueeze(1)).unsqueeze(1); // [B, 1, T, total]
-        let bias = Tensor::zeros([b, 1, t, total], (Kind::Float, tokens.device())).masked_fill(&allowed.logical_not(), -1e9);
+        let causal = Tensor::ones([t, capacity], (Kind::Bool, tokens.device())).tril(start);
+        let allowed = causal.unsqueeze(0).logical_and(&cache.key_mask.unsqueeze(1)); // [B, T, capacity]
+        let bias = Tensor::zeros([b, 1, 1, t, capacity], (Kind::Float, tokens.device())).masked_fill(&allowed.logical_not().view([b, 1, 1, t, capacity]), -1e9);
         let mut x = self.embed.index_select(0, &tokens.flatten(0, -1)).view([b, t, c.hidden as i64]);
         for (i, blk) in self.blocks.iter().enumerate() {
             let h = self.rms_norm(&x, &blk.attn_norm);
@@ -163,26 +183,21 @@ impl Llama {
             let k = h.matmul(&blk.wk.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
             let v = h.matmul(&blk.wv.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
             let (q, k) = (self.rope(&q, positions), self.rope(&k, positions));
-            let (k, v) = if fresh {
-                (k, v)
-            } else {
-                let (pk, pv) = &cache.layers[i];
-                (Tensor::cat(&[pk, &k], 2), Tensor::cat(&[pv, &v], 2))
-            };
-            let group = heads / kv_heads;
-            let (ke, ve) = (k.repeat_interleave_self_int(group, 1, None), v.repeat_interleave_self_int(group, 1, None));
-            let scores = q.matmul(&ke.transpose(-2, -1)) / (d as f64).sqrt() + &bias;
-            let a = scores.softmax(-1, Kind::Float).matmul(&ve).transpose(1, 2).reshape([b, t, c.hidden as i64]);
-            if fresh {
-                cache.layers.push((k, v));
-            } else {
-                cache.layers[i] = (k, v);
-            }
+            let (kc, vc) = &cache.layers[i];
+            let _ = kc.narrow(2, start, t).copy_(&k);
+            let _ = vc.narrow(2, start, t).copy_(&v);
+            // Grouped-query attention without copying keys per head: the query heads that share a
+            // key/value head (consecutive, `group` of them) are stacked along the query axis.
+            let q = q.reshape([b, kv_heads, group * t, d]);
+            let scores = (q.matmul(&kc.transpose(-2, -1)) / (d as f64).sqrt()).view([b, kv_heads, group, t, capacity]) + &bias;
+            let probs = scores.softmax(-1, Kind::Float).view([b, kv_heads, group * t, capacity]);
+            let a = probs.matmul(vc).view([b, heads, t, d]).transpose(1, 2).reshape([b, t, c.hidden as i64]);
             x = x + a.matmul(&blk.wo.tr());
             let h = self.rms_norm(&x, &blk.ffn_norm);
             let f = h.matmul(&blk.gate.tr()).silu() * h.matmul(&blk.up.tr());
             x = x + f.matmul(&blk.down.tr());
         }
+        cache.len += t;
         self.rms_norm(&x, &self.out_norm)
     }
 
@@ -191,21 +206,20 @@ impl Llama {
         hidden.matmul(&self.embed.tr())
     }
 
-    /// Left-padded prompts `tokens` [B, T] with `mask` [B, T] (1: a token): a fresh cache and the
-    /// next-token logits after each prompt.
-    pub fn prefill(&self, tokens: &Tensor, mask: &Tensor) -> (Cache, Tensor) {
+    /// Left-padded prompts `tokens` [B, T] with `mask` [B, T] (1: a token): a cache with room for
+    /// `more` tokens after them, and the next-token logits after each prompt.
+    pub fn prefill(&self, tokens: &Tensor, mask: &Tensor, more: i64) -> (Cache, Tensor) {
         let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
-        let next_position = mask.sum_dim_intlist(1, false, Kind::Int64);
-        let mut cache = Cache { layers: Vec::with_capacity(self.blocks.len()), key_mask: mask.shallow_clone(), next_position };
-        let hidden = self.run(tokens, &positions, &mut cache, true);
+        let mut cache = self.new_cache(mask, tokens.size()[1] + more);
+        let hidden = self.run(tokens, &positions, &mut cache);
         (cache, self.logits(&hidden.select(1, tokens.size()[1] - 1)))
     }
 
-    /// One token per row [B]: extends the cache, returns the next logits [B, V].
+    /// One token per row [B]: writes it into the cache, returns the next logits [B, V].
     pub fn step(&self, token: &Tensor, cache: &mut Cache) -> Tensor {
         let positions = cache.next_position.unsqueeze(1);
-        cache.key_mask = Tensor::cat(&[&cache.key_mask, &cache.key_mask.ones_like().narrow(1, 0, 1)], 1);
-        let hidden = self.run(&token.unsqueeze(1), &positions, cache, false);
+        let _ = cache.key_mask.narrow(1, cache.len, 1).fill_(1);
+        let hidden = self.run(&token.unsqueeze(1), &positions, cache);
         cache.next_position = &cache.next_position + 1;
         self.logits(&hidden.select(1, 0))
     }
@@ -216,8 +230,8 @@ impl Llama {
         let t = tokens.size()[1];
         let mask = tokens.ones_like();
         let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
-        let mut cache = Cache { layers: Vec::with_capacity(self.blocks.len()), key_mask: mask, next_position: tokens.select(1, 0).zeros_like() };
-        let logits = self.logits(&self.run(tokens, &positions, &mut cache, true).narrow(1, 0, t - 1));
+        let mut cache = self.new_cache(&mask, t);
+        let logits = self.logits(&self.run(tokens, &positions, &mut cache).narrow(1, 0, t - 1));
         logits.log_softmax(-1, Kind::Float).gather(2, &tokens.narrow(1, 1, t - 1).unsqueeze(2), false).squeeze_dim(2)
     }
 }

@@ -141,7 +141,7 @@ impl CausalLm {
             mask.extend(std::iter::repeat_n(0i64, width - p.len()).chain(std::iter::repeat_n(1, p.len())));
         }
         let shape = [prompts.len() as i64, width as i64];
-        let (cache, logits) = self.model.prefill(&Tensor::from_slice(&ids).view(shape).to_device(dev), &Tensor::from_slice(&mask).view(shape).to_device(dev));
+        let (cache, logits) = self.model.prefill(&Tensor::from_slice(&ids).view(shape).to_device(dev), &Tensor::from_slice(&mask).view(shape).to_device(dev), s.max_tokens as i64);
         let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, job)| std::iter::repeat_n(j as i64, job.count)).collect();
         let rows = Tensor::from_slice(&rows).to_device(dev);
         let mut cache = cache.select(&rows);
