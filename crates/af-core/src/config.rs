@@ -225,6 +225,11 @@ pub struct GenerateConfig {
     /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pretrained_model: Option<PathBuf>,
+    /// Example captions in the generator's prompt: this many other items' context and gold
+    /// second sentence, one pair a line, before the item's own (other videos, past the questions
+    /// while there are such). They show a web-trained LM the captions' style.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pretrained_examples: usize,
     /// Sequences the pretrained generator continues at once: its key/value cache (about 3 MB a
     /// sequence for SmolLM2-135M) is the memory bound.
     #[serde(skip_serializing_if = "is_default_pretrained_batch")]
@@ -254,6 +259,7 @@ impl Default for GenerateConfig {
             borrowed_agree: false,
             pretrained_endings: 0,
             pretrained_model: None,
+            pretrained_examples: 0,
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
             precision: Precision::Auto,
         }

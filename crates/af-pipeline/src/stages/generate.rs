@@ -598,6 +598,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         }
         af_core::atomic::write(ctx.dir.join("borrowed.tsv"), tsv.as_bytes())?;
     }
+    // The pretrained generator's prompts show it other items' captions (`pretrained-examples`).
+    let sources = if g.pretrained_endings > 0 && g.pretrained_examples > 0 { items.clone() } else { Vec::new() };
     items.truncate(questions);
     for (item, endings) in items.iter_mut().zip(&borrowed) {
         item.distractors.extend(endings.iter().map(|(_, e)| e.clone()));
@@ -605,7 +607,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     // Pretrained endings join after the borrowed ones, new to the pool so far.
     let pretrained = if g.pretrained_endings > 0 {
         let bar = ctx.progress.bar("items (pretrained generator)", items.len() as u64);
-        let (written, summary) = super::pretrained_endings::pretrained_endings(&ctx.dir.join("pretrained"), &items, g, &validity, config.run.seed, device, bar.as_ref())?;
+        let (written, summary) = super::pretrained_endings::pretrained_endings(&ctx.dir.join("pretrained"), &items, &sources, g, &validity, config.run.seed, device, bar.as_ref())?;
         bar.finish();
         let mut tsv = String::from("item_index\titem_id\tcandidate\n");
         for (index, (item, endings)) in items.iter_mut().zip(written).enumerate() {

@@ -19,6 +19,7 @@ use tch::Device;
 
 use super::generate::{item_rng, Validity};
 
+
 /// What the pretrained generator did for the whole pool (`generate/pretrained.json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct PretrainedSummary {
@@ -54,13 +55,48 @@ fn part_path(dir: &Path, block: usize) -> PathBuf {
     dir.join(format!("part-{block:05}.json"))
 }
 
-/// The prompt the generator continues: what a reader of the item sees before the ending.
-pub fn prompt(item: &Item) -> String {
-    format!("{} {}", item.context.trim(), item.noun_phrase.trim())
+/// Salt of the streams that choose each item's example captions.
+const EXAMPLES_SALT: u64 = 0x6578_616d_706c_6573;
+
+/// The prompt the generator continues: what a reader of the item sees before the ending, after
+/// `examples` (other items' context and gold second sentence, one pair a line) that show the
+/// generator the captions' style: a plain pretrained LM otherwise writes as the web does
+/// ("We must be respectful.", "you", curly quotes, dates), which a detector of style reads.
+pub fn prompt(item: &Item, examples: &[&Item]) -> String {
+    let mut out = String::new();
+    for e in examples {
+        out.push_str(&format!("{} {}\n", e.context.trim(), e.sentence2().trim()));
+    }
+    out.push_str(&format!("{} {}", item.context.trim(), item.noun_phrase.trim()));
+    out
 }
 
-/// Every item's pretrained endings (in item order), writing missing parts under `dir`.
-pub(super) fn pretrained_endings(dir: &Path, items: &[Item], g: &GenerateConfig, validity: &Validity, seed: u64, device: Device, bar: &dyn crate::progress::Bar) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
+/// `n` example items for the item at `index`: of other groups, drawn from the items past the
+/// questions while there are such (so no example is another question's answer), with the item's
+/// own random stream.
+fn examples<'a>(sources: &'a [Item], questions: usize, index: usize, n: usize, seed: u64) -> Vec<&'a Item> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let item = &sources[index];
+    let range = if sources.len() > questions { questions..sources.len() } else { 0..sources.len() };
+    let mut rng = item_rng(seed ^ EXAMPLES_SALT, index, 0);
+    let mut out: Vec<&Item> = Vec::with_capacity(n);
+    for _ in 0..n * 20 {
+        if out.len() == n || range.is_empty() {
+            break;
+        }
+        let e = &sources[rng.random_range(range.clone())];
+        if e.group != item.group && !out.iter().any(|o| o.id == e.id) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// Every item's pretrained endings (in item order), writing missing parts under `dir`. `sources`
+/// are all the run's items (the questions `items` first), where prompts' examples come from.
+pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g: &GenerateConfig, validity: &Validity, seed: u64, device: Device, bar: &dyn crate::progress::Bar) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
     std::fs::create_dir_all(dir)?;
     let model_path = match &g.pretrained_model {
         Some(p) => p.clone(),
@@ -87,7 +123,9 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], g: &GenerateConfig,
                 tracing::info!("generate: pretrained generator {} ({:.0}M parameters) from {}", lm.name, lm.parameters() as f64 / 1e6, model_path.display());
                 model = Some(lm);
             }
-            let part = write_block(model.as_ref().expect("loaded above"), block, b * g.block_items.max(1), g, &settings, validity, seed)?;
+            let first = b * g.block_items.max(1);
+            let prompts: Vec<String> = (first..first + block.len()).map(|i| prompt(&items[i], &examples(sources, items.len(), i, g.pretrained_examples, seed))).collect();
+            let part = write_block(model.as_ref().expect("loaded above"), block, &prompts, first, g, &settings, validity, seed)?;
             af_core::atomic::write(&path, serde_json::to_string(&part)?.as_bytes())?;
             wrote = true;
             part
@@ -122,9 +160,9 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], g: &GenerateConfig,
 }
 
 /// One block: rounds of draws (at most `max-rounds`) until each item has its endings.
-fn write_block(lm: &CausalLm, block: &[Item], first_index: usize, g: &GenerateConfig, s: &CausalSampleSettings, validity: &Validity, seed: u64) -> anyhow::Result<Part> {
+#[allow(clippy::too_many_arguments)]
+fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], first_index: usize, g: &GenerateConfig, s: &CausalSampleSettings, validity: &Validity, seed: u64) -> anyhow::Result<Part> {
     let want = g.pretrained_endings;
-    let prompts: Vec<String> = block.iter().map(prompt).collect();
     let mut part = Part { endings: vec![Vec::new(); block.len()], ..Part::default() };
     let mut seen: Vec<HashSet<String>> =
         block.iter().map(|item| std::iter::once(&item.ending).chain(&item.distractors).map(|e| e.trim().to_lowercase()).collect()).collect();
@@ -187,4 +225,41 @@ fn write_block(lm: &CausalLm, block: &[Item], first_index: usize, g: &GenerateCo
         }
     }
     Ok(part)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(i: usize, group: &str) -> Item {
+        Item {
+            id: format!("i{i}"),
+            group: group.into(),
+            fold: 0,
+            context: format!("Caption {i} ."),
+            noun_phrase: "He".into(),
+            ending: format!("does thing {i}."),
+            context_tokens: 3,
+            noun_phrase_tokens: 1,
+            ending_tokens: 3,
+            distractors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn examples_come_from_other_videos_past_the_questions_one_pair_a_line() {
+        let sources: Vec<Item> = (0..40).map(|i| item(i, &format!("g{}", i % 7))).collect();
+        for index in 0..10 {
+            let chosen = examples(&sources, 10, index, 3, 5);
+            assert_eq!(chosen.len(), 3);
+            assert!(chosen.iter().all(|e| e.group != sources[index].group && e.id[1..].parse::<usize>().unwrap() >= 10), "{index}");
+            assert_eq!(chosen.iter().map(|e| &e.id).collect::<Vec<_>>(), examples(&sources, 10, index, 3, 5).iter().map(|e| &e.id).collect::<Vec<_>>(), "drawn from the item's own stream");
+        }
+        let p = prompt(&sources[0], &examples(&sources, 10, 0, 2, 5));
+        let lines: Vec<&str> = p.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("Caption ") && lines[0].contains(" He does thing "), "{p}");
+        assert_eq!(lines[2], "Caption 0 . He");
+        assert_eq!(prompt(&sources[0], &[]), "Caption 0 . He");
+    }
 }
