@@ -1,7 +1,9 @@
 //! A toy generator written from Rust, for tests (nothing downloaded, a few kilobytes): a GGUF file
 //! of a two-layer Llama with random F32 weights over a byte-level vocabulary (the 256 byte symbols
 //! and a space-led token per lower-case letter), which [`super::CausalLm`] loads as it loads a
-//! real model. What it writes is noise; what it tests is the plumbing.
+//! real model. What it writes is noise; what it tests is the plumbing. The same writer makes a
+//! random model of SmolLM2-135M's shape for `af bench pretrained --random-weights`, where the
+//! real file cannot go (the GPU machine).
 
 use std::path::Path;
 
@@ -98,8 +100,32 @@ fn byte_symbols() -> Vec<char> {
         .collect()
 }
 
+/// The shape of a random Llama: the toy's for tests, SmolLM2-135M's for benchmarks.
+#[derive(Clone, Copy, Debug)]
+pub struct LlamaShape {
+    pub layers: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub ffn: usize,
+    /// At least 283 (the byte symbols, the space-led letters and one control token); the rest
+    /// are filler tokens the tokenizer never produces but sampling may draw.
+    pub vocab: usize,
+}
+
+impl LlamaShape {
+    pub const TOY: Self = Self { layers: 2, hidden: 16, heads: 2, kv_heads: 1, ffn: 32, vocab: 283 };
+    /// SmolLM2-135M's architecture, for speed measurements without its weights.
+    pub const SMOLLM2_135M: Self = Self { layers: 30, hidden: 576, heads: 9, kv_heads: 3, ffn: 1536, vocab: 49152 };
+}
+
 /// Writes the toy model to `path`; weights drawn from `seed`.
 pub fn write_toy_llama(path: &Path, seed: u64) -> std::io::Result<()> {
+    write_random_llama(path, LlamaShape::TOY, seed)
+}
+
+/// Writes a Llama of `shape` with random weights (uniform in +-0.3, norms 1) to `path`.
+pub fn write_random_llama(path: &Path, shape: LlamaShape, seed: u64) -> std::io::Result<()> {
     let symbols = byte_symbols();
     let space = symbols[b' ' as usize];
     let mut tokens = vec!["<|endoftext|>".to_string()];
@@ -107,10 +133,13 @@ pub fn write_toy_llama(path: &Path, seed: u64) -> std::io::Result<()> {
     let letters: Vec<char> = ('a'..='z').collect();
     tokens.extend(letters.iter().map(|c| format!("{space}{c}")));
     let merges: Vec<String> = letters.iter().map(|c| format!("{space} {c}")).collect();
+    let filler = shape.vocab.saturating_sub(tokens.len());
+    tokens.extend((0..filler).map(|i| format!("tok{i}")));
     let mut kinds = vec![3i32];
     kinds.extend(std::iter::repeat_n(1, tokens.len() - 1));
-    let (hidden, ffn, layers, vocab) = (16usize, 32usize, 2usize, tokens.len());
-    let kv = hidden / 2; // 2 heads of 8, 1 key/value head
+    let LlamaShape { layers, hidden, ffn, heads, kv_heads, .. } = shape;
+    let vocab = tokens.len();
+    let kv = kv_heads * hidden / heads;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut random = |dims: Vec<usize>| -> Vec<f32> { (0..dims.iter().product::<usize>()).map(|_| rng.random_range(-0.3f32..0.3)).collect() };
     let mut tensors = vec![("token_embd.weight".to_string(), vec![vocab, hidden], random(vec![vocab, hidden]))];
@@ -130,8 +159,8 @@ pub fn write_toy_llama(path: &Path, seed: u64) -> std::io::Result<()> {
         ("llama.block_count", Meta::U32(layers as u32)),
         ("llama.embedding_length", Meta::U32(hidden as u32)),
         ("llama.feed_forward_length", Meta::U32(ffn as u32)),
-        ("llama.attention.head_count", Meta::U32(2)),
-        ("llama.attention.head_count_kv", Meta::U32(1)),
+        ("llama.attention.head_count", Meta::U32(heads as u32)),
+        ("llama.attention.head_count_kv", Meta::U32(kv_heads as u32)),
         ("llama.rope.freq_base", Meta::F32(10_000.0)),
         ("llama.attention.layer_norm_rms_epsilon", Meta::F32(1e-5)),
         ("tokenizer.ggml.model", Meta::Str("gpt2")),
