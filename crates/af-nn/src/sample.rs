@@ -52,20 +52,13 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
     let prefixes: Vec<&[i64]> = jobs.iter().map(|j| j.prefix).collect();
     let lengths = Tensor::from_slice(&jobs.iter().map(|j| j.prefix.len() as i64).collect::<Vec<_>>());
     let (state, top) = lm.encode_prefixes(&lm.forward, &pad_batch(&prefixes, dev), &lengths);
-    let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, job)| std::iter::repeat_n(j as i64, job.count)).collect();
-    let rows = Tensor::from_slice(&rows).to_device(dev);
+    let t_max = s.max_tokens;
+    // The uniforms of the rows still drawing, compacted with them.
+    let (rows, mut uniforms) = expand_jobs(&jobs.iter().map(|j| (j.count, j.uniforms)).collect::<Vec<_>>(), t_max, dev);
     let tch::nn::LSTMState((h, c)) = &state;
     let mut state = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
     let mut top = top.index_select(0, &rows);
 
-    let t_max = s.max_tokens;
-    let mut uniforms = Vec::with_capacity(total * t_max);
-    for j in jobs {
-        assert_eq!(j.uniforms.len(), j.count * t_max, "one uniform per sequence and step");
-        uniforms.extend_from_slice(j.uniforms);
-    }
-    // The uniforms of the rows still drawing, compacted with them.
-    let mut uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
     let vocab = lm.shape.vocab;
     let bans = Bans::new(vocab, &s.stop, dev);
     // Which tokens end an ending: `<eos>` and the stop tokens.
@@ -119,6 +112,20 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
         }
     }
     out
+}
+
+/// A batch of sampling jobs as rows: which job each row draws for ([R] int64, job by job, each
+/// repeated `count` times, for `index_select` on per-job state) and the rows' uniforms [R, t_max],
+/// from each job's `(count, uniforms)` (`count * t_max` numbers).
+pub(crate) fn expand_jobs(jobs: &[(usize, &[f32])], t_max: usize, device: Device) -> (Tensor, Tensor) {
+    let total: usize = jobs.iter().map(|(count, _)| count).sum();
+    let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, (count, _))| std::iter::repeat_n(j as i64, *count)).collect();
+    let mut uniforms = Vec::with_capacity(total * t_max);
+    for (count, u) in jobs {
+        assert_eq!(u.len(), count * t_max, "one uniform per sequence and step");
+        uniforms.extend_from_slice(u);
+    }
+    (Tensor::from_slice(&rows).to_device(device), Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(device))
 }
 
 /// One token per row from next-token `logits` (over the temperature, banned tokens at -inf),

@@ -138,14 +138,19 @@ impl Llama {
         x * (x.square().mean_dim(-1, true, Kind::Float) + self.config.norm_eps).rsqrt() * w
     }
 
-    /// Rotary positions on [B, H, T, D] at `positions` [B, T].
-    fn rope(&self, x: &Tensor, positions: &Tensor) -> Tensor {
+    /// The rotation of each position [B, T]: (cos, sin), [B, 1, T, D/2] each, shared by every
+    /// layer's queries and keys.
+    fn rotation(&self, positions: &Tensor) -> (Tensor, Tensor) {
         let angles = positions.to_kind(Kind::Float).unsqueeze(-1) * &self.inv_freq; // [B, T, D/2]
-        let (cos, sin) = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1));
+        (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
+    }
+
+    /// Rotary positions on [B, H, T, D], by [`Self::rotation`]'s (cos, sin).
+    fn rope(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
         let size = x.size();
         let pairs = x.view([size[0], size[1], size[2], size[3] / 2, 2]);
         let (x0, x1) = (pairs.select(-1, 0), pairs.select(-1, 1));
-        Tensor::stack(&[&x0 * &cos - &x1 * &sin, &x0 * &sin + &x1 * &cos], -1).view(size.as_slice())
+        Tensor::stack(&[&x0 * cos - &x1 * sin, &x0 * sin + &x1 * cos], -1).view(size.as_slice())
     }
 
     /// An empty cache for `b` rows of up to `capacity` tokens, `mask` [B, T] marking the real
@@ -176,13 +181,14 @@ impl Llama {
         let causal = Tensor::ones([t, capacity], (Kind::Bool, tokens.device())).tril(start);
         let allowed = causal.unsqueeze(0).logical_and(&cache.key_mask.unsqueeze(1)); // [B, T, capacity]
         let bias = Tensor::zeros([b, 1, 1, t, capacity], (Kind::Float, tokens.device())).masked_fill(&allowed.logical_not().view([b, 1, 1, t, capacity]), -1e9);
+        let rotation = self.rotation(positions);
         let mut x = self.embed.index_select(0, &tokens.flatten(0, -1)).view([b, t, c.hidden as i64]);
         for (i, blk) in self.blocks.iter().enumerate() {
             let h = self.rms_norm(&x, &blk.attn_norm);
             let q = h.matmul(&blk.wq.tr()).view([b, t, heads, d]).transpose(1, 2);
             let k = h.matmul(&blk.wk.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
             let v = h.matmul(&blk.wv.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
-            let (q, k) = (self.rope(&q, positions), self.rope(&k, positions));
+            let (q, k) = (Self::rope(&q, &rotation), Self::rope(&k, &rotation));
             let (kc, vc) = &cache.layers[i];
             let _ = kc.narrow(2, start, t).copy_(&k);
             let _ = vc.narrow(2, start, t).copy_(&v);

@@ -142,18 +142,10 @@ impl CausalLm {
         }
         let shape = [prompts.len() as i64, width as i64];
         let (cache, logits) = self.model.prefill(&Tensor::from_slice(&ids).view(shape).to_device(dev), &Tensor::from_slice(&mask).view(shape).to_device(dev), s.max_tokens as i64);
-        let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, job)| std::iter::repeat_n(j as i64, job.count)).collect();
-        let rows = Tensor::from_slice(&rows).to_device(dev);
+        let t_max = s.max_tokens;
+        let (rows, mut uniforms) = crate::sample::expand_jobs(&jobs.iter().map(|j| (j.count, j.uniforms)).collect::<Vec<_>>(), t_max, dev);
         let mut cache = cache.select(&rows);
         let mut logits = logits.index_select(0, &rows);
-
-        let t_max = s.max_tokens;
-        let mut uniforms = Vec::with_capacity(total * t_max);
-        for j in jobs {
-            assert_eq!(j.uniforms.len(), j.count * t_max, "one uniform per sequence and step");
-            uniforms.extend_from_slice(j.uniforms);
-        }
-        let mut uniforms = Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(dev);
         let drawn = Tensor::full([total as i64, t_max as i64], -1, (Kind::Int64, dev));
         let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
         for t in 0..t_max {

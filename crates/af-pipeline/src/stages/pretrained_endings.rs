@@ -199,10 +199,10 @@ fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], first_index: u
             let drawn = lm.sample(&batch, s)?;
             for ((i, _, _), endings) in jobs[start..end].iter().zip(drawn) {
                 for ending in endings {
-                    part.draws += 1;
                     if part.endings[*i].len() == want {
                         break;
                     }
+                    part.draws += 1;
                     if ending.is_empty() || !seen[*i].insert(ending.to_lowercase()) {
                         part.duplicates += 1;
                         continue;
