@@ -463,7 +463,7 @@ fn bench_pretrained(path: &std::path::Path, prompts: usize, per_prompt: usize, e
     let start = Instant::now();
     let lm = CausalLm::load(path, device)?;
     let load_seconds = start.elapsed().as_secs_f64();
-    let settings = CausalSampleSettings { max_tokens, temperature: 1.0, top_k: 0, top_p };
+    let settings = CausalSampleSettings::new(max_tokens, 1.0, 0, top_p);
     let sentences = caption_sentences((batches + 1) * prompts * (examples + 1) + 1);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
     let (mut draws, mut words, mut seconds) = (0usize, 0usize, 0.0);
@@ -478,7 +478,7 @@ fn bench_pretrained(path: &std::path::Path, prompts: usize, per_prompt: usize, e
             })
             .collect();
         let uniforms: Vec<Vec<f32>> = (0..prompts).map(|_| (0..per_prompt * max_tokens).map(|_| rng.random::<f32>()).collect()).collect();
-        let jobs: Vec<PromptJob> = texts.iter().zip(&uniforms).map(|(t, u)| PromptJob { prompt: t, count: per_prompt, uniforms: u }).collect();
+        let jobs: Vec<PromptJob> = texts.iter().zip(&uniforms).map(|(t, u)| PromptJob { prompt: t, count: per_prompt, uniforms: u, lengths: &[] }).collect();
         let start = Instant::now();
         let out = lm.sample(&jobs, &settings)?;
         if batch > 0 {

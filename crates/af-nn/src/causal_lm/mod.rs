@@ -40,10 +40,13 @@ pub enum CausalLmError {
 }
 
 /// One prompt to continue `count` times; `uniforms` holds `count * max_tokens` numbers in [0, 1).
+/// `lengths` holds, per ending, the length it aims at in [`CausalLm::words`] (used when the
+/// settings' `length_bias` is positive), or is empty: no shaping.
 pub struct PromptJob<'a> {
     pub prompt: &'a str,
     pub count: usize,
     pub uniforms: &'a [f32],
+    pub lengths: &'a [usize],
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +55,22 @@ pub struct CausalSampleSettings {
     pub temperature: f64,
     pub top_k: usize,
     pub top_p: f64,
+    /// Length shaping for jobs with `lengths` (0: none). An ending may not stop while it would be
+    /// more than `length_floor` words short of its length; once stopping would make it as long as
+    /// its length or longer, `length_bias` nats per word past it (the first counted) are added to
+    /// the logits of sentence-end tokens, after temperature and before truncation. The model still
+    /// chooses where a sentence can end: a bias multiplies the probability of a full stop, which
+    /// is near zero after "the", so endings are not cut mid-phrase (as Hugging Face's
+    /// `exponential_decay_length_penalty` does for end-of-sequence).
+    pub length_bias: f64,
+    pub length_floor: usize,
+}
+
+impl CausalSampleSettings {
+    /// Plain sampling: no length shaping.
+    pub fn new(max_tokens: usize, temperature: f64, top_k: usize, top_p: f64) -> Self {
+        Self { max_tokens, temperature, top_k, top_p, length_bias: 0.0, length_floor: 0 }
+    }
 }
 
 pub struct CausalLm {
@@ -66,6 +85,11 @@ pub struct CausalLm {
     /// Tokens an ending never starts with: the stops (an ending of a full stop alone is none),
     /// and every token that does not start a new word ("'s", "ing"): the noun phrase is whole.
     not_first: Tensor,
+    /// Per token, 1 when it starts a word or is punctuation, else 0 (a word's later pieces): so
+    /// the sum over an ending's tokens approximates its length in af's tokens, which the
+    /// `length-gap` rule counts. [V] on the host and as float on the device.
+    word_starts: Vec<f32>,
+    word_starts_t: Tensor,
     device: Device,
 }
 
@@ -78,6 +102,7 @@ impl CausalLm {
         let kinds = g.ints("tokenizer.ggml.token_type").ok();
         let vocab = model.config.vocab;
         let (mut never, mut stop, mut not_first) = (Vec::new(), Vec::new(), Vec::new());
+        let mut word_starts = vec![0f32; vocab];
         for id in 0..vocab {
             let text = tokenizer.decode(&[id as u32], false).map_err(|e| CausalLmError::Tokenizer { path: path.into(), message: e.to_string() })?;
             // Type 1 is a normal token; 3 control, 4 user-defined, 6 byte, 2 unknown.
@@ -85,6 +110,10 @@ impl CausalLm {
             if !normal || text.contains(['\n', '\r']) || text.is_empty() {
                 never.push(id as i64);
                 continue;
+            }
+            let body = text.trim();
+            if text.starts_with(' ') && !body.is_empty() || !body.is_empty() && body.chars().all(|c| c.is_ascii_punctuation()) {
+                word_starts[id] = 1.0;
             }
             if text.contains(['.', '!', '?']) {
                 stop.push(id as i64);
@@ -97,7 +126,16 @@ impl CausalLm {
         let stop_ids = Tensor::from_slice(&stop).to_device(device);
         let _ = stops.shallow_clone().index_fill_(0, &stop_ids, 1);
         let (never, not_first) = (Tensor::from_slice(&never).to_device(device), Tensor::from_slice(&not_first).to_device(device));
-        Ok(Self { path: path.to_path_buf(), name, model, tokenizer, never, stops, not_first, device })
+        let word_starts_t = Tensor::from_slice(&word_starts).to_device(device);
+        Ok(Self { path: path.to_path_buf(), name, model, tokenizer, never, stops, not_first, word_starts, word_starts_t, device })
+    }
+
+    /// The length of `text` as an ending, in the units [`CausalSampleSettings::length_bias`]
+    /// counts: its tokens (after a space, as an ending is drawn) that start a word or are
+    /// punctuation.
+    pub fn words(&self, text: &str) -> Result<usize, CausalLmError> {
+        let ids = self.encode(&format!(" {}", text.trim()))?;
+        Ok(ids.iter().map(|&i| self.word_starts.get(i as usize).copied().unwrap_or(0.0) as usize).sum())
     }
 
     pub fn parameters(&self) -> i64 {
@@ -148,13 +186,35 @@ impl CausalLm {
         let mut logits = logits.index_select(0, &rows);
         let drawn = Tensor::full([total as i64, t_max as i64], -1, (Kind::Int64, dev));
         let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
+        // Length shaping: each row's target (NaN: none) and the words it has drawn.
+        let shaping = s.length_bias > 0.0 && jobs.iter().any(|j| !j.lengths.is_empty());
+        let mut target = if shaping {
+            let per_row: Vec<f32> = jobs
+                .iter()
+                .flat_map(|j| {
+                    assert!(j.lengths.is_empty() || j.lengths.len() == j.count, "one length per ending, or none");
+                    (0..j.count).map(|e| j.lengths.get(e).map_or(f32::NAN, |&n| n as f32))
+                })
+                .collect();
+            Tensor::from_slice(&per_row).to_device(dev)
+        } else {
+            Tensor::zeros([0], (Kind::Float, dev))
+        };
+        let mut words = Tensor::zeros([total as i64], (Kind::Float, dev));
+        let stops_f = self.stops.to_kind(Kind::Float).unsqueeze(0);
         for t in 0..t_max {
             let mut l = logits.to_kind(Kind::Float) / s.temperature;
             let _ = l.index_fill_(1, &self.never, f64::NEG_INFINITY);
             if t == 0 {
                 let _ = l.index_fill_(1, &self.not_first, f64::NEG_INFINITY);
             }
+            if shaping {
+                l = self.shape_length(l, &words, &target, &stops_f, s);
+            }
             let mut token = crate::sample::draw(l, s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
+            if shaping {
+                words = words + self.word_starts_t.index_select(0, &token);
+            }
             let _ = drawn.narrow(1, t as i64, 1).index_copy_(0, &alive, &token.unsqueeze(1));
             if t + 1 == t_max {
                 break;
@@ -169,6 +229,10 @@ impl CausalLm {
                 uniforms = uniforms.index_select(0, &going);
                 token = token.index_select(0, &going);
                 cache = cache.select(&going);
+                if shaping {
+                    target = target.index_select(0, &going);
+                    words = words.index_select(0, &going);
+                }
             }
             logits = self.model.step(&token, &mut cache);
         }
@@ -184,6 +248,19 @@ impl CausalLm {
             }
         }
         Ok(out)
+    }
+
+    /// The logits `l` [rows, V] with sentence ends forbidden or favoured by each row's length so
+    /// far (`words`) against its `target` (NaN: left alone); see [`CausalSampleSettings`].
+    fn shape_length(&self, l: Tensor, words: &Tensor, target: &Tensor, stops_f: &Tensor, s: &CausalSampleSettings) -> Tensor {
+        let shaped = target.isnan().logical_not();
+        // The ending's length if it stopped now (the stop token is one more word), less its target.
+        let over = (words + 1.0 - target).nan_to_num(0.0, 0.0, 0.0);
+        let too_short = over.lt(-(s.length_floor as f64)).logical_and(&shaped);
+        let bonus = ((over + 1.0).clamp_min(0.0) * s.length_bias).where_self(&shaped, &Tensor::zeros([1], (Kind::Float, l.device())));
+        let l = l + bonus.unsqueeze(1) * stops_f;
+        let forbidden = too_short.unsqueeze(1).logical_and(&self.stops.unsqueeze(0));
+        l.masked_fill(&forbidden, f64::NEG_INFINITY)
     }
 }
 
@@ -278,8 +355,8 @@ mod tests {
         assert!(english < 4.0, "mean NLL of an English sentence {english:.2}");
         assert!(shuffled > english + 2.0, "shuffled {shuffled:.2} against {english:.2}");
         let uniforms: Vec<f32> = (0..4 * 12).map(|i| ((i * 37 % 101) as f32 + 0.5) / 101.0).collect();
-        let settings = CausalSampleSettings { max_tokens: 12, temperature: 1.0, top_k: 0, top_p: 0.9 };
-        let job = |prompt| PromptJob { prompt, count: 4, uniforms: &uniforms };
+        let settings = CausalSampleSettings::new(12, 1.0, 0, 0.9);
+        let job = |prompt| PromptJob { prompt, count: 4, uniforms: &uniforms, lengths: &[] };
         let a = lm.sample(&[job("A woman is standing in a kitchen. She")], &settings).unwrap();
         let b = lm.sample(&[job("Two boys play soccer on a field. They"), job("A woman is standing in a kitchen. She")], &settings).unwrap();
         assert_eq!(a[0], b[1], "an item's endings do not depend on its batch");

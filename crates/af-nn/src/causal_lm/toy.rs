@@ -184,12 +184,42 @@ mod tests {
         let lm = CausalLm::load(&path, tch::Device::Cpu).unwrap();
         assert_eq!(lm.name, "toy llama");
         let uniforms: Vec<f32> = (0..3 * 6).map(|i| ((i * 29 % 97) as f32 + 0.5) / 97.0).collect();
-        let s = CausalSampleSettings { max_tokens: 6, temperature: 1.0, top_k: 0, top_p: 1.0 };
-        let one = lm.sample(&[PromptJob { prompt: "a man walks. he", count: 3, uniforms: &uniforms }], &s).unwrap();
-        let two = lm.sample(&[PromptJob { prompt: "the dog barks loudly at night. it", count: 3, uniforms: &uniforms }, PromptJob { prompt: "a man walks. he", count: 3, uniforms: &uniforms }], &s).unwrap();
+        let s = CausalSampleSettings::new(6, 1.0, 0, 1.0);
+        let job = |prompt, uniforms| PromptJob { prompt, count: 3, uniforms, lengths: &[] };
+        let one = lm.sample(&[job("a man walks. he", &uniforms)], &s).unwrap();
+        let two = lm.sample(&[job("the dog barks loudly at night. it", &uniforms), job("a man walks. he", &uniforms)], &s).unwrap();
         assert_eq!(one[0], two[1], "left padding does not change an item's endings");
         // The first token is a space-led letter: the ending starts a new word after the noun phrase.
         assert!(one[0].iter().all(|e| e.starts_with(|c: char| c.is_ascii_lowercase())), "{:?}", one[0]);
         assert!(lm.mean_nll("a man walks.").unwrap() > 0.0);
+    }
+
+    /// Length shaping: no sentence end more than `length_floor` words short of the target, a
+    /// strong pull to end at it, and a job without a target in the same batch drawn as without.
+    #[test]
+    fn length_shaping_ends_endings_near_their_target_and_leaves_other_jobs_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toy.gguf");
+        write_toy_llama(&path, 5).unwrap();
+        let lm = CausalLm::load(&path, tch::Device::Cpu).unwrap();
+        assert_eq!(lm.words("a b.").unwrap(), 3, "two space-led words and a full stop");
+        // Most of the toy's tokens are bytes inside a word: enough steps to reach every target.
+        let (count, max_tokens) = (40, 64);
+        let uniforms: Vec<f32> = (0..count * max_tokens).map(|i| ((i * 7919 % 1009) as f32 + 0.5) / 1009.0).collect();
+        let plain = CausalSampleSettings::new(max_tokens, 1.0, 0, 1.0);
+        let shaped = CausalSampleSettings { length_bias: 40.0, length_floor: 1, ..plain.clone() };
+        let job = |prompt, lengths| PromptJob { prompt, count, uniforms: &uniforms, lengths };
+        let free = lm.sample(&[job("a man walks. he", &[])], &plain).unwrap().remove(0);
+        // Each ending its own target: 3 words for the first half, 5 for the second.
+        let targets: Vec<usize> = (0..count).map(|e| if e < count / 2 { 3 } else { 5 }).collect();
+        let out = lm.sample(&[job("the dog barks. it", &targets), job("a man walks. he", &[])], &shaped).unwrap();
+        assert_eq!(out[1], free, "a job without lengths is drawn as without shaping");
+        let ends = |e: &String| e.ends_with(['.', '!', '?']);
+        assert!(free.iter().filter(|e| ends(e)).count() < count, "the toy's endings do not all stop by themselves: {free:?}");
+        for (e, target) in out[0].iter().zip(&targets) {
+            assert!(ends(e), "{e:?} does not end a sentence");
+            let n = lm.words(e).unwrap();
+            assert!((target - 1..=*target).contains(&n), "{e:?}: {n} words, target {target}, floor 1");
+        }
     }
 }
