@@ -234,6 +234,16 @@ pub struct GenerateConfig {
     /// sequence for SmolLM2-135M) is the memory bound.
     #[serde(skip_serializing_if = "is_default_pretrained_batch")]
     pub pretrained_batch: usize,
+    /// Length shaping of pretrained endings (0: none): each ending aims at a length
+    /// (`pretrained-length-target`); the generator may not end a sentence more than half of
+    /// `max-length-gap` words short of it, and past it this many nats per word are added to its
+    /// sentence-end tokens' logits. A web-trained model writes longer than captions do, and the
+    /// `length-gap` rule otherwise turns many of its draws away (docs/decisions.md).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub pretrained_length_bias: f64,
+    /// The length each shaped ending aims at; see [`LengthTarget`].
+    #[serde(skip_serializing_if = "LengthTarget::is_default")]
+    pub pretrained_length_target: LengthTarget,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "Precision::is_auto")]
@@ -261,8 +271,32 @@ impl Default for GenerateConfig {
             pretrained_model: None,
             pretrained_examples: 0,
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
+            pretrained_length_bias: 0.0,
+            pretrained_length_target: LengthTarget::OtherGold,
             precision: Precision::Auto,
         }
+    }
+}
+
+/// What length a shaped pretrained ending aims at (`[generate] pretrained-length-target`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LengthTarget {
+    /// Per ending, the gold length of another item, drawn at random (another video, past the
+    /// questions while there are such): distractors' lengths follow the captions' distribution,
+    /// independent of the item's own gold.
+    #[default]
+    OtherGold,
+    /// The item's own gold length. Distractors then cluster around the gold's length, which
+    /// makes the gold the most typical length among its options: a detector that picks the option
+    /// closest to the options' median length reads it (docs/results.md). Kept to reproduce the
+    /// first shaped run.
+    Gold,
+}
+
+impl LengthTarget {
+    fn is_default(&self) -> bool {
+        *self == Self::OtherGold
     }
 }
 
@@ -808,6 +842,10 @@ fn is_zero(x: &usize) -> bool {
     *x == 0
 }
 
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn is_one(x: &f64) -> bool {
     *x == 1.0
 }
@@ -1036,6 +1074,15 @@ impl Config {
         if g.pretrained_batch == 0 {
             return Err(invalid("[generate] pretrained-batch must be positive".into()));
         }
+        if !(g.pretrained_length_bias.is_finite() && g.pretrained_length_bias >= 0.0) {
+            return Err(invalid(format!("[generate] pretrained-length-bias = {}: must be 0 (none) or positive", g.pretrained_length_bias)));
+        }
+        if g.pretrained_length_target != LengthTarget::OtherGold && g.pretrained_length_bias == 0.0 {
+            return Err(invalid("[generate] pretrained-length-target does nothing without pretrained-length-bias: set pretrained-length-bias (for example 1.0), or remove pretrained-length-target".into()));
+        }
+        if g.pretrained_length_bias > 0.0 && g.pretrained_endings == 0 {
+            return Err(invalid("[generate] pretrained-length-bias is used only with pretrained-endings = N (N > 0)".into()));
+        }
         if g.borrowed_agree && g.borrowed_endings == 0 {
             return Err(invalid("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into()));
         }
@@ -1178,6 +1225,24 @@ mod tests {
         assert_eq!((c.pairs.min_context_tokens, c.pairs.max_context_tokens), (6, 100));
         assert_eq!((c.pairs.min_ending_tokens, c.pairs.max_ending_tokens), (5, 25));
         assert_eq!(c.run.device, "auto");
+    }
+
+    #[test]
+    fn pretrained_length_bias_needs_pretrained_endings_and_is_not_negative() {
+        let parse = |t: &str| Config::parse(t, Path::new("c.toml")).and_then(|c| c.validate(Path::new("c.toml")).map(|()| c));
+        let c = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.5\n").unwrap();
+        assert_eq!(c.generate.pretrained_length_bias, 1.5);
+        assert!(toml::to_string(&c.generate).unwrap().contains("pretrained-length-bias = 1.5"));
+        assert!(!toml::to_string(&parse("").unwrap().generate).unwrap().contains("length-bias"), "off, and not written, by default");
+        let err = parse("[generate]\npretrained-length-bias = 1.0\n").unwrap_err().to_string();
+        assert!(err.contains("pretrained-endings"), "{err}");
+        let err = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = -1.0\n").unwrap_err().to_string();
+        assert!(err.contains("pretrained-length-bias = -1"), "{err}");
+        let c = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.0\npretrained-length-target = \"gold\"\n").unwrap();
+        assert_eq!(c.generate.pretrained_length_target, LengthTarget::Gold);
+        assert_eq!(parse("").unwrap().generate.pretrained_length_target, LengthTarget::OtherGold);
+        let err = parse("[generate]\npretrained-endings = 4\npretrained-length-target = \"gold\"\n").unwrap_err().to_string();
+        assert!(err.contains("pretrained-length-bias"), "{err}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use af_core::config::GenerateConfig;
+use af_core::config::{GenerateConfig, LengthTarget};
 use af_core::Item;
 use af_nn::causal_lm::{CausalLm, CausalSampleSettings, PromptJob};
 use rand::Rng;
@@ -58,6 +58,64 @@ fn part_path(dir: &Path, block: usize) -> PathBuf {
 /// Salt of the streams that choose each item's example captions.
 const EXAMPLES_SALT: u64 = 0x6578_616d_706c_6573;
 
+/// Salt of the streams that draw shaped endings' target lengths.
+const LENGTH_SALT: u64 = 0x6c65_6e67_7468_7321;
+
+/// The items other items' examples and target lengths come from: those past the questions while
+/// there are such (so no example is another question's answer), else all.
+fn source_range(sources: &[Item], questions: usize) -> std::ops::Range<usize> {
+    if sources.len() > questions {
+        questions..sources.len()
+    } else {
+        0..sources.len()
+    }
+}
+
+/// What shaped endings aim at (`pretrained-length-bias`): per item, its gold's length, or per
+/// ending the gold length of another item of another group, drawn from the item's own stream.
+enum Targets {
+    None,
+    Gold(Vec<usize>),
+    /// The source items' (group, gold length in the generator's words).
+    OtherGold(Vec<(String, usize)>),
+}
+
+impl Targets {
+    fn new(lm: &CausalLm, g: &GenerateConfig, items: &[Item], sources: &[Item]) -> anyhow::Result<Self> {
+        if g.pretrained_length_bias == 0.0 {
+            return Ok(Self::None);
+        }
+        Ok(match g.pretrained_length_target {
+            LengthTarget::Gold => Self::Gold(items.iter().map(|i| lm.words(&i.ending)).collect::<Result<_, _>>()?),
+            LengthTarget::OtherGold => Self::OtherGold(sources[source_range(sources, items.len())].iter().map(|i| Ok((i.group.clone(), lm.words(&i.ending)?))).collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?),
+        })
+    }
+
+    /// `count` targets for the item at `index` in its `round` of draws.
+    fn draw(&self, item: &Item, index: usize, round: usize, count: usize, seed: u64) -> Vec<usize> {
+        match self {
+            Self::None => Vec::new(),
+            Self::Gold(lengths) => vec![lengths[index]; count],
+            Self::OtherGold(pool) => {
+                let mut rng = item_rng(seed ^ LENGTH_SALT, index, round);
+                (0..count)
+                    .map(|_| {
+                        // Another video's length; a few tries, then any (a pool of one group).
+                        let mut pick = &pool[rng.random_range(0..pool.len())];
+                        for _ in 0..20 {
+                            if pick.0 != item.group {
+                                break;
+                            }
+                            pick = &pool[rng.random_range(0..pool.len())];
+                        }
+                        pick.1
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 /// The prompt the generator continues: what a reader of the item sees before the ending, after
 /// `examples` (other items' context and gold second sentence, one pair a line) that show the
 /// generator the captions' style: a plain pretrained LM otherwise writes as the web does
@@ -79,7 +137,7 @@ fn examples<'a>(sources: &'a [Item], questions: usize, index: usize, n: usize, s
         return Vec::new();
     }
     let item = &sources[index];
-    let range = if sources.len() > questions { questions..sources.len() } else { 0..sources.len() };
+    let range = source_range(sources, questions);
     let mut rng = item_rng(seed ^ EXAMPLES_SALT, index, 0);
     let mut out: Vec<&Item> = Vec::with_capacity(n);
     for _ in 0..n * 20 {
@@ -105,7 +163,8 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
         })?,
     };
     let mut model: Option<CausalLm> = None;
-    let settings = CausalSampleSettings { max_tokens: g.max_tokens, temperature: g.temperature, top_k: g.top_k, top_p: g.top_p };
+    let mut targets: Option<Targets> = None;
+    let settings = CausalSampleSettings { length_bias: g.pretrained_length_bias, length_floor: g.max_length_gap / 2, ..CausalSampleSettings::new(g.max_tokens, g.temperature, g.top_k, g.top_p) };
     let start = Instant::now();
     let mut wrote = false;
     let mut all = Vec::with_capacity(items.len());
@@ -121,11 +180,12 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
             if model.is_none() {
                 let lm = CausalLm::load(&model_path, device)?;
                 tracing::info!("generate: pretrained generator {} ({:.0}M parameters) from {}", lm.name, lm.parameters() as f64 / 1e6, model_path.display());
+                targets = Some(Targets::new(&lm, g, items, sources)?);
                 model = Some(lm);
             }
             let first = b * g.block_items.max(1);
             let prompts: Vec<String> = (first..first + block.len()).map(|i| prompt(&items[i], &examples(sources, items.len(), i, g.pretrained_examples, seed))).collect();
-            let part = write_block(model.as_ref().expect("loaded above"), block, &prompts, first, g, &settings, validity, seed)?;
+            let part = write_block(model.as_ref().expect("loaded above"), block, &prompts, targets.as_ref().expect("made with the model"), first, g, &settings, validity, seed)?;
             af_core::atomic::write(&path, serde_json::to_string(&part)?.as_bytes())?;
             wrote = true;
             part
@@ -161,26 +221,27 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
 
 /// One block: rounds of draws (at most `max-rounds`) until each item has its endings.
 #[allow(clippy::too_many_arguments)]
-fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], first_index: usize, g: &GenerateConfig, s: &CausalSampleSettings, validity: &Validity, seed: u64) -> anyhow::Result<Part> {
+fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], targets: &Targets, first_index: usize, g: &GenerateConfig, s: &CausalSampleSettings, validity: &Validity, seed: u64) -> anyhow::Result<Part> {
     let want = g.pretrained_endings;
     let mut part = Part { endings: vec![Vec::new(); block.len()], ..Part::default() };
     let mut seen: Vec<HashSet<String>> =
         block.iter().map(|item| std::iter::once(&item.ending).chain(&item.distractors).map(|e| e.trim().to_lowercase()).collect()).collect();
     let golds: Vec<Vec<String>> = block.iter().map(|item| af_text::tokenize_lowercase(&item.ending)).collect();
     for round in 0..g.max_rounds.max(1) {
-        // (item in block, count, uniforms), items split so no job exceeds a batch.
-        let mut jobs: Vec<(usize, usize, Vec<f32>)> = Vec::new();
+        // (item in block, count, uniforms, target lengths), items split so no job exceeds a batch.
+        let mut jobs: Vec<(usize, usize, Vec<f32>, Vec<usize>)> = Vec::new();
         for (i, got) in part.endings.iter().enumerate() {
             let need = want.saturating_sub(got.len());
             if need == 0 {
                 continue;
             }
             let mut rng = item_rng(seed ^ SALT, first_index + i, round);
+            let mut lengths = targets.draw(&block[i], first_index + i, round, need, seed).into_iter();
             let mut left = need;
             while left > 0 {
                 let count = left.min(g.pretrained_batch);
                 let uniforms: Vec<f32> = (0..count * s.max_tokens).map(|_| rng.random::<f32>()).collect();
-                jobs.push((i, count, uniforms));
+                jobs.push((i, count, uniforms, lengths.by_ref().take(count).collect()));
                 left -= count;
             }
         }
@@ -195,9 +256,9 @@ fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], first_index: u
                 rows += jobs[end].1;
                 end += 1;
             }
-            let batch: Vec<PromptJob> = jobs[start..end].iter().map(|(i, count, u)| PromptJob { prompt: &prompts[*i], count: *count, uniforms: u }).collect();
+            let batch: Vec<PromptJob> = jobs[start..end].iter().map(|(i, count, u, lengths)| PromptJob { prompt: &prompts[*i], count: *count, uniforms: u, lengths }).collect();
             let drawn = lm.sample(&batch, s)?;
-            for ((i, _, _), endings) in jobs[start..end].iter().zip(drawn) {
+            for ((i, _, _, _), endings) in jobs[start..end].iter().zip(drawn) {
                 for ending in endings {
                     if part.endings[*i].len() == want {
                         break;
@@ -244,6 +305,20 @@ mod tests {
             ending_tokens: 3,
             distractors: Vec::new(),
         }
+    }
+
+    #[test]
+    fn other_gold_targets_are_other_videos_lengths_drawn_from_the_items_own_stream() {
+        let pool: Vec<(String, usize)> = (0..30).map(|i| (format!("g{}", i % 3), if i % 3 == 0 { 100 } else { i })).collect();
+        let targets = Targets::OtherGold(pool);
+        let item = item(0, "g0");
+        let drawn = targets.draw(&item, 4, 1, 50, 9);
+        assert_eq!(drawn.len(), 50);
+        assert!(drawn.iter().all(|&n| n != 100), "never the item's own group: {drawn:?}");
+        assert_eq!(drawn, targets.draw(&item, 4, 1, 50, 9), "the same item, round and seed draw the same");
+        assert_ne!(drawn, targets.draw(&item, 4, 2, 50, 9), "another round draws anew");
+        assert_eq!(Targets::Gold(vec![3, 7, 5]).draw(&item, 1, 0, 4, 9), vec![7; 4]);
+        assert!(Targets::None.draw(&item, 1, 0, 4, 9).is_empty());
     }
 
     #[test]
