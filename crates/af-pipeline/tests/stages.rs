@@ -376,6 +376,24 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     assert!(rows.iter().any(|r| r.candidate > 2), "sampled endings follow the borrowed ones");
 }
 
+/// Length shaping toward other videos' gold lengths draws its targets from the run's other items
+/// even when the prompts carry no examples (a run without `pretrained-examples` once had none to
+/// draw from), and fills every item.
+#[test]
+fn generate_shapes_pretrained_lengths_without_example_captions() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&model, 3).unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let extra = format!("[generate]\npretrained-endings = 2\npretrained-length-bias = 1.0\npretrained-model = \"{}\"\nlimit-items = 6\n", model.display());
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("[generate]\n", &extra);
+    std::fs::write(&cfg, text).unwrap();
+    run_stages(&load(&cfg), until(Generate), &[]);
+    let report = json(&d.path().join("run/generate/report.json"));
+    assert_eq!(report["pretrained"]["endings"], 12, "{report}");
+}
+
 /// Pretrained endings: the generator (here the toy GGUF model af-nn writes) continues each item's
 /// context and noun phrase; its endings join the pool after the item's own, each listed in
 /// pretrained.tsv, counted apart in the report, and written per block so a resumed run reads them

@@ -176,12 +176,18 @@ mod tests {
     use super::*;
     use crate::causal_lm::{CausalLm, CausalSampleSettings, PromptJob};
 
-    #[test]
-    fn the_toy_model_loads_samples_reproducibly_and_starts_each_ending_with_a_word() {
+    /// The toy model written to a temporary directory (kept alive with it) and loaded.
+    fn toy_lm() -> (tempfile::TempDir, CausalLm) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("toy.gguf");
         write_toy_llama(&path, 5).unwrap();
         let lm = CausalLm::load(&path, tch::Device::Cpu).unwrap();
+        (dir, lm)
+    }
+
+    #[test]
+    fn the_toy_model_loads_samples_reproducibly_and_starts_each_ending_with_a_word() {
+        let (_dir, lm) = toy_lm();
         assert_eq!(lm.name, "toy llama");
         let uniforms: Vec<f32> = (0..3 * 6).map(|i| ((i * 29 % 97) as f32 + 0.5) / 97.0).collect();
         let s = CausalSampleSettings::new(6, 1.0, 0, 1.0);
@@ -198,10 +204,7 @@ mod tests {
     /// strong pull to end at it, and a job without a target in the same batch drawn as without.
     #[test]
     fn length_shaping_ends_endings_near_their_target_and_leaves_other_jobs_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("toy.gguf");
-        write_toy_llama(&path, 5).unwrap();
-        let lm = CausalLm::load(&path, tch::Device::Cpu).unwrap();
+        let (_dir, lm) = toy_lm();
         assert_eq!(lm.words("a b.").unwrap(), 3, "two space-led words and a full stop");
         // Most of the toy's tokens are bytes inside a word: enough steps to reach every target.
         let (count, max_tokens) = (40, 64);

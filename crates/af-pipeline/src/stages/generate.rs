@@ -598,8 +598,9 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         }
         af_core::atomic::write(ctx.dir.join("borrowed.tsv"), tsv.as_bytes())?;
     }
-    // The pretrained generator's prompts show it other items' captions (`pretrained-examples`).
-    let sources = if g.pretrained_endings > 0 && g.pretrained_examples > 0 { items.clone() } else { Vec::new() };
+    // Other items' captions for the pretrained generator: its prompts' examples
+    // (`pretrained-examples`) and its shaped endings' target lengths (`pretrained-length-target`).
+    let sources = if g.pretrained_endings > 0 { items.clone() } else { Vec::new() };
     items.truncate(questions);
     for (item, endings) in items.iter_mut().zip(&borrowed) {
         item.distractors.extend(endings.iter().map(|(_, e)| e.clone()));
