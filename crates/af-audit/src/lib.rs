@@ -7,6 +7,7 @@
 //! committee members), so everything here is tested without libtorch. Nothing prints; progress
 //! goes to a callback.
 
+pub mod length_rules;
 pub mod stats;
 pub mod synthetic;
 pub mod tokens;
@@ -22,6 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use length_rules::LengthRule;
 pub use tokens::{TokenReport, TokenStat};
 pub use transforms::Transform;
 pub use twins::TwinSource;
@@ -75,7 +77,8 @@ pub struct TwinScore {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct DetectorResult {
-    /// `random`, `shortest-ending`, `longest-ending`, `token-statistics/ending`, `cnn/full`,
+    /// `random`, `shortest-ending`, `longest-ending`, `median-length-ending`,
+    /// `token-statistics/ending`, `cnn/full`,
     /// `lstm/no-candidates`, ...
     pub name: String,
     /// `baseline`, `token-statistics` or `learned`.
@@ -266,9 +269,10 @@ pub fn audit<L: Learner>(
         .collect();
     detectors.push(scorer.result("random", "baseline", None, None, &random));
     let lengths: Vec<Vec<f32>> = eval.iter().map(|&i| tokenized[i].endings.iter().map(|e| e.len() as f32).collect()).collect();
-    let negative: Vec<Vec<f32>> = lengths.iter().map(|l| l.iter().map(|x| -x).collect()).collect();
-    detectors.push(scorer.result("shortest-ending", "baseline", None, None, &negative));
-    detectors.push(scorer.result("longest-ending", "baseline", None, None, &lengths));
+    for rule in LengthRule::ALL {
+        let scores: Vec<Vec<f32>> = lengths.iter().map(|l| rule.scores(l)).collect();
+        detectors.push(scorer.result(rule.name(), "baseline", None, None, &scores));
+    }
 
     // Token statistics: the dataset's table over every question; the detector from the training split's.
     let distinguishing: Vec<Vec<Vec<String>>> = tokenized.iter().map(|t| tokens::distinguishing_tokens(&t.endings)).collect();

@@ -16,6 +16,9 @@ pub enum Planted {
     Word(&'static str),
     /// The right ending is longer than every wrong one.
     Longest,
+    /// The right ending has 7 words, the wrong ones alternate between 4-5 and 9-10: with an odd
+    /// number of options the right one is the median length, nearest the middle by 2 words or more.
+    MedianLength,
 }
 
 /// `n` questions of `options` endings: a context of 8 words, a second-sentence start of 2, endings
@@ -28,6 +31,17 @@ pub fn questions(n: usize, options: usize, planted: Planted, seed: u64) -> Vec<Q
         .map(|i| {
             let label = rng.random_range(0..options);
             let mut lengths: Vec<usize> = (0..options).map(|_| rng.random_range(5..=9)).collect();
+            if planted == Planted::MedianLength {
+                let mut side = 0;
+                for (o, len) in lengths.iter_mut().enumerate() {
+                    *len = if o == label {
+                        7
+                    } else {
+                        side += 1;
+                        if side % 2 == 0 { rng.random_range(4..=5) } else { rng.random_range(9..=10) }
+                    };
+                }
+            }
             if planted == Planted::Longest {
                 let longest_wrong = lengths.iter().enumerate().filter(|(o, _)| *o != label).map(|(_, l)| *l).max().unwrap_or(5);
                 lengths[label] = longest_wrong + rng.random_range(1..=2);

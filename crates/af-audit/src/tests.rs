@@ -42,9 +42,13 @@ impl Learner for MeanLogOdds {
 }
 
 fn run(planted: Planted, seed: u64) -> AuditReport {
+    run_with(planted, 4, seed)
+}
+
+fn run_with(planted: Planted, options: usize, seed: u64) -> AuditReport {
     let config = AuditConfig { models: af_core::member_names(&["ngram"]), ..Default::default() };
     let mut calls = Vec::new();
-    let report = audit(questions(800, 4, planted, seed), None, &config, &[], seed, &mut MeanLogOdds, &mut |done, total, name| {
+    let report = audit(questions(800, options, planted, seed), None, &config, &[], seed, &mut MeanLogOdds, &mut |done, total, name| {
         calls.push((done, total, name.to_string()))
     })
     .unwrap();
@@ -77,6 +81,17 @@ fn right_answers_always_longest_are_flagged_by_the_longest_ending_baseline_only(
     let longest = r.detectors.iter().find(|d| d.name == "longest-ending").unwrap();
     assert_eq!(longest.accuracy, 1.0);
     assert_eq!(r.tokens.significant, 0, "the length-adjusted no-artifact rate absorbs length: {:?}", &r.tokens.top[..3]);
+}
+
+#[test]
+fn right_answers_of_the_median_length_are_flagged_by_the_median_length_baseline_only() {
+    let r = run_with(Planted::MedianLength, 5, 4);
+    assert_eq!(flagged(&r), ["median-length-ending"], "{:#?}", r.detectors);
+    let median = r.detectors.iter().find(|d| d.name == "median-length-ending").unwrap();
+    assert_eq!(median.accuracy, 1.0);
+    for extreme in ["longest-ending", "shortest-ending"] {
+        assert_eq!(r.detectors.iter().find(|d| d.name == extreme).unwrap().accuracy, 0.0, "{extreme}");
+    }
 }
 
 #[test]

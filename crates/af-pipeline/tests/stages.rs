@@ -238,7 +238,7 @@ fn filter_export_and_report_agree() {
     let eval = json(&run.join("export/evaluation.json"));
     for side in ["af", "random"] {
         let names: Vec<&str> = eval[side]["detectors"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["joint", "mlp", "bow", "cnn", "pos-lstm", "longest-ending", "shortest-ending"]);
+        assert_eq!(names, ["joint", "mlp", "bow", "cnn", "pos-lstm", "longest-ending", "shortest-ending", "median-length-ending"]);
         for d in eval[side]["detectors"].as_array().unwrap() {
             let (a, lo, hi) = (d["accuracy"].as_f64().unwrap(), d["ci_low"].as_f64().unwrap(), d["ci_high"].as_f64().unwrap());
             assert!(lo <= a && a <= hi, "{d}");
@@ -255,7 +255,7 @@ fn filter_export_and_report_agree() {
     assert_eq!(
         compared,
         [
-            "random", "shortest-ending", "longest-ending", "token-statistics/ending", "ngram/ending", "cnn/ending", "lstm/ending",
+            "random", "shortest-ending", "longest-ending", "median-length-ending", "token-statistics/ending", "ngram/ending", "cnn/ending", "lstm/ending",
             "ngram/second-sentence", "lstm/second-sentence", "ngram/full", "cnn/full", "lstm/full"
         ]
     );

@@ -6,13 +6,14 @@
 //! - `dataset.jsonl`, `random.jsonl`: one question per line with LM features and scores;
 //! - `dataset-full.csv`, `random-full.csv`: SWAG's full CSV layout (k distractor columns);
 //! - `evaluation.json`: a fresh committee (every member of the last stage, and the joint head)
-//!   trained and scored on one group split of each dataset, the longest- and shortest-ending
-//!   baselines, the LM perplexity of gold endings against distractors, and (under `audit`) the
+//!   trained and scored on one group split of each dataset, the longest-, shortest- and
+//!   median-length-ending baselines, the LM perplexity of gold endings against distractors, and (under `audit`) the
 //!   audit detectors that were not in the committee, random assignment against AF;
 //! - `audit-af.json`, `audit-random.json`: those two audits in full; `audit-comparison.csv`.
 
 use std::path::Path;
 
+use af_audit::LengthRule;
 use af_core::{Candidate, Config, MemberName, LM_FEATURES};
 use af_filter::{Assignment, FilterState, ItemScores};
 use af_io::pool_index::Pool;
@@ -406,17 +407,14 @@ fn evaluate(
         let right = scores.chunks(width).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count();
         detectors.push(Detector::new(&head, right as f64, heldout.len()));
     }
-    let (mut longest, mut shortest) = (0.0, 0.0);
+    // Ties are broken at random: the expected credit is 1 / (options tied).
+    let rules = [LengthRule::Longest, LengthRule::Shortest, LengthRule::Median];
+    let mut length_rights = [0.0; 3];
     let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..pool.items.len() {
-        let lens: Vec<u32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| chosen.get(i, c).tokens).collect();
-        let (max, min) = (*lens.iter().max().expect("k >= 1"), *lens.iter().min().expect("k >= 1"));
-        // Ties are broken at random: the expected credit is 1 / (options tied).
-        if lens[0] == max {
-            longest += 1.0 / lens.iter().filter(|&&l| l == max).count() as f64;
-        }
-        if lens[0] == min {
-            shortest += 1.0 / lens.iter().filter(|&&l| l == min).count() as f64;
+        let lens: Vec<f32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| chosen.get(i, c).tokens as f32).collect();
+        for (rule, right) in rules.iter().zip(&mut length_rights) {
+            *right += af_audit::credit(&rule.scores(&lens), 0);
         }
         let gold = chosen.get(i, 0);
         gold_ppl.push(f64::from(gold.features[0]));
@@ -427,8 +425,9 @@ fn evaluate(
             dis_len.push(f64::from(d.tokens));
         }
     }
-    detectors.push(Detector::new("longest-ending", longest, pool.items.len()));
-    detectors.push(Detector::new("shortest-ending", shortest, pool.items.len()));
+    for (rule, right) in rules.iter().zip(length_rights) {
+        detectors.push(Detector::new(rule.name(), right, pool.items.len()));
+    }
     Ok(DatasetEvaluation {
         dataset: name.into(),
         train_items: train.len(),

@@ -1,0 +1,70 @@
+//! The baselines that pick an option by its length alone. Longest and shortest are the classic
+//! ones; the median-length rule catches the opposite artifact: a pool whose wrong endings are
+//! spread around the right one's length (a generator aimed at the gold's length, a length-gap
+//! filter centred on it) makes the right ending the most typical length among its options, which
+//! neither extreme sees (docs/results.md, "Length shaping of the pretrained generator").
+
+/// A rule that scores each option of a question from the options' lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LengthRule {
+    Shortest,
+    Longest,
+    /// The option whose length is closest to the median of its question's option lengths.
+    Median,
+}
+
+impl LengthRule {
+    /// In the order the audit reports them.
+    pub const ALL: [LengthRule; 3] = [LengthRule::Shortest, LengthRule::Longest, LengthRule::Median];
+
+    /// The detector's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            LengthRule::Shortest => "shortest-ending",
+            LengthRule::Longest => "longest-ending",
+            LengthRule::Median => "median-length-ending",
+        }
+    }
+
+    /// One score per option, higher for the option the rule picks; ties are left as ties (the
+    /// audit credits 1/(options tied), see [`crate::credit`]).
+    pub fn scores(self, lengths: &[f32]) -> Vec<f32> {
+        match self {
+            LengthRule::Shortest => lengths.iter().map(|l| -l).collect(),
+            LengthRule::Longest => lengths.to_vec(),
+            LengthRule::Median => {
+                let m = median(lengths);
+                lengths.iter().map(|l| -(l - m).abs()).collect()
+            }
+        }
+    }
+}
+
+/// The median, the mean of the two middle values for an even count; 0 for none.
+fn median(values: &[f32]) -> f32 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f32::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credit;
+
+    #[test]
+    fn each_rule_credits_its_option_and_shares_ties() {
+        let lengths = [3.0, 7.0, 12.0, 8.0, 5.0];
+        assert_eq!(credit(&LengthRule::Shortest.scores(&lengths), 0), 1.0);
+        assert_eq!(credit(&LengthRule::Longest.scores(&lengths), 2), 1.0);
+        assert_eq!(credit(&LengthRule::Median.scores(&lengths), 1), 1.0, "median 7");
+        // An even count: the median of [4, 6, 9, 10] is 7.5, 6 and 9 are 1.5 away.
+        let even = [4.0, 6.0, 9.0, 10.0];
+        assert_eq!(credit(&LengthRule::Median.scores(&even), 1), 0.5);
+        assert_eq!(credit(&LengthRule::Median.scores(&even), 0), 0.0);
+    }
+}
