@@ -78,8 +78,7 @@ pub struct TwinScore {
 #[derive(Clone, Debug, Serialize)]
 pub struct DetectorResult {
     /// `random`, `shortest-ending`, `longest-ending`, `median-length-ending`,
-    /// `token-statistics/ending`, `cnn/full`,
-    /// `lstm/no-candidates`, ...
+    /// `token-statistics/ending`, `cnn/full`, `lstm/no-candidates`, ...
     pub name: String,
     /// `baseline`, `token-statistics` or `learned`.
     pub family: String,

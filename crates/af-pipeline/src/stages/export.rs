@@ -7,8 +7,8 @@
 //! - `dataset-full.csv`, `random-full.csv`: SWAG's full CSV layout (k distractor columns);
 //! - `evaluation.json`: a fresh committee (every member of the last stage, and the joint head)
 //!   trained and scored on one group split of each dataset, the longest-, shortest- and
-//!   median-length-ending baselines, the LM perplexity of gold endings against distractors, and (under `audit`) the
-//!   audit detectors that were not in the committee, random assignment against AF;
+//!   median-length-ending baselines, the LM perplexity of gold endings against distractors, and
+//!   (under `audit`) the audit detectors that were not in the committee, random assignment against AF;
 //! - `audit-af.json`, `audit-random.json`: those two audits in full; `audit-comparison.csv`.
 
 use std::path::Path;
@@ -409,7 +409,7 @@ fn evaluate(
     }
     // Ties are broken at random: the expected credit is 1 / (options tied).
     let rules = [LengthRule::Longest, LengthRule::Shortest, LengthRule::Median];
-    let mut length_rights = [0.0; 3];
+    let mut length_rights = rules.map(|_| 0.0);
     let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..pool.items.len() {
         let lens: Vec<f32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| chosen.get(i, c).tokens as f32).collect();
