@@ -376,9 +376,9 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     assert!(rows.iter().any(|r| r.candidate > 2), "sampled endings follow the borrowed ones");
 }
 
-/// Length shaping toward other videos' gold lengths draws its targets from the run's other items
-/// even when the prompts carry no examples (a run without `pretrained-examples` once had none to
-/// draw from), and fills every item.
+/// Length shaping toward other videos' gold lengths (the default target, `nearby-gold`) draws
+/// its targets from the run's other items even when the prompts carry no examples (a run without
+/// `pretrained-examples` once had none to draw from), and fills every item.
 #[test]
 fn generate_shapes_pretrained_lengths_without_example_captions() {
     let _lock = lock();

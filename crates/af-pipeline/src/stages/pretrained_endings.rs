@@ -78,6 +78,16 @@ enum Targets {
     Gold(Vec<usize>),
     /// The source items' (group, gold length in the generator's words).
     OtherGold(Vec<(String, usize)>),
+    /// The source items' golds as [`Nearby`], sorted by length in af's tokens (the unit of the
+    /// `length-gap` rule) so an item's window is a slice; `own` is each question's gold length in
+    /// the generator's words, the target when no other gold is near.
+    NearbyGold { sources: Vec<Nearby>, gap: usize, own: Vec<usize> },
+}
+
+struct Nearby {
+    tokens: usize,
+    group: String,
+    words: usize,
 }
 
 impl Targets {
@@ -88,6 +98,14 @@ impl Targets {
         Ok(match g.pretrained_length_target {
             LengthTarget::Gold => Self::Gold(items.iter().map(|i| lm.words(&i.ending)).collect::<Result<_, _>>()?),
             LengthTarget::OtherGold => Self::OtherGold(sources[source_range(sources, items.len())].iter().map(|i| Ok((i.group.clone(), lm.words(&i.ending)?))).collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?),
+            LengthTarget::NearbyGold => {
+                let mut near = sources[source_range(sources, items.len())]
+                    .iter()
+                    .map(|i| Ok(Nearby { tokens: af_text::tokenize_lowercase(&i.ending).len(), group: i.group.clone(), words: lm.words(&i.ending)? }))
+                    .collect::<Result<Vec<_>, af_nn::causal_lm::CausalLmError>>()?;
+                near.sort_by_key(|n| n.tokens);
+                Self::NearbyGold { sources: near, gap: g.max_length_gap, own: items.iter().map(|i| lm.words(&i.ending)).collect::<Result<_, _>>()? }
+            }
         })
     }
 
@@ -98,22 +116,32 @@ impl Targets {
             Self::Gold(lengths) => vec![lengths[index]; count],
             Self::OtherGold(pool) => {
                 let mut rng = item_rng(seed ^ LENGTH_SALT, index, round);
-                (0..count)
-                    .map(|_| {
-                        // Another video's length; a few tries, then any (a pool of one group).
-                        let mut pick = &pool[rng.random_range(0..pool.len())];
-                        for _ in 0..20 {
-                            if pick.0 != item.group {
-                                break;
-                            }
-                            pick = &pool[rng.random_range(0..pool.len())];
-                        }
-                        pick.1
-                    })
-                    .collect()
+                (0..count).map(|_| other_group(pool, 0..pool.len(), |p| &p.0, &item.group, &mut rng).1).collect()
+            }
+            Self::NearbyGold { sources, gap, own } => {
+                let gold = af_text::tokenize_lowercase(&item.ending).len();
+                let window = sources.partition_point(|n| n.tokens < gold.saturating_sub(*gap))..sources.partition_point(|n| n.tokens <= gold + gap);
+                if window.is_empty() {
+                    return vec![own[index]; count];
+                }
+                let mut rng = item_rng(seed ^ LENGTH_SALT, index, round);
+                (0..count).map(|_| other_group(sources, window.clone(), |n| &n.group, &item.group, &mut rng).words).collect()
             }
         }
     }
+}
+
+/// An entry of `pool[range]` drawn at random, of a group other than `own`: a few tries, then
+/// whatever the last one drew (a range of one group).
+fn other_group<'a, T>(pool: &'a [T], range: std::ops::Range<usize>, group: impl Fn(&T) -> &String, own: &str, rng: &mut impl Rng) -> &'a T {
+    let mut pick = &pool[rng.random_range(range.clone())];
+    for _ in 0..20 {
+        if group(pick) != own {
+            break;
+        }
+        pick = &pool[rng.random_range(range.clone())];
+    }
+    pick
 }
 
 /// The prompt the generator continues: what a reader of the item sees before the ending, after
@@ -319,6 +347,22 @@ mod tests {
         assert_ne!(drawn, targets.draw(&item, 4, 2, 50, 9), "another round draws anew");
         assert_eq!(Targets::Gold(vec![3, 7, 5]).draw(&item, 1, 0, 4, 9), vec![7; 4]);
         assert!(Targets::None.draw(&item, 1, 0, 4, 9).is_empty());
+    }
+
+    #[test]
+    fn nearby_gold_targets_are_other_videos_lengths_within_the_gap_of_the_items_gold() {
+        // Golds of 1..=30 tokens ("w w ... w."); words stand for the generator's count.
+        let sources: Vec<Nearby> = (1..=30).map(|t| Nearby { tokens: t, group: format!("g{}", t % 4), words: 100 + t }).collect();
+        let targets = Targets::NearbyGold { sources, gap: 3, own: vec![7, 55] };
+        let mut item = item(0, "g2");
+        item.ending = "w w w w w w w w w.".into(); // 10 tokens
+        let drawn = targets.draw(&item, 0, 0, 200, 9);
+        assert_eq!(drawn.len(), 200);
+        assert!(drawn.iter().all(|&w| (107..=113).contains(&w) && w != 110), "lengths 7..=13, never g2's 10: {drawn:?}");
+        assert!((107..=113).filter(|&w| w != 110).all(|w| drawn.contains(&w)), "every length in the window drawn: {drawn:?}");
+        assert_eq!(drawn, targets.draw(&item, 0, 0, 200, 9), "the item's own stream");
+        item.ending = (0..50).map(|_| "w ").collect::<String>() + "w."; // 52 tokens: no gold near
+        assert_eq!(targets.draw(&item, 1, 0, 3, 9), vec![55; 3], "its own gold's length when none is near");
     }
 
     #[test]
