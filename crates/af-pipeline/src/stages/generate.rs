@@ -393,6 +393,24 @@ impl std::fmt::Display for GenerateOutcome {
                 if r.given_endings > 0 {
                     write!(f, "\n  and the questions' own {} wrong options", r.given_endings)?;
                 }
+                if r.borrowed_endings > 0 {
+                    write!(f, "\n  and {} other items' gold endings (borrowed)", r.borrowed_endings)?;
+                }
+                // With `endings = 0` the first line counts nothing the pool holds: say what does.
+                if let Some(p) = &r.pretrained {
+                    let rules: Vec<String> = p.rejected_by_rule.iter().map(|(rule, n)| format!("{rule} {n}")).collect();
+                    write!(
+                        f,
+                        "\n  and {} pretrained endings ({} items short of {}): {:.1}% of {} draws kept; rejected {}{}",
+                        p.endings,
+                        p.items_short,
+                        p.endings_wanted,
+                        100.0 * p.endings as f64 / p.draws.max(1) as f64,
+                        p.draws,
+                        p.rejected,
+                        if rules.is_empty() { String::new() } else { format!(" ({})", rules.join(", ")) }
+                    )?;
+                }
                 Ok(())
             }
             GenerateOutcome::Shard { shard, shards, missing_blocks } => write!(
