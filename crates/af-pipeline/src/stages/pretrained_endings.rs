@@ -84,6 +84,8 @@ enum Targets {
     NearbyGold { sources: Vec<Nearby>, gap: usize, own: Vec<usize> },
 }
 
+/// One source item's gold for `nearby-gold`: its length in af's tokens (to find the window), its
+/// group (to skip the item's own video) and its length in the generator's words (the target).
 struct Nearby {
     tokens: usize,
     group: String,
