@@ -97,16 +97,18 @@ impl Targets {
         if g.pretrained_length_bias == 0.0 {
             return Ok(Self::None);
         }
+        let questions_gold_words = || items.iter().map(|i| lm.words(&i.ending)).collect::<Result<Vec<_>, _>>();
+        let others = &sources[source_range(sources, items.len())];
         Ok(match g.pretrained_length_target {
-            LengthTarget::Gold => Self::Gold(items.iter().map(|i| lm.words(&i.ending)).collect::<Result<_, _>>()?),
-            LengthTarget::OtherGold => Self::OtherGold(sources[source_range(sources, items.len())].iter().map(|i| Ok((i.group.clone(), lm.words(&i.ending)?))).collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?),
+            LengthTarget::Gold => Self::Gold(questions_gold_words()?),
+            LengthTarget::OtherGold => Self::OtherGold(others.iter().map(|i| Ok((i.group.clone(), lm.words(&i.ending)?))).collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?),
             LengthTarget::NearbyGold => {
-                let mut near = sources[source_range(sources, items.len())]
+                let mut near = others
                     .iter()
                     .map(|i| Ok(Nearby { tokens: af_text::tokenize_lowercase(&i.ending).len(), group: i.group.clone(), words: lm.words(&i.ending)? }))
                     .collect::<Result<Vec<_>, af_nn::causal_lm::CausalLmError>>()?;
                 near.sort_by_key(|n| n.tokens);
-                Self::NearbyGold { sources: near, gap: g.max_length_gap, own: items.iter().map(|i| lm.words(&i.ending)).collect::<Result<_, _>>()? }
+                Self::NearbyGold { sources: near, gap: g.max_length_gap, own: questions_gold_words()? }
             }
         })
     }
