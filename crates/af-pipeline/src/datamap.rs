@@ -14,7 +14,7 @@
 //! `datamap.svg`/`.png`, and `easy-to-learn`, `ambiguous`, `hard-to-learn` subsets as files in
 //! the input's own layout (its rows, unchanged, with the input's extension).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use af_core::{CommitteeConfig, Config, MemberName, Question};
@@ -22,8 +22,6 @@ use af_io::questions::{read_questions, QuestionFormat};
 use af_nn::committee::{self as nnc, Column, CommitteeModel, Registry, JOINT};
 use af_text::Tagger;
 use anyhow::Context;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use serde::Serialize;
 use tch::{nn, Device};
 
@@ -128,12 +126,8 @@ fn options_of(q: &Question) -> Vec<(Vec<String>, std::ops::Range<usize>)> {
 
 /// Group folds: groups shuffled by `seed`, dealt round-robin. Returns each question's fold.
 pub fn fold_of(questions: &[Question], folds: usize, seed: u64) -> Vec<usize> {
-    let mut groups: Vec<&str> = questions.iter().map(|q| q.group.as_str()).collect();
-    groups.sort_unstable();
-    groups.dedup();
-    groups.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
-    let fold: HashMap<&str, usize> = groups.iter().enumerate().map(|(i, g)| (*g, i % folds.max(1))).collect();
-    questions.iter().map(|q| fold[q.group.as_str()]).collect()
+    let groups: Vec<&str> = questions.iter().map(|q| q.group.as_str()).collect();
+    af_core::split::folds_by_group(&groups, folds, seed)
 }
 
 /// Trains the committee on each fold and records every question's dynamics.
@@ -170,7 +164,8 @@ pub fn dynamics(
             }
             let encoder = encoder.as_ref().expect("loaded above");
             let texts: Vec<String> = flat.iter().map(|(tokens, _)| tokens.join(" ")).collect();
-            crate::encoded::attach_texts(&mut table, encoder, &texts, progress)?;
+            // Folds hold disjoint questions: nothing to reuse across them.
+            crate::encoded::attach_texts(&mut table, encoder, &texts, &mut crate::encoded::TextMemo::default(), progress)?;
         }
         if cut > 0 {
             tracing::warn!("{cut} options are longer than [committee] max-tokens = {} and were cut to their last tokens", config.max_tokens);
@@ -403,7 +398,7 @@ fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::Rng;
+    use rand::{Rng, SeedableRng};
 
     /// 300 generic questions of 4 options: the right ending holds the word "indeed", the others
     /// never; 30 labels are then flipped to a wrong ending. The flipped ones must be hard to learn.
