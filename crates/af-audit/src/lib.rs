@@ -1,7 +1,8 @@
 //! af-audit measures the shortcuts a multiple-choice dataset leaves (DESIGN §1.5): the random and
 //! length baselines, partial-input detectors on SWAG's three views, token statistics, twin
 //! scoring and the "Back to Square One" transforms, each as an accuracy with a 95% interval
-//! beside chance, trained on one split and measured on another.
+//! beside chance, trained on one split and measured on another, or cross-fitted over group folds
+//! (`eval-folds`) so that every question is measured once.
 //!
 //! Learned detectors are behind the [`Learner`] trait (af-cli implements it with af-nn's
 //! committee members), so everything here is tested without libtorch. Nothing prints; progress
@@ -102,6 +103,47 @@ pub struct DetectorResult {
     pub twins: Option<TwinScore>,
     /// Wall time of a learned detector (training and scoring); 0 for the others.
     pub seconds: f64,
+    /// Each measured question's credit and chance, for comparing two versions of a dataset
+    /// question by question ([`edge_change`]).
+    #[serde(skip)]
+    pub per_question: Vec<QuestionCredit>,
+}
+
+/// One measured question of one detector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuestionCredit {
+    pub id: String,
+    pub credit: f64,
+    pub chance: f64,
+}
+
+/// How a detector's edge over chance moved from one version of a dataset to another measured on
+/// the same questions: the mean over questions of (after's credit - chance) - (before's), with a
+/// 95% interval from the per-question differences (normal approximation). Paired, so it is far
+/// narrower than the two accuracies' intervals side by side: both versions share each
+/// question's context and gold, and much of what a detector gets right or wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EdgeChange {
+    pub change: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub questions: usize,
+}
+
+/// The paired change of edge from `before` to `after`, when both measured the same questions
+/// (by id; order free); `None` when they did not, or measured none.
+pub fn edge_change(before: &DetectorResult, after: &DetectorResult) -> Option<EdgeChange> {
+    if before.per_question.len() != after.per_question.len() || after.per_question.is_empty() {
+        return None;
+    }
+    let by_id: std::collections::HashMap<&str, &QuestionCredit> = before.per_question.iter().map(|q| (q.id.as_str(), q)).collect();
+    let diffs: Vec<f64> = after
+        .per_question
+        .iter()
+        .map(|a| by_id.get(a.id.as_str()).map(|b| (a.credit - a.chance) - (b.credit - b.chance)))
+        .collect::<Option<_>>()?;
+    let (change, half) = stats::mean_interval(&diffs);
+    Some(EdgeChange { change, ci_low: change - half, ci_high: change + half, questions: diffs.len() })
 }
 
 impl DetectorResult {
@@ -115,9 +157,14 @@ impl DetectorResult {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SplitSummary {
-    /// `separate evaluation file`, `split field (train vs ...)` or `by group (share ...)`.
+    /// `separate evaluation file`, `split field (train vs ...)`, `by group (share ...)` or
+    /// `cross-fitted over K group folds`.
     pub method: String,
+    /// 1, or the number of cross-fitting folds.
+    pub folds: usize,
+    /// Questions each detector trained on (the mean over folds when cross-fitted).
     pub train: usize,
+    /// Questions measured (every question when cross-fitted).
     pub eval: usize,
 }
 
@@ -240,21 +287,30 @@ pub fn audit<L: Learner>(
         twins = Some((source, pairs));
     }
 
-    let (train, eval, method) = split(&all, separate.then_some(n_train_file), config.eval_share, seed);
+    let (folds, method) = split(&all, separate.then_some(n_train_file), config, seed);
     let groups = all.iter().map(|q| q.group.as_str()).collect::<HashSet<_>>().len();
-    if train.is_empty() {
+    if folds.iter().any(|(train, _)| train.is_empty()) {
         return Err(AuditError::EmptyTrain { method, questions: all.len(), groups });
     }
-    if eval.is_empty() {
+    if folds.iter().any(|(_, eval)| eval.is_empty()) {
         return Err(AuditError::EmptyEval { method, questions: all.len(), groups });
     }
+    // Every measured question, fold after fold; a detector's scores come in this order.
+    let eval: Vec<usize> = folds.iter().flat_map(|(_, e)| e.iter().copied()).collect();
+    let train_size = mean_size(folds.iter().map(|(t, _)| t.len()));
     let eval_pos: std::collections::HashMap<usize, usize> = eval.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let eval_pairs: Vec<(usize, usize)> = twins
         .as_ref()
         .map(|(_, pairs)| pairs.iter().filter_map(|(a, b)| Some((*eval_pos.get(a)?, *eval_pos.get(b)?))).collect())
         .unwrap_or_default();
     let chance: Vec<f64> = eval.iter().map(|&i| all[i].chance()).collect();
-    let scorer = Scorer { chance: chance.clone(), labels: eval.iter().map(|&i| all[i].label).collect(), pairs: eval_pairs.clone(), train: train.len() };
+    let scorer = Scorer {
+        ids: eval.iter().map(|&i| all[i].id.clone()).collect(),
+        chance: chance.clone(),
+        labels: eval.iter().map(|&i| all[i].label).collect(),
+        pairs: eval_pairs.clone(),
+        train: train_size,
+    };
 
     let mut detectors = Vec::new();
     // Baselines.
@@ -279,9 +335,12 @@ pub fn audit<L: Learner>(
     let every: Vec<usize> = (0..all.len()).collect();
     let (stats, p0) = tokens::token_stats(&table(&every), config.token_min_count, config.alpha);
     let token_report = tokens::report(&stats, p0, config.top_tokens);
-    let (train_stats, _) = tokens::token_stats(&table(&train), config.token_min_count, config.alpha);
-    let weights = tokens::token_weights(&train_stats);
-    let token_scores: Vec<Vec<f32>> = eval.iter().map(|&i| tokens::score_options(&distinguishing[i], &weights)).collect();
+    let mut token_scores: Vec<Vec<f32>> = Vec::with_capacity(eval.len());
+    for (train, eval) in &folds {
+        let (train_stats, _) = tokens::token_stats(&table(train), config.token_min_count, config.alpha);
+        let weights = tokens::token_weights(&train_stats);
+        token_scores.extend(eval.iter().map(|&i| tokens::score_options(&distinguishing[i], &weights)));
+    }
     detectors.push(scorer.result("token-statistics/ending", "token-statistics", None, Some("ending"), &token_scores));
 
     // Learned detectors on each view, then on each transform of blank questions.
@@ -306,54 +365,59 @@ pub fn audit<L: Learner>(
     let mut transform_summaries = Vec::new();
     if all.iter().any(|q| q.blank.is_some()) {
         for t in Transform::ALL {
-            let apply = |idx: &[usize]| -> Vec<(usize, Question)> {
-                idx.iter().filter_map(|&i| transforms::apply(t, &all[i], &config.discourse_markers).map(|q| (i, q))).collect()
-            };
-            let (tr, ev) = (apply(&train), apply(&eval));
-            transform_summaries.push(TransformSummary { transform: t, train: tr.len(), eval: ev.len(), excluded: train.len() + eval.len() - tr.len() - ev.len() });
-            if tr.is_empty() || ev.is_empty() {
+            let applied: Vec<Option<Question>> = all.iter().map(|q| transforms::apply(t, q, &config.discourse_markers)).collect();
+            let pick = |idx: &[usize]| -> Vec<(usize, Question)> { idx.iter().filter_map(|&i| applied[i].clone().map(|q| (i, q))).collect() };
+            let sides: Vec<TransformedFold> = folds.iter().map(|(tr, ev)| (pick(tr), pick(ev))).collect();
+            let (train, eval) = (mean_size(sides.iter().map(|(tr, _)| tr.len())), sides.iter().map(|(_, ev)| ev.len()).sum());
+            transform_summaries.push(TransformSummary { transform: t, train, eval, excluded: applied.iter().filter(|q| q.is_none()).count() });
+            if sides.iter().any(|(tr, ev)| tr.is_empty() || ev.is_empty()) {
                 skipped.push(Skipped { what: format!("transform {}", t.name()), reason: "it applies to no question of one split".into() });
                 continue;
             }
-            transformed.push((t, tr, ev));
+            transformed.push((t, sides));
         }
     }
     let excluded = views.iter().flat_map(|&v| config.models.iter().map(move |m| (m.clone(), v))).filter(|p| exclude.contains(p)).count();
-    let total = config.models.len() * (views.len() + transformed.len()) - excluded;
+    let total = (config.models.len() * (views.len() + transformed.len()) - excluded) * folds.len();
     let mut done = 0;
-    // Each detector's seed comes from its name, so adding or removing another detector changes
-    // no other's numbers.
-    let mut run = |name: String, model: &MemberName, train_q: Vec<LearnerQuestion>, eval_q: Vec<LearnerQuestion>| {
-        progress(done, total, &name);
-        done += 1;
+    // Each detector's seed comes from its name (and fold), so adding or removing another
+    // detector changes no other's numbers; fold 0 keeps the seed a single split has.
+    let mut run = |name: &str, model: &MemberName, sides: &[(Vec<LearnerQuestion>, Vec<LearnerQuestion>)]| {
         let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
         let start = std::time::Instant::now();
-        let scores = learner.train_and_score(model, &train_q, &eval_q, detector_seed).map_err(|source| AuditError::Learner { detector: name, source })?;
+        let mut scores = Vec::new();
+        for (fold, (train_q, eval_q)) in sides.iter().enumerate() {
+            let shown = if sides.len() > 1 { format!("{name} (fold {}/{})", fold + 1, sides.len()) } else { name.to_string() };
+            progress(done, total, &shown);
+            done += 1;
+            let fold_seed = detector_seed.wrapping_add(fold as u64);
+            scores.extend(learner.train_and_score(model, train_q, eval_q, fold_seed).map_err(|source| AuditError::Learner { detector: name.to_string(), source })?);
+        }
         Ok::<_, AuditError<L::Error>>((scores, start.elapsed().as_secs_f64()))
     };
     for &view in &views {
-        let train_q: Vec<LearnerQuestion> = train.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
-        let eval_q: Vec<LearnerQuestion> = eval.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect();
+        let as_learner = |idx: &[usize]| -> Vec<LearnerQuestion> { idx.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect() };
+        let sides: Vec<_> = folds.iter().map(|(train, eval)| (as_learner(train), as_learner(eval))).collect();
         for model in &config.models {
             let name = format!("{}/{}", model, view.name());
             if exclude.iter().any(|(m, v)| m == model && *v == view) {
                 skipped.push(Skipped { what: name, reason: "excluded by the caller (a committee member on the view it was trained against)".into() });
                 continue;
             }
-            let (scores, seconds) = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
+            let (scores, seconds) = run(&name, model, &sides)?;
             detectors.push(DetectorResult { seconds, ..scorer.result(&name, "learned", Some(model.as_str()), Some(view.name()), &scores) });
         }
     }
-    for (t, tr, ev) in &transformed {
+    for (t, folds) in &transformed {
         let as_learner = |qs: &[(usize, Question)]| -> Vec<LearnerQuestion> { qs.iter().map(|(_, q)| learner_question(&tokenize(q), q.label, View::Full)).collect() };
-        let (train_q, eval_q) = (as_learner(tr), as_learner(ev));
+        let sides: Vec<_> = folds.iter().map(|(tr, ev)| (as_learner(tr), as_learner(ev))).collect();
         // Scores of the questions the transform left out are all ties: chance credit, and the
         // detector's accuracy is over the transformed questions only.
-        let kept: Vec<usize> = ev.iter().map(|(i, _)| eval_pos[i]).collect();
-        let sub = scorer.subset(&kept, tr.len());
+        let kept: Vec<usize> = folds.iter().flat_map(|(_, ev)| ev.iter().map(|(i, _)| eval_pos[i])).collect();
+        let sub = scorer.subset(&kept, mean_size(folds.iter().map(|(tr, _)| tr.len())));
         for model in &config.models {
             let name = format!("{}/{}", model, t.name());
-            let (scores, seconds) = run(name.clone(), model, train_q.clone(), eval_q.clone())?;
+            let (scores, seconds) = run(&name, model, &sides)?;
             detectors.push(DetectorResult { seconds, ..sub.result(&name, "learned", Some(model.as_str()), Some(t.name()), &scores) });
         }
     }
@@ -368,7 +432,7 @@ pub fn audit<L: Learner>(
         questions: all.len(),
         options_min: options.clone().min().unwrap_or(0),
         options_max: options.max().unwrap_or(0),
-        split: SplitSummary { method, train: train.len(), eval: eval.len() },
+        split: SplitSummary { method, folds: folds.len(), train: train_size, eval: eval.len() },
         chance: chance.iter().sum::<f64>() / chance.len() as f64,
         alpha: config.alpha,
         detector_alpha,
@@ -381,11 +445,41 @@ pub fn audit<L: Learner>(
     })
 }
 
-/// Training and evaluation indices into `all`, and how they were made.
-fn split(all: &[Question], separate_at: Option<usize>, eval_share: f64, seed: u64) -> (Vec<usize>, Vec<usize>, String) {
+/// The mean of the folds' sizes, rounded: what one detector trained on.
+fn mean_size(sizes: impl Iterator<Item = usize>) -> usize {
+    let sizes: Vec<usize> = sizes.collect();
+    (sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64).round() as usize
+}
+
+/// Mixed into the seed of the audit's group split and folds; `af ablate` uses it to make the same
+/// folds for the detectors it trains itself.
+pub const FOLD_SALT: u64 = 0x6175_6469;
+
+/// A transform's questions on each side of one fold: (index into `all`, transformed question).
+type TransformedFold = (Vec<(usize, Question)>, Vec<(usize, Question)>);
+
+/// The (training, evaluation) indices into `all` of each fold (one unless cross-fitted), and how
+/// they were made. A named evaluation file is what the user asked to be measured, so it is never
+/// cross-fitted; a split field is, when folds are asked for (a detector trained afresh has no use
+/// for a published split's purpose).
+fn split(all: &[Question], separate_at: Option<usize>, config: &AuditConfig, seed: u64) -> (Vec<(Vec<usize>, Vec<usize>)>, String) {
     if let Some(n) = separate_at {
-        return ((0..n).collect(), (n..all.len()).collect(), "separate evaluation file".into());
+        let method = if config.eval_folds > 1 { "separate evaluation file (eval-folds does not apply)" } else { "separate evaluation file" };
+        return (vec![((0..n).collect(), (n..all.len()).collect())], method.into());
     }
+    let groups: Vec<&str> = all.iter().map(|q| q.group.as_str()).collect();
+    if config.eval_folds > 1 {
+        let k = config.eval_folds;
+        let fold = af_core::split::folds_by_group(&groups, k, seed ^ FOLD_SALT);
+        let folds = (0..k).map(|f| (0..all.len()).partition(|&i| fold[i] != f)).collect();
+        return (folds, format!("cross-fitted over {k} group folds (each question scored by detectors trained on the other {})", k - 1));
+    }
+    let (train, eval, method) = one_split(all, config.eval_share, seed);
+    (vec![(train, eval)], method)
+}
+
+/// One held-out split: a split field's training side against the rest, else a share of groups.
+fn one_split(all: &[Question], eval_share: f64, seed: u64) -> (Vec<usize>, Vec<usize>, String) {
     let is_train = |s: &str| s.eq_ignore_ascii_case("train");
     let splits: HashSet<&str> = all.iter().filter_map(|q| q.split.as_deref()).collect();
     if all.iter().all(|q| q.split.is_some()) && splits.iter().any(|s| is_train(s)) && splits.iter().any(|s| !is_train(s)) {
@@ -395,13 +489,14 @@ fn split(all: &[Question], separate_at: Option<usize>, eval_share: f64, seed: u6
         return (train, eval, format!("split field (train against {})", others.join(", ")));
     }
     let groups: Vec<String> = all.iter().map(|q| q.group.clone()).collect();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6175_6469);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ FOLD_SALT);
     let (train, eval) = af_core::split::split_by_group(&groups, 1.0 - eval_share, &mut rng);
     (train, eval, format!("by group, {:.0}% of groups held out", eval_share * 100.0))
 }
 
 /// Turns per-option scores of the evaluation questions into a [`DetectorResult`].
 struct Scorer {
+    ids: Vec<String>,
     chance: Vec<f64>,
     labels: Vec<usize>,
     /// Twin pairs as positions in the evaluation list.
@@ -411,13 +506,16 @@ struct Scorer {
 
 impl Scorer {
     fn result(&self, name: &str, family: &str, model: Option<&str>, view: Option<&str>, scores: &[Vec<f32>]) -> DetectorResult {
-        result(name, family, model, view, scores, &self.chance, &self.labels, &self.pairs, self.train)
+        let mut r = result(name, family, model, view, scores, &self.chance, &self.labels, &self.pairs, self.train);
+        r.per_question = self.ids.iter().zip(&self.chance).zip(scores.iter().zip(&self.labels)).map(|((id, &chance), (s, &l))| QuestionCredit { id: id.clone(), credit: credit(s, l), chance }).collect();
+        r
     }
 
     /// The scorer of the evaluation questions at `kept` (positions), in that order.
     fn subset(&self, kept: &[usize], train: usize) -> Scorer {
         let new_pos: std::collections::HashMap<usize, usize> = kept.iter().enumerate().map(|(n, &p)| (p, n)).collect();
         Scorer {
+            ids: kept.iter().map(|&p| self.ids[p].clone()).collect(),
             chance: kept.iter().map(|&p| self.chance[p]).collect(),
             labels: kept.iter().map(|&p| self.labels[p]).collect(),
             pairs: self.pairs.iter().filter_map(|(a, b)| Some((*new_pos.get(a)?, *new_pos.get(b)?))).collect(),
@@ -467,6 +565,7 @@ fn result(
         flagged: false,
         twins,
         seconds: 0.0,
+        per_question: Vec::new(),
     }
 }
 

@@ -49,6 +49,21 @@ pub fn above_chance_p(right: f64, chance: &[f64]) -> f64 {
     normal_upper_tail((right - expected) / variance.sqrt())
 }
 
+/// The mean of `x` and the half-width of its 95% interval (normal approximation, sample
+/// standard deviation); (0, 0) for no values, an infinite half-width for one.
+pub fn mean_interval(x: &[f64]) -> (f64, f64) {
+    let n = x.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let mean = x.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return (mean, f64::INFINITY);
+    }
+    let variance = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (mean, Z95 * (variance / n as f64).sqrt())
+}
+
 /// Holm's step-down adjusted p-values, in the input order.
 pub fn holm(p: &[f64]) -> Vec<f64> {
     let m = p.len();
@@ -88,6 +103,15 @@ mod tests {
         for (x, w) in a.iter().zip(want) {
             assert!((x - w).abs() < 1e-12, "{a:?}");
         }
+    }
+
+    #[test]
+    fn mean_interval_is_the_normal_interval_of_the_mean() {
+        // 1, 2, 3, 4: mean 2.5, sample sd sqrt(5/3), half-width 1.96 * sqrt(5/3) / 2.
+        let (m, h) = mean_interval(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12 && (h - Z95 * (5.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12, "{m} {h}");
+        assert_eq!(mean_interval(&[]), (0.0, 0.0));
+        assert!(mean_interval(&[0.3]).1.is_infinite());
     }
 
     #[test]

@@ -167,3 +167,77 @@ fn a_split_field_or_a_separate_file_decides_the_split() {
     let r = audit(qs[..60].to_vec(), Some(qs[60..].to_vec()), &config, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
     assert_eq!((r.split.train, r.split.eval), (60, 40));
 }
+
+#[test]
+fn cross_fitting_measures_every_question_once_with_detectors_that_never_trained_on_it() {
+    /// Records, per call, which questions (by their first option's tokens) trained and which were scored.
+    struct Recording {
+        inner: MeanLogOdds,
+        calls: Vec<(HashSet<Vec<String>>, Vec<Vec<String>>)>,
+    }
+    impl Learner for Recording {
+        type Error = std::convert::Infallible;
+        fn train_and_score(&mut self, m: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error> {
+            let key = |q: &LearnerQuestion| q.options[0].tokens.clone();
+            self.calls.push((train.iter().map(key).collect(), eval.iter().map(key).collect()));
+            self.inner.train_and_score(m, train, eval, seed)
+        }
+    }
+    let qs = questions(800, 4, Planted::Word("zzgold"), 1);
+    let config = AuditConfig { models: af_core::member_names(&["ngram"]), eval_folds: 5, ..Default::default() };
+    let mut learner = Recording { inner: MeanLogOdds, calls: Vec::new() };
+    let mut shown = Vec::new();
+    let r = audit(qs.clone(), None, &config, &[], 1, &mut learner, &mut |done, total, name| shown.push((done, total, name.to_string()))).unwrap();
+    assert_eq!((r.split.folds, r.split.eval, r.split.train), (5, 800, 640), "{}", r.split.method);
+    assert_eq!(shown.last().map(|s| (s.0, s.1)), Some((15, 15)), "three views x five folds");
+    assert!(shown.iter().any(|s| s.2 == "ngram/full (fold 5/5)"), "{shown:?}");
+    // On the ending view, the five calls score disjoint sets covering every question, none of it trained on.
+    let mut scored = HashSet::new();
+    for (train, eval) in &learner.calls[..5] {
+        for q in eval {
+            assert!(!train.contains(q), "a question scored by a detector that trained on it");
+            assert!(scored.insert(q.clone()), "a question scored twice");
+        }
+    }
+    assert_eq!(scored.len(), 800);
+    for d in r.detectors.iter().filter(|d| d.family != "baseline") {
+        assert_eq!(d.eval_questions, 800, "{}", d.name);
+    }
+    assert_eq!(flagged(&r), ["token-statistics/ending", "ngram/ending", "ngram/second-sentence", "ngram/full"]);
+    // Five times the measured questions: the interval of an unflagged detector is about sqrt(5) narrower.
+    let one = audit(qs, None, &AuditConfig { eval_folds: 1, ..config }, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    let width = |r: &AuditReport| r.detectors.iter().find(|d| d.name == "random").map(|d| d.ci_high - d.ci_low).unwrap();
+    assert!(width(&r) < 0.55 * width(&one), "{} against {}", width(&r), width(&one));
+}
+
+#[test]
+fn cross_fitting_replaces_a_split_field_but_not_a_separate_file() {
+    let mut qs = questions(100, 4, Planted::Nothing, 4);
+    for (i, q) in qs.iter_mut().enumerate() {
+        q.split = Some(if i < 70 { "train" } else { "val" }.into());
+    }
+    let config = AuditConfig { models: vec![], eval_folds: 4, ..Default::default() };
+    let r = audit(qs.clone(), None, &config, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    assert_eq!((r.split.folds, r.split.train, r.split.eval), (4, 75, 100), "{}", r.split.method);
+    let r = audit(qs[..60].to_vec(), Some(qs[60..].to_vec()), &config, &[], 1, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    assert_eq!((r.split.folds, r.split.train, r.split.eval), (1, 60, 40));
+    assert!(r.split.method.contains("does not apply"), "{}", r.split.method);
+}
+
+#[test]
+fn the_paired_edge_change_sees_an_artifact_go_and_needs_the_same_questions() {
+    let config = AuditConfig { models: af_core::member_names(&["ngram"]), eval_folds: 4, ..Default::default() };
+    let audit_of = |planted| audit(questions(400, 4, planted, 8), None, &config, &[], 8, &mut MeanLogOdds, &mut |_, _, _| {}).unwrap();
+    let (word, clean) = (audit_of(Planted::Word("zzgold")), audit_of(Planted::Nothing));
+    let find = |r: &AuditReport, name: &str| r.detectors.iter().find(|d| d.name == name).unwrap().clone();
+    let (before, after) = (find(&word, "ngram/ending"), find(&clean, "ngram/ending"));
+    let c = edge_change(&before, &after).expect("the same 400 questions");
+    assert_eq!(c.questions, 400);
+    assert!((c.change - (after.edge - before.edge)).abs() < 1e-9, "the mean of the differences is the difference of the edges: {c:?}");
+    assert!(c.ci_high < 0.0 && c.ci_high - c.ci_low < 0.2, "{c:?}");
+    let same = edge_change(&before, &before).unwrap();
+    assert_eq!((same.change, same.ci_low, same.ci_high), (0.0, 0.0, 0.0));
+    let mut other = after.clone();
+    other.per_question[0].id = "elsewhere".into();
+    assert_eq!(edge_change(&before, &other), None, "another question set is not paired");
+}

@@ -849,6 +849,10 @@ fn is_zero(x: &usize) -> bool {
     *x == 0
 }
 
+fn is_one_usize(x: &usize) -> bool {
+    *x == 1
+}
+
 fn is_zero_f64(x: &f64) -> bool {
     *x == 0.0
 }
@@ -941,6 +945,11 @@ impl View {
 pub struct AuditConfig {
     /// Share of groups held out for evaluation when the data names no evaluation split.
     pub eval_share: f64,
+    /// 1: one held-out evaluation split (a named split, or `eval_share` of the groups). K >= 2:
+    /// cross-fitting over K group folds, every question scored by detectors trained on the other
+    /// K - 1 (K times the training; intervals over every question instead of a fifth of them).
+    #[serde(skip_serializing_if = "is_one_usize")]
+    pub eval_folds: usize,
     pub views: Vec<View>,
     /// Architectures of the learned (partial-input) detectors, each trained on every view.
     pub models: Vec<MemberName>,
@@ -964,6 +973,7 @@ impl Default for AuditConfig {
     fn default() -> Self {
         Self {
             eval_share: 0.2,
+            eval_folds: 1,
             views: View::ALL.to_vec(),
             models: member_names(&["ngram", "cnn", "lstm"]),
             token_min_count: 10,
@@ -1116,6 +1126,9 @@ impl Config {
         let a = &self.audit;
         if !(a.eval_share > 0.0 && a.eval_share < 1.0) {
             return Err(format!("[audit] eval-share = {}: must be strictly between 0 and 1", a.eval_share));
+        }
+        if a.eval_folds == 0 {
+            return Err("[audit] eval-folds = 0: 1 for one held-out split, or at least 2 folds to cross-fit".into());
         }
         if !(a.alpha > 0.0 && a.alpha < 0.5) {
             return Err(format!("[audit] alpha = {}: must be strictly between 0 and 0.5", a.alpha));

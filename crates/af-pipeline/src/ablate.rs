@@ -16,7 +16,8 @@
 //! - `cross-matrix.csv` (long format), `summary.csv`, `cross-matrix.svg` and `.png`,
 //!   `ablate.html` and `ablate.json` (every number above, the split and the compositions).
 //!
-//! The detectors, all on one group split shared by every dataset: each member trained fresh
+//! The detectors, all on one group split shared by every dataset (or on every item, cross-fitted
+//! over `[audit] eval-folds` group folds): each member trained fresh
 //! alone (`committee:MEMBER`), the joint committee of every ablated member (`committee:joint`),
 //! and every audit detector (`[audit]`: baselines, token statistics, learned partial-input views).
 
@@ -130,8 +131,17 @@ struct CrossFile {
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct SplitSizes {
+    /// Items each detector trained on (the mean over folds when cross-fitted).
     pub train: usize,
+    /// Items measured (every item when cross-fitted).
     pub eval: usize,
+    /// 1, or `[audit] eval-folds`.
+    #[serde(default = "one_fold")]
+    pub folds: usize,
+}
+
+fn one_fold() -> usize {
+    1
 }
 
 /// Bumped when the cross-matrix computes other numbers from the same inputs.
@@ -306,10 +316,23 @@ fn cross_matrix(
         let state: af_filter::FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
         datasets.push((&run.name, state.assignment, Some(state.last_scores), stamp.clone()));
     }
-    // One group split for every dataset and detector.
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
-    let (train, eval) = af_filter::split_by_group(&pool.groups(), 1.0 - config.audit.eval_share, &mut rng);
-    let split = SplitSizes { train: train.len(), eval: eval.len() };
+    // One group split for every dataset and detector, or group folds (`[audit] eval-folds`).
+    let groups = pool.groups();
+    let folds: Vec<(Vec<usize>, Vec<usize>)> = if config.audit.eval_folds > 1 {
+        // The folds af-audit makes of the same groups with the same seed, so the committee's
+        // detectors and the audit's measure each item by the same fold's training.
+        let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
+        let fold = af_core::split::folds_by_group(&refs, config.audit.eval_folds, config.run.seed ^ af_audit::FOLD_SALT);
+        (0..config.audit.eval_folds).map(|f| (0..groups.len()).partition(|&i| fold[i] != f)).collect()
+    } else {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
+        vec![af_filter::split_by_group(&groups, 1.0 - config.audit.eval_share, &mut rng)]
+    };
+    let split = SplitSizes {
+        train: (folds.iter().map(|(t, _)| t.len()).sum::<usize>() as f64 / folds.len() as f64).round() as usize,
+        eval: folds.iter().map(|(_, e)| e.len()).sum(),
+        folds: folds.len(),
+    };
     let assignments: Vec<&Assignment> = datasets.iter().map(|d| &d.1).collect();
     let chosen = Chosen::read(pool, &assignments)?;
     // Each dataset as the export writes it, so that a composition's dataset can be audited or
@@ -342,9 +365,9 @@ fn cross_matrix(
         let detectors = match kept {
             Some(file) => file.detectors,
             None => {
-                let mut detectors = committee_detectors(config, request.registry, &members, pool, table, device, assignment, &train, &eval)?;
+                let mut detectors = committee_detectors(config, request.registry, &members, pool, table, device, assignment, &folds)?;
                 let questions = pool_questions(&chosen, assignment, &vec![""; pool.items.len()]);
-                detectors.extend(audit_detectors(config, request.registry, name, &questions, &train, &eval, &tagger, device, dir, progress)?);
+                detectors.extend(audit_detectors(config, request.registry, name, &questions, &folds, &tagger, device, dir, progress)?);
                 std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
                 let file = CrossFile { fingerprint, split, detectors };
                 af_core::atomic::write(&path, serde_json::to_string_pretty(&file)?.as_bytes())?;
@@ -385,8 +408,8 @@ fn held_by(c: &Composition, score: &DetectorScore, members: &[MemberName], regis
     }
 }
 
-/// Each ablated member trained fresh alone, then the joint committee of all of them, on the
-/// training items' questions; scored on the evaluation items'.
+/// Each ablated member trained fresh alone, then the joint committee of all of them, on each
+/// fold's training items' questions; scored on its evaluation items'.
 #[allow(clippy::too_many_arguments)]
 fn committee_detectors(
     config: &Config,
@@ -396,8 +419,7 @@ fn committee_detectors(
     table: &CandidateTable,
     device: tch::Device,
     assignment: &Assignment,
-    train: &[usize],
-    eval: &[usize],
+    folds: &[(Vec<usize>, Vec<usize>)],
 ) -> anyhow::Result<Vec<DetectorScore>> {
     let alone = CommitteeConfig { joint: false, ..config.committee.clone() };
     let joint = CommitteeConfig { joint: true, ..config.committee.clone() };
@@ -412,44 +434,50 @@ fn committee_detectors(
     for (head, on, committee_config) in runs {
         let name = format!("committee:{head}");
         let committee = TorchCommittee::new(pool, table, committee_config, registry, device);
-        let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
-        let (_vs, model) = committee.train(&on, &questions, config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes())).with_context(|| format!("detector {name}"))?;
-        let rows: Vec<i64> = eval.iter().flat_map(|&i| committee.question(i, assignment)).collect();
-        let flat = nnc::score(&model, table, &rows, committee_config.score_batch)
-            .into_iter()
-            .find(|(h, _)| h.as_str() == head.as_str())
-            .with_context(|| format!("detector {name}: the committee has no head `{head}`"))?
-            .1;
-        let right: f64 = flat.chunks(width).map(|s| af_audit::credit(s, 0)).sum();
-        let (ci_low, ci_high) = af_audit::stats::wilson(right, eval.len());
-        let accuracy = right / eval.len().max(1) as f64;
+        let (mut right, mut measured) = (0.0, 0);
+        for (fold, (train, eval)) in folds.iter().enumerate() {
+            let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
+            // Fold 0 keeps the seed one split gives (the measured runs reproduce).
+            let seed = (config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes())).wrapping_add(fold as u64);
+            let (_vs, model) = committee.train(&on, &questions, seed).with_context(|| format!("detector {name}"))?;
+            let rows: Vec<i64> = eval.iter().flat_map(|&i| committee.question(i, assignment)).collect();
+            let flat = nnc::score(&model, table, &rows, committee_config.score_batch)
+                .into_iter()
+                .find(|(h, _)| h.as_str() == head.as_str())
+                .with_context(|| format!("detector {name}: the committee has no head `{head}`"))?
+                .1;
+            right += flat.chunks(width).map(|s| af_audit::credit(s, 0)).sum::<f64>();
+            measured += eval.len();
+        }
+        let (ci_low, ci_high) = af_audit::stats::wilson(right, measured);
+        let accuracy = right / measured.max(1) as f64;
         out.push(DetectorScore {
             detector: name,
             family: "committee".into(),
             model: Some(head.to_string()),
             view: None,
-            questions: eval.len(),
+            questions: measured,
             accuracy,
             ci_low,
             ci_high,
             chance,
             edge: accuracy - chance,
-            p_value: af_audit::stats::above_chance_p(right, &vec![chance; eval.len()]),
+            p_value: af_audit::stats::above_chance_p(right, &vec![chance; measured]),
         });
     }
     Ok(out)
 }
 
 /// The audit's detectors (none excluded) trained on the training items' questions and measured
-/// on the evaluation items'.
+/// on the evaluation items'; cross-fitted by the audit itself over the same folds when there are
+/// several.
 #[allow(clippy::too_many_arguments)]
 fn audit_detectors(
     config: &Config,
     registry: &Registry,
     name: &str,
     questions: &[af_core::Question],
-    train: &[usize],
-    eval: &[usize],
+    folds: &[(Vec<usize>, Vec<usize>)],
     tagger: &af_text::Tagger,
     device: tch::Device,
     dir: &Path,
@@ -461,7 +489,15 @@ fn audit_detectors(
         questions: idx.iter().map(|&i| af_core::Question { split: None, ..questions[i].clone() }).collect(),
         skipped: Vec::new(),
     };
-    let (report, _) = crate::audit::audit_questions(&file(train, "training"), Some(&file(eval, "evaluation")), config, registry, &[], config.run.seed, tagger, device, progress)?;
+    let (report, _) = match folds {
+        [(train, eval)] => crate::audit::audit_questions(&file(train, "training"), Some(&file(eval, "evaluation")), config, registry, &[], config.run.seed, tagger, device, progress)?,
+        _ => {
+            let every: Vec<usize> = (0..questions.len()).collect();
+            let (report, cut) = crate::audit::audit_questions(&file(&every, "all"), None, config, registry, &[], config.run.seed, tagger, device, progress)?;
+            anyhow::ensure!(report.split.folds == folds.len(), "the audit made {} folds where {} were asked", report.split.folds, folds.len());
+            (report, cut)
+        }
+    };
     Ok(report
         .detectors
         .into_iter()
@@ -636,8 +672,9 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
     af_report::Page {
         title: "Ablation over committee compositions".into(),
         subtitle: format!(
-            "{} compositions and the random assignment, every detector on one group split ({} training, {} evaluation items); every number is in ablate.json and cross-matrix.csv",
+            "{} compositions and the random assignment, every detector on {} ({} training, {} evaluation items); every number is in ablate.json and cross-matrix.csv",
             runs.len(),
+            if split.folds > 1 { format!("{} group folds, cross-fitted", split.folds) } else { "one group split".into() },
             split.train,
             split.eval
         ),

@@ -28,8 +28,8 @@ pub struct TorchLearner<'a> {
     /// The most options any detector's table cut to `[committee] max-tokens`.
     pub options_cut: usize,
     /// The frozen-embedding detector's encoder (`encoder` or `torchscript`), loaded when first
-    /// needed, with the settings it was loaded from.
-    pub encoder: Option<(nnc::members::FrozenEncoder, af_nn::encoder::Encoder)>,
+    /// needed, with the settings it was loaded from, and the option texts it has encoded.
+    pub encoder: Option<(nnc::members::FrozenEncoder, af_nn::encoder::Encoder, crate::encoded::TextMemo)>,
 }
 
 impl Learner for TorchLearner<'_> {
@@ -55,15 +55,15 @@ impl TorchLearner<'_> {
         let (mut table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
         self.options_cut = self.options_cut.max(cut);
         if let Some(frozen) = self.registry.frozen_encoder(std::slice::from_ref(model), self.config)? {
-            let encoder = match self.encoder.take() {
-                Some((loaded_from, e)) if loaded_from == frozen => e,
-                _ => frozen.load(self.device)?,
+            let (encoder, mut memo) = match self.encoder.take() {
+                Some((loaded_from, e, memo)) if loaded_from == frozen => (e, memo),
+                _ => (frozen.load(self.device)?, Default::default()),
             };
             // The view's text as the tokens give it: an uncased WordPiece tokenizer splits the
             // punctuation the words were split at the same way.
             let texts: Vec<String> = options.iter().map(|(tokens, _)| tokens.join(" ")).collect();
-            let attached = crate::encoded::attach_texts(&mut table, &encoder, &texts, &crate::NoProgress);
-            self.encoder = Some((frozen, encoder));
+            let attached = crate::encoded::attach_texts(&mut table, &encoder, &texts, &mut memo, &crate::NoProgress);
+            self.encoder = Some((frozen, encoder, memo));
             attached?;
         }
         let mut questions = Vec::with_capacity(train.len());

@@ -120,14 +120,50 @@ impl KeptChunks {
     }
 }
 
+/// Embeddings of texts one encoder has encoded, by text: an audit's cross-fitted folds build a
+/// table per fold from the same options, and each would otherwise encode them all again.
+#[derive(Default)]
+pub struct TextMemo {
+    rows: std::collections::HashMap<String, Tensor>,
+}
+
 /// Attaches embeddings of each row's own text (an audit's options in one view, a data map's
 /// options) to `table`; `texts` are the rows' texts in row order.
-pub fn attach_texts(table: &mut CandidateTable, encoder: &Encoder, texts: &[String], progress: &dyn Progress) -> Result<(), NnError> {
-    let bar = progress.bar("encoding options", texts.len() as u64);
-    let text = encode_all(encoder, texts, table.device, bar.as_ref(), CHUNK, None)?;
-    bar.finish();
+pub fn attach_texts(table: &mut CandidateTable, encoder: &Encoder, texts: &[String], memo: &mut TextMemo, progress: &dyn Progress) -> Result<(), NnError> {
+    let text = encode_texts(encoder, texts, memo, table.device, progress)?;
     table.attach_encoded(EncodedRows { text, contexts: None })?;
     Ok(())
+}
+
+/// `[texts, dim]` embeddings on `device` (f16-rounded, as everywhere): texts `memo` holds are not
+/// encoded again; the others are, once each, and join it. A memo serves one encoder and one device.
+pub fn encode_texts(encoder: &Encoder, texts: &[String], memo: &mut TextMemo, device: Device, progress: &dyn Progress) -> Result<Tensor, NnError> {
+    let mut seen = std::collections::HashSet::new();
+    let missing: Vec<String> = texts.iter().filter(|t| !memo.rows.contains_key(*t) && seen.insert(t.as_str())).cloned().collect();
+    if !missing.is_empty() {
+        let bar = progress.bar("encoding options", missing.len() as u64);
+        let encoded = encode_all(encoder, &missing, device, bar.as_ref(), CHUNK, None)?;
+        bar.finish();
+        for (i, text) in missing.into_iter().enumerate() {
+            memo.rows.insert(text, encoded.get(i as i64));
+        }
+    }
+    if texts.is_empty() {
+        return Ok(Tensor::zeros([0, encoder.dim() as i64], (storage_kind(device), device)));
+    }
+    let rows: Vec<&Tensor> = texts.iter().map(|t| &memo.rows[t]).collect();
+    Ok(Tensor::stack(&rows, 0))
+}
+
+impl TextMemo {
+    /// Texts held.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
 }
 
 /// What `encoded/encoded.json` says of the cached embeddings.

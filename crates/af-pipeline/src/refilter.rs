@@ -94,6 +94,9 @@ pub struct BeforeAfter {
     pub edge_shrink: Option<f64>,
     pub before_flagged: bool,
     pub after_flagged: bool,
+    /// After's edge - before's, question by question, where both audits measured the same
+    /// questions (ids kept and cross-fitted, `[audit] eval-folds`); else none.
+    pub edge_change: Option<af_audit::EdgeChange>,
 }
 
 /// `refilter/report.json`: what went in, what came out, and the audit of both.
@@ -124,6 +127,9 @@ impl std::fmt::Display for RefilterReport {
             write!(f, "\n  {:<26} {:.3} (edge {:+.3}) -> {:.3} (edge {:+.3})", d.detector, d.before, d.before_edge, d.after, d.after_edge)?;
             if let Some(x) = d.edge_shrink {
                 write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
+            }
+            if let Some(e) = d.edge_change {
+                write!(f, "  paired {:+.3} [{:+.3}, {:+.3}]", e.change, e.ci_low, e.ci_high)?;
             }
         }
         Ok(())
@@ -166,6 +172,7 @@ pub fn audit_before_after(config: &Config, registry: &Registry, progress: &dyn P
             edge_shrink: b.edge_shrink(a),
             before_flagged: b.flagged,
             after_flagged: a.flagged,
+            edge_change: af_audit::edge_change(b, a),
         })
         .collect();
     write_comparison(&dir.join("audit-comparison.csv"), &detectors)?;
@@ -181,6 +188,12 @@ pub fn audit_before_after(config: &Config, registry: &Registry, progress: &dyn P
     };
     af_core::atomic::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(report)
+}
+
+/// The `edge_change`, `edge_change_ci_low`, `edge_change_ci_high` cells of a comparison CSV;
+/// empty where the two audits did not measure the same questions.
+pub(crate) fn edge_change_fields(e: Option<af_audit::EdgeChange>) -> [String; 3] {
+    e.map_or_else(Default::default, |e| [e.change, e.ci_low, e.ci_high].map(|x| format!("{x:.4}")))
 }
 
 fn write_comparison(path: &Path, rows: &[BeforeAfter]) -> anyhow::Result<()> {
@@ -200,6 +213,9 @@ fn write_comparison(path: &Path, rows: &[BeforeAfter]) -> anyhow::Result<()> {
         "edge_shrink",
         "before_flagged",
         "after_flagged",
+        "edge_change",
+        "edge_change_ci_low",
+        "edge_change_ci_high",
     ])?;
     let f = |x: f64| format!("{x:.4}");
     for r in rows {
@@ -218,7 +234,9 @@ fn write_comparison(path: &Path, rows: &[BeforeAfter]) -> anyhow::Result<()> {
             r.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
             r.before_flagged.to_string(),
             r.after_flagged.to_string(),
-        ])?;
+        ]
+        .into_iter()
+        .chain(edge_change_fields(r.edge_change)))?;
     }
     af_core::atomic::write(path, &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
     Ok(())

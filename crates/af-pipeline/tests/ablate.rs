@@ -183,6 +183,16 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     let (run, outcomes) = ablate(&config, true).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(outcomes, [("only-bow".to_string(), Outcome::Ran)]);
     assert_eq!(run.compositions[0].report.iterations, 1);
+
+    // Cross-fitted (`[audit] eval-folds`): the filter runs are kept, and every detector, the
+    // committee's and the audit's, measures all 400 items.
+    config.audit.eval_folds = 2;
+    let (run, outcomes) = ablate(&config, false).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(outcomes, [("only-bow".to_string(), Outcome::UpToDate)]);
+    assert!(run.cells.iter().all(|c| c.score.questions == 400), "{:?}", run.cells.iter().map(|c| (&c.score.detector, c.score.questions)).collect::<Vec<_>>());
+    assert!(run.cells.iter().any(|c| c.score.detector == "committee:joint") && run.cells.iter().any(|c| c.score.detector == "ngram/ending"));
+    let written = common::json(&run.dir.join("ablate.json"));
+    assert_eq!((written["split"]["folds"].as_u64(), written["split"]["eval"].as_u64()), (Some(2), Some(400)));
 }
 
 #[test]

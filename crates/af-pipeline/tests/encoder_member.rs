@@ -139,6 +139,11 @@ fn a_killed_pool_encoding_resumes_from_the_chunks_it_kept() {
 /// The `encoder` detector's (name, accuracy, flagged) on each of `views` of `n` synthetic
 /// questions with `planted` in them.
 fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(String, f64, bool)> {
+    encoder_audit_folds(planted, n, views, seed, 1).into_iter().map(|(name, accuracy, flagged, _)| (name, accuracy, flagged)).collect()
+}
+
+/// As [`encoder_audit`], cross-fitted over `folds`; also each detector's measured questions.
+fn encoder_audit_folds(planted: Planted, n: usize, views: &[View], seed: u64, folds: usize) -> Vec<(String, f64, bool, usize)> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("questions.jsonl");
     common::write_synthetic_questions(&data, n, 4, planted, seed);
@@ -147,6 +152,7 @@ fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(
     config.committee.validation_share = 0.0;
     config.audit.models = vec![MemberName::new("encoder")];
     config.audit.views = views.to_vec();
+    config.audit.eval_folds = folds;
     let out = dir.path().join("out");
     let request = AuditRequest {
         dataset: &data,
@@ -161,7 +167,7 @@ fn encoder_audit(planted: Planted, n: usize, views: &[View], seed: u64) -> Vec<(
         force: false,
     };
     let run = af_pipeline::audit::run(&request, &NoProgress).unwrap_or_else(|e| panic!("{e:#}"));
-    let found: Vec<(String, f64, bool)> = run.report.detectors.iter().filter(|d| d.name.starts_with("encoder/")).map(|d| (d.name.clone(), d.accuracy, d.flagged)).collect();
+    let found: Vec<_> = run.report.detectors.iter().filter(|d| d.name.starts_with("encoder/")).map(|d| (d.name.clone(), d.accuracy, d.flagged, d.eval_questions)).collect();
     println!("{planted:?}: {found:?}");
     found
 }
@@ -177,4 +183,26 @@ fn the_audits_encoder_detector_finds_a_planted_word_and_nothing_in_a_clean_set()
     let clean = encoder_audit(Planted::Nothing, 200, &[View::Ending], 6);
     assert_eq!(clean.len(), 1);
     assert!(!clean[0].2, "nothing to find in a clean set: {:?}", clean[0]);
+}
+
+#[test]
+fn a_cross_fitted_encoder_audit_measures_every_question_and_encodes_each_text_once() {
+    let _lock = common::lock();
+    let found = encoder_audit_folds(Planted::Word("volcano"), 120, &[View::Ending], 7, 3);
+    assert_eq!(found.len(), 1);
+    let (name, accuracy, flagged, measured) = &found[0];
+    assert!(*flagged && *accuracy > 0.5 && *measured == 120, "{name}: {accuracy} on {measured} questions");
+
+    // The memo the folds share: a text is encoded once, and gives what encoding it afresh gives.
+    let encoder = af_nn::encoder::Encoder::load(&model_dir(), Device::Cpu, &Default::default()).unwrap();
+    let mut memo = af_pipeline::encoded::TextMemo::default();
+    let texts = |v: &[&str]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    let first = af_pipeline::encoded::encode_texts(&encoder, &texts(&["a man rides a bike .", "she stirs the pot .", "a man rides a bike ."]), &mut memo, Device::Cpu, &NoProgress).unwrap();
+    assert_eq!((first.size(), memo.len()), (vec![3, 384], 2));
+    let second = af_pipeline::encoded::encode_texts(&encoder, &texts(&["she stirs the pot .", "the dog runs away ."]), &mut memo, Device::Cpu, &NoProgress).unwrap();
+    assert_eq!(memo.len(), 3, "only the new text was encoded");
+    let fresh = encoder.encode(&["she stirs the pot .", "the dog runs away ."]).unwrap();
+    let gap = (second - fresh).abs().max().double_value(&[]);
+    assert!(gap < 2e-3, "the memo's vectors are the encoder's, f16-rounded: {gap}");
+    assert!((first.get(0) - first.get(2)).abs().max().double_value(&[]) == 0.0);
 }

@@ -265,6 +265,13 @@ fn filter_export_and_report_agree() {
     }
     let csv_rows = std::fs::read_to_string(run.join("export/audit-comparison.csv")).unwrap().lines().count();
     assert_eq!(csv_rows, compared.len() + 1);
+    // Both audits measured the same questions, so every detector has its paired change of edge.
+    for c in audit["comparison"].as_array().unwrap() {
+        let e = &c["edge_change"];
+        let (x, lo, hi) = (e["change"].as_f64().unwrap(), e["ci_low"].as_f64().unwrap(), e["ci_high"].as_f64().unwrap());
+        let unpaired = c["af_edge"].as_f64().unwrap() - c["random_edge"].as_f64().unwrap();
+        assert!(lo <= x && x <= hi && (x - unpaired).abs() < 1e-9, "{c}");
+    }
 
     // The report: self-contained, the plot in both formats.
     let html = std::fs::read_to_string(run.join("report/report.html")).unwrap();

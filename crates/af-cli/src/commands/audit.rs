@@ -19,9 +19,16 @@ pub struct AuditArgs {
     /// (`context`, `endings`, `label`), or af's dataset.jsonl. The layout is detected.
     dataset: PathBuf,
     /// A separate evaluation file (same layouts). Without it a `split` field (train against
-    /// val/dev/test) or a split by group (`[audit] eval-share`) makes the evaluation split.
+    /// val/dev/test) or a split by group (`[audit] eval-share`) makes the evaluation split, or
+    /// `--eval-folds` cross-fits.
     #[arg(long)]
     eval: Option<PathBuf>,
+    /// Cross-fit over this many group folds: every question is scored by detectors trained on
+    /// the other folds, so intervals cover every question (about sqrt(5) narrower than a fifth
+    /// held out) at K times the training. 1: one held-out split. Overrides [audit] eval-folds;
+    /// does not apply with --eval.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    eval_folds: Option<u64>,
     /// Name the layout instead of detecting it.
     #[arg(long, value_parser = super::parse_question_format)]
     format: Option<QuestionFormat>,
@@ -70,6 +77,9 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
                 }
             })
             .collect::<Result<_, _>>()?;
+    }
+    if let Some(k) = a.eval_folds {
+        config.audit.eval_folds = k as usize;
     }
     let out = a.out.clone().unwrap_or_else(|| {
         let stem = a.dataset.file_stem().map_or("dataset".into(), |s| s.to_string_lossy().into_owned());

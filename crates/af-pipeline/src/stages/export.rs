@@ -47,6 +47,9 @@ impl std::fmt::Display for ExportSummary {
             if let Some(x) = c.edge_shrink {
                 write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
             }
+            if let Some(e) = c.edge_change {
+                write!(f, "  paired {:+.3} [{:+.3}, {:+.3}]", e.change, e.ci_low, e.ci_high)?;
+            }
         }
         Ok(())
     }
@@ -159,6 +162,8 @@ pub struct Compared {
     pub edge_shrink: Option<f64>,
     pub random_flagged: bool,
     pub af_flagged: bool,
+    /// AF's edge - the random assignment's, question by question (paired), with its interval.
+    pub edge_change: Option<af_audit::EdgeChange>,
 }
 
 /// The audit's detectors that were not in the committee (a committee architecture counts as in
@@ -199,10 +204,11 @@ fn audit_comparison(
             edge_shrink: r.edge_shrink(a),
             random_flagged: r.flagged,
             af_flagged: a.flagged,
+            edge_change: af_audit::edge_change(r, a),
         })
         .collect();
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["detector", "chance", "random", "random_ci_low", "random_ci_high", "af", "af_ci_low", "af_ci_high", "random_edge", "af_edge", "edge_shrink", "random_flagged", "af_flagged"])?;
+    w.write_record(["detector", "chance", "random", "random_ci_low", "random_ci_high", "af", "af_ci_low", "af_ci_high", "random_edge", "af_edge", "edge_shrink", "random_flagged", "af_flagged", "edge_change", "edge_change_ci_low", "edge_change_ci_high"])?;
     for c in &rows {
         w.write_record([
             c.detector.clone(),
@@ -218,7 +224,9 @@ fn audit_comparison(
             c.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
             c.random_flagged.to_string(),
             c.af_flagged.to_string(),
-        ])?;
+        ]
+        .into_iter()
+        .chain(crate::refilter::edge_change_fields(c.edge_change)))?;
     }
     af_core::atomic::write(ctx.dir.join("audit-comparison.csv"), &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
     let summary = json!({

@@ -131,6 +131,10 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
                     format!("{:.3}", num(c, "af")),
                     format!("{:.3}", num(c, "chance")),
                     c["edge_shrink"].as_f64().map_or("-".into(), |x| format!("{:.0}%", 100.0 * x)),
+                    c["edge_change"].as_object().map_or("-".into(), |_| {
+                        let e = &c["edge_change"];
+                        format!("{:+.3} [{:+.3}, {:+.3}]", num(e, "change"), num(e, "ci_low"), num(e, "ci_high"))
+                    }),
                 ]
             })
             .collect();
@@ -138,10 +142,10 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         sections.push(Section {
             title: "Audit detectors the committee never saw: random distractors vs AF".into(),
             html: format!(
-                "<p>Detectors: {} on every view, token statistics and the baselines (split: {}). Numbers: <code>export/evaluation.json</code>, in full <code>export/audit-af.json</code> and <code>export/audit-random.json</code>.</p>{chart}{}",
+                "<p>Detectors: {} on every view, token statistics and the baselines (split: {}); the last column compares the two assignments question by question, a 95% interval. Numbers: <code>export/evaluation.json</code>, in full <code>export/audit-af.json</code> and <code>export/audit-random.json</code>.</p>{chart}{}",
                 escape(&evaluation["audit"]["models"].as_array().map(|m| m.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()),
                 escape(evaluation["audit"]["split"]["method"].as_str().unwrap_or("?")),
-                table(&["detector", "random assignment", "AF assignment", "chance", "edge shrank"], &rows)
+                table(&["detector", "random assignment", "AF assignment", "chance", "edge shrank", "AF - random edge, paired"], &rows)
             ),
         });
     }
