@@ -328,6 +328,12 @@ fn cross_matrix(
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
         vec![af_filter::split_by_group(&groups, 1.0 - config.audit.eval_share, &mut rng)]
     };
+    anyhow::ensure!(
+        folds.iter().all(|(t, e)| !t.is_empty() && !e.is_empty()),
+        "[audit] eval-folds = {} (or eval-share) leaves a fold with no training or no evaluation item: the pool has {} groups",
+        config.audit.eval_folds,
+        groups.iter().collect::<std::collections::HashSet<_>>().len()
+    );
     let split = SplitSizes {
         train: (folds.iter().map(|(t, _)| t.len()).sum::<usize>() as f64 / folds.len() as f64).round() as usize,
         eval: folds.iter().map(|(_, e)| e.len()).sum(),
