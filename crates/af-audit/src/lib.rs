@@ -451,9 +451,16 @@ fn mean_size(sizes: impl Iterator<Item = usize>) -> usize {
     (sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64).round() as usize
 }
 
-/// Mixed into the seed of the audit's group split and folds; `af ablate` uses it to make the same
-/// folds for the detectors it trains itself.
-pub const FOLD_SALT: u64 = 0x6175_6469;
+/// Mixed into the seed of the audit's group split and folds.
+const FOLD_SALT: u64 = 0x6175_6469;
+
+/// The (training, evaluation) indices of each of `folds` group folds over items of `groups`, as
+/// the audit cross-fits them with `seed`: `af ablate` trains its own detectors on these, so they
+/// and the audit's measure each item with the same fold's training.
+pub fn cross_fit_folds(groups: &[&str], folds: usize, seed: u64) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let fold = af_core::split::folds_by_group(groups, folds, seed ^ FOLD_SALT);
+    (0..folds).map(|f| (0..groups.len()).partition(|&i| fold[i] != f)).collect()
+}
 
 /// A transform's questions on each side of one fold: (index into `all`, transformed question).
 type TransformedFold = (Vec<(usize, Question)>, Vec<(usize, Question)>);
@@ -470,9 +477,7 @@ fn split(all: &[Question], separate_at: Option<usize>, config: &AuditConfig, see
     let groups: Vec<&str> = all.iter().map(|q| q.group.as_str()).collect();
     if config.eval_folds > 1 {
         let k = config.eval_folds;
-        let fold = af_core::split::folds_by_group(&groups, k, seed ^ FOLD_SALT);
-        let folds = (0..k).map(|f| (0..all.len()).partition(|&i| fold[i] != f)).collect();
-        return (folds, format!("cross-fitted over {k} group folds (each question scored by detectors trained on the other {})", k - 1));
+        return (cross_fit_folds(&groups, k, seed), format!("cross-fitted over {k} group folds (each question scored by detectors trained on the other {})", k - 1));
     }
     let (train, eval, method) = one_split(all, config.eval_share, seed);
     (vec![(train, eval)], method)

@@ -319,11 +319,8 @@ fn cross_matrix(
     // One group split for every dataset and detector, or group folds (`[audit] eval-folds`).
     let groups = pool.groups();
     let folds: Vec<(Vec<usize>, Vec<usize>)> = if config.audit.eval_folds > 1 {
-        // The folds af-audit makes of the same groups with the same seed, so the committee's
-        // detectors and the audit's measure each item by the same fold's training.
         let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
-        let fold = af_core::split::folds_by_group(&refs, config.audit.eval_folds, config.run.seed ^ af_audit::FOLD_SALT);
-        (0..config.audit.eval_folds).map(|f| (0..groups.len()).partition(|&i| fold[i] != f)).collect()
+        af_audit::cross_fit_folds(&refs, config.audit.eval_folds, config.run.seed)
     } else {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
         vec![af_filter::split_by_group(&groups, 1.0 - config.audit.eval_share, &mut rng)]
