@@ -21,7 +21,7 @@ use std::ops::Range;
 use af_core::{AuditConfig, MemberName, Question, View};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use length_rules::LengthRule;
@@ -110,7 +110,7 @@ pub struct DetectorResult {
 }
 
 /// One measured question of one detector.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuestionCredit {
     pub id: String,
     pub credit: f64,
@@ -133,12 +133,16 @@ pub struct EdgeChange {
 /// The paired change of edge from `before` to `after`, when both measured the same questions
 /// (by id; order free); `None` when they did not, or measured none.
 pub fn edge_change(before: &DetectorResult, after: &DetectorResult) -> Option<EdgeChange> {
-    if before.per_question.len() != after.per_question.len() || after.per_question.is_empty() {
+    paired_edge_change(&before.per_question, &after.per_question)
+}
+
+/// [`edge_change`] from the per-question credits themselves (as `af ablate` keeps them).
+pub fn paired_edge_change(before: &[QuestionCredit], after: &[QuestionCredit]) -> Option<EdgeChange> {
+    if before.len() != after.len() || after.is_empty() {
         return None;
     }
-    let by_id: std::collections::HashMap<&str, &QuestionCredit> = before.per_question.iter().map(|q| (q.id.as_str(), q)).collect();
+    let by_id: std::collections::HashMap<&str, &QuestionCredit> = before.iter().map(|q| (q.id.as_str(), q)).collect();
     let diffs: Vec<f64> = after
-        .per_question
         .iter()
         .map(|a| by_id.get(a.id.as_str()).map(|b| (a.credit - a.chance) - (b.credit - b.chance)))
         .collect::<Option<_>>()?;

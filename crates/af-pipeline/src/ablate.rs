@@ -85,6 +85,10 @@ pub struct DetectorScore {
     pub chance: f64,
     pub edge: f64,
     pub p_value: f64,
+    /// Each measured question's credit, for the paired change against the random assignment
+    /// (kept in `cross.json`, not in the cells).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_question: Vec<af_audit::QuestionCredit>,
 }
 
 /// A cell of the cross-matrix: a detector on a composition's dataset (or the random assignment).
@@ -95,6 +99,9 @@ pub struct Cell {
     pub score: DetectorScore,
     /// The composition's committee held this detector (the same member on the view it reads).
     pub in_composition: bool,
+    /// The detector's edge here less its edge on the random assignment, question by question on
+    /// the same items, with a 95% interval; none for the random assignment itself.
+    pub edge_change: Option<af_audit::EdgeChange>,
 }
 
 /// A composition at a glance: how far its own driving head got, and the mean edge left to the
@@ -144,8 +151,9 @@ fn one_fold() -> usize {
     1
 }
 
-/// Bumped when the cross-matrix computes other numbers from the same inputs.
-const CROSS_VERSION: u32 = 1;
+/// Bumped when the cross-matrix computes other numbers from the same inputs (2: per-question
+/// credits, for the paired change against random).
+const CROSS_VERSION: u32 = 2;
 
 /// Runs every composition that is not up to date, then the cross-matrix; `done` hears of each
 /// composition as it is settled.
@@ -382,14 +390,26 @@ fn cross_matrix(
     }
     bar.finish();
     let members = &members;
+    // The random assignment comes first: each detector's credits there are what a composition's
+    // are paired with.
+    let on_random: std::collections::HashMap<String, Vec<af_audit::QuestionCredit>> =
+        scores.first().map(|(_, d)| d.iter().map(|s| (s.detector.clone(), s.per_question.clone())).collect()).unwrap_or_default();
+    let on_random = &on_random;
     let cells = scores
         .into_iter()
         .flat_map(|(name, detectors)| {
             let composition = compositions.iter().find(|c| c.name == name);
-            detectors.into_iter().map(move |score| Cell {
-                in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry, &request.config.committee)),
-                composition: name.clone(),
-                score,
+            detectors.into_iter().map(move |mut score| {
+                let per_question = std::mem::take(&mut score.per_question);
+                let edge_change = composition
+                    .and_then(|_| on_random.get(&score.detector))
+                    .and_then(|before| af_audit::paired_edge_change(before, &per_question));
+                Cell {
+                    in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry, &request.config.committee)),
+                    composition: name.clone(),
+                    score,
+                    edge_change,
+                }
             })
         })
         .collect();
@@ -437,7 +457,7 @@ fn committee_detectors(
     for (head, on, committee_config) in runs {
         let name = format!("committee:{head}");
         let committee = TorchCommittee::new(pool, table, committee_config, registry, device);
-        let (mut right, mut measured) = (0.0, 0);
+        let mut per_question = Vec::new();
         for (fold, (train, eval)) in folds.iter().enumerate() {
             let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
             // Fold 0 keeps the seed one split gives (the measured runs reproduce).
@@ -449,9 +469,12 @@ fn committee_detectors(
                 .find(|(h, _)| h.as_str() == head.as_str())
                 .with_context(|| format!("detector {name}: the committee has no head `{head}`"))?
                 .1;
-            right += flat.chunks(width).map(|s| af_audit::credit(s, 0)).sum::<f64>();
-            measured += eval.len();
+            per_question.extend(
+                eval.iter().zip(flat.chunks(width)).map(|(&i, s)| af_audit::QuestionCredit { id: pool.items[i].id.clone(), credit: af_audit::credit(s, 0), chance }),
+            );
         }
+        let right: f64 = per_question.iter().map(|q| q.credit).sum();
+        let measured = per_question.len();
         let (ci_low, ci_high) = af_audit::stats::wilson(right, measured);
         let accuracy = right / measured.max(1) as f64;
         out.push(DetectorScore {
@@ -466,6 +489,7 @@ fn committee_detectors(
             chance,
             edge: accuracy - chance,
             p_value: af_audit::stats::above_chance_p(right, &vec![chance; measured]),
+            per_question,
         });
     }
     Ok(out)
@@ -516,6 +540,7 @@ fn audit_detectors(
             chance: d.chance,
             edge: d.edge,
             p_value: d.p_value,
+            per_question: d.per_question,
         })
         .collect())
 }
@@ -554,9 +579,25 @@ fn opt(x: Option<f64>) -> String {
 fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[Cell], summary: &[SummaryRow], split: SplitSizes, seconds: f64) -> anyhow::Result<()> {
     let csv_bytes = |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"));
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["composition", "detector", "family", "questions", "accuracy", "ci_low", "ci_high", "chance", "edge", "p_value", "in_composition"])?;
+    w.write_record([
+        "composition",
+        "detector",
+        "family",
+        "questions",
+        "accuracy",
+        "ci_low",
+        "ci_high",
+        "chance",
+        "edge",
+        "p_value",
+        "in_composition",
+        "edge_change",
+        "edge_change_ci_low",
+        "edge_change_ci_high",
+    ])?;
     for c in cells {
         let s = &c.score;
+        let [change, change_low, change_high] = crate::refilter::edge_change_fields(c.edge_change);
         w.write_record([
             c.composition.clone(),
             s.detector.clone(),
@@ -569,6 +610,9 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
             format!("{:.4}", s.edge),
             format!("{:.3e}", s.p_value),
             c.in_composition.to_string(),
+            change,
+            change_low,
+            change_high,
         ])?;
     }
     af_core::atomic::write(dir.join("cross-matrix.csv"), &csv_bytes(w)?)?;
@@ -654,6 +698,7 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
                 format!("{:.3}-{:.3}", s.ci_low, s.ci_high),
                 format!("{:.3}", s.chance),
                 format!("{:+.3}", s.edge),
+                c.edge_change.map_or("-".into(), |e| format!("{:+.3} [{:+.3}, {:+.3}]", e.change, e.ci_low, e.ci_high)),
                 if c.in_composition { "yes" } else { "" }.into(),
             ]
         })
@@ -693,7 +738,7 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
             af_report::Section { title: "Schedules".into(), html: format!("<ul>{schedules}</ul>") },
             af_report::Section {
                 title: "Every cell".into(),
-                html: af_report::table(&["dataset", "detector", "accuracy", "95% interval", "chance", "edge", "in composition"], &cell_rows),
+                html: af_report::table(&["dataset", "detector", "accuracy", "95% interval", "chance", "edge", "edge change from random, paired (95% interval)", "in composition"], &cell_rows),
             },
         ],
         questions: Vec::new(),

@@ -142,6 +142,11 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     for detector in ["committee:mlp", "committee:bow", "committee:joint"] {
         assert!(edge(&run, "full", detector).1, "{detector} is in the full committee");
     }
+    // Paired against the random assignment on the same held-out items: where bow removed the
+    // word cue, the n-gram detector's drop has an interval that excludes 0.
+    let paired = |comp: &str, det: &str| run.cells.iter().find(|c| c.composition == comp && c.score.detector == det).and_then(|c| c.edge_change).unwrap();
+    let ngram = paired("only-bow", "ngram/ending");
+    assert!(ngram.ci_high < 0.0 && (ngram.change - (edge(&run, "only-bow", "ngram/ending").0 - edge(&run, "random", "ngram/ending").0)).abs() < 1e-9, "{ngram:?}\n{show}");
     let summary = |name: &str| run.summary.iter().find(|r| r.composition == name).unwrap();
     assert!(summary("only-bow").mean_edge_outside.unwrap() > summary("full").mean_edge_outside.unwrap_or(0.0));
     for file in ["cross-matrix.csv", "summary.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
@@ -193,6 +198,23 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     assert!(run.cells.iter().any(|c| c.score.detector == "committee:joint") && run.cells.iter().any(|c| c.score.detector == "ngram/ending"));
     let written = common::json(&run.dir.join("ablate.json"));
     assert_eq!((written["split"]["folds"].as_u64(), written["split"]["eval"].as_u64()), (Some(2), Some(400)));
+    // Paired against the random assignment on the same 400 items: the mean change is the
+    // difference of the edges.
+    let edge_on = |comp: &str, det: &str| run.cells.iter().find(|c| c.composition == comp && c.score.detector == det).unwrap_or_else(|| panic!("{comp} {det}"));
+    for c in &run.cells {
+        match (c.composition.as_str(), c.edge_change) {
+            ("random", None) => {}
+            ("random", Some(_)) => panic!("the random assignment is not compared with itself"),
+            (_, None) => panic!("{}: no paired change", c.score.detector),
+            (_, Some(e)) => {
+                let difference = c.score.edge - edge_on("random", &c.score.detector).score.edge;
+                assert!((e.change - difference).abs() < 1e-9 && e.questions == 400 && e.ci_low <= e.change && e.change <= e.ci_high, "{}: {e:?} against {difference}", c.score.detector);
+            }
+        }
+    }
+    let csv = std::fs::read_to_string(run.dir.join("cross-matrix.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with("in_composition,edge_change,edge_change_ci_low,edge_change_ci_high"));
+    assert!(!std::fs::read_to_string(run.dir.join("ablate.json")).unwrap().contains("per_question"), "per-question credits stay in cross.json");
 }
 
 #[test]
