@@ -117,6 +117,10 @@ pub struct SummaryRow {
     pub mean_edge_inside: Option<f64>,
     pub detectors_outside: usize,
     pub mean_edge_outside: Option<f64>,
+    /// Detectors (inside or outside) whose paired change from the random assignment has a 95%
+    /// interval wholly below 0 / wholly above 0; none for the random assignment.
+    pub detectors_down: Option<usize>,
+    pub detectors_up: Option<usize>,
 }
 
 /// A finished ablation.
@@ -555,6 +559,8 @@ fn summarise(compositions: &[Composition], runs: &[CompositionRun], cells: &[Cel
         // The random baseline is a check of the scoring, not a detector anything could fool.
         let (inside, outside): (Vec<&Cell>, Vec<&Cell>) = mine.into_iter().filter(|c| c.score.detector != "random").partition(|c| c.in_composition);
         let edges = |v: &[&Cell]| v.iter().map(|c| c.score.edge).collect::<Vec<_>>();
+        let changes: Vec<af_audit::EdgeChange> = inside.iter().chain(&outside).filter_map(|c| c.edge_change).collect();
+        let count = |f: fn(&af_audit::EdgeChange) -> bool| run.map(|_| changes.iter().filter(|e| f(e)).count());
         SummaryRow {
             composition: name.to_string(),
             members,
@@ -565,6 +571,8 @@ fn summarise(compositions: &[Composition], runs: &[CompositionRun], cells: &[Cel
             mean_edge_inside: mean(&edges(&inside)),
             detectors_outside: outside.len(),
             mean_edge_outside: mean(&edges(&outside)),
+            detectors_down: count(|e| e.ci_high < 0.0),
+            detectors_up: count(|e| e.ci_low > 0.0),
         }
     };
     std::iter::once(row(RANDOM, String::new(), None))
@@ -617,7 +625,19 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
     }
     af_core::atomic::write(dir.join("cross-matrix.csv"), &csv_bytes(w)?)?;
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["composition", "members", "driving_head_first", "driving_head_last", "chance", "detectors_inside", "mean_edge_inside", "detectors_outside", "mean_edge_outside"])?;
+    w.write_record([
+        "composition",
+        "members",
+        "driving_head_first",
+        "driving_head_last",
+        "chance",
+        "detectors_inside",
+        "mean_edge_inside",
+        "detectors_outside",
+        "mean_edge_outside",
+        "detectors_down",
+        "detectors_up",
+    ])?;
     for r in summary {
         w.write_record([
             r.composition.clone(),
@@ -629,6 +649,8 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
             opt(r.mean_edge_inside),
             r.detectors_outside.to_string(),
             opt(r.mean_edge_outside),
+            r.detectors_down.map_or(String::new(), |n| n.to_string()),
+            r.detectors_up.map_or(String::new(), |n| n.to_string()),
         ])?;
     }
     af_core::atomic::write(dir.join("summary.csv"), &csv_bytes(w)?)?;
@@ -684,6 +706,7 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
                 r.driving_head_first.zip(r.driving_head_last).map_or("-".into(), |(a, b)| format!("{a:.3} → {b:.3}")),
                 r.mean_edge_inside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_inside)),
                 r.mean_edge_outside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_outside)),
+                r.detectors_down.zip(r.detectors_up).map_or("-".into(), |(down, up)| format!("{down} / {up}")),
             ]
         })
         .collect();
@@ -730,8 +753,8 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
             af_report::Section {
                 title: "Summary".into(),
                 html: format!(
-                    "<p>Own driving head: first and last held-out accuracy of the AF run. Inside / outside: the mean edge over chance of the detectors the composition's committee held / did not hold (their number in brackets); the outside edge is what the composition's filtering leaves to detectors it never trained against.</p>{}",
-                    af_report::table(&["composition", "members", "own driving head", "mean edge inside", "mean edge outside"], &summary_rows)
+                    "<p>Own driving head: first and last held-out accuracy of the AF run. Inside / outside: the mean edge over chance of the detectors the composition's committee held / did not hold (their number in brackets); the outside edge is what the composition's filtering leaves to detectors it never trained against. Down / up: the detectors whose edge is lower / higher than on the random assignment, question by question on the same items, with a 95% interval that excludes 0.</p>{}",
+                    af_report::table(&["composition", "members", "own driving head", "mean edge inside", "mean edge outside", "detectors down / up"], &summary_rows)
                 ),
             },
             af_report::Section { title: "Cross-matrix".into(), html: svg.to_string() },
@@ -752,8 +775,10 @@ impl std::fmt::Display for AblateRun {
         let show = |x: Option<f64>| x.map_or("    -".to_string(), |x| format!("{x:+.3}"));
         for r in &self.summary {
             let driving = r.driving_head_last.map_or(String::new(), |x| format!("  own driving head -> {x:.3}"));
-            write!(f, "\n  {:<22} inside {}  outside {}{driving}", r.composition, show(r.mean_edge_inside), show(r.mean_edge_outside))?;
+            let moved = r.detectors_down.zip(r.detectors_up).map_or(String::new(), |(down, up)| format!("  detectors down {down}, up {up}"));
+            write!(f, "\n  {:<22} inside {}  outside {}{driving}{moved}", r.composition, show(r.mean_edge_inside), show(r.mean_edge_outside))?;
         }
+        write!(f, "\n  (down / up: edge lower / higher than on the random assignment, paired on the same items, 95% interval excluding 0)")?;
         write!(f, "\nablate: {:.1} s; cross-matrix in {}", self.seconds, self.dir.join("ablate.html").display())
     }
 }

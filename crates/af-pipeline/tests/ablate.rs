@@ -149,6 +149,11 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     assert!(ngram.ci_high < 0.0 && (ngram.change - (edge(&run, "only-bow", "ngram/ending").0 - edge(&run, "random", "ngram/ending").0)).abs() < 1e-9, "{ngram:?}\n{show}");
     let summary = |name: &str| run.summary.iter().find(|r| r.composition == name).unwrap();
     assert!(summary("only-bow").mean_edge_outside.unwrap() > summary("full").mean_edge_outside.unwrap_or(0.0));
+    // The paired counts: bow's filtering lowers the n-gram detector significantly (above), and
+    // the random assignment is compared with nothing.
+    assert!(summary("only-bow").detectors_down.unwrap() >= 1 && summary("random").detectors_down.is_none(), "{:?}", run.summary);
+    let down = |name: &str| run.cells.iter().filter(|c| c.composition == name && c.score.detector != "random" && c.edge_change.is_some_and(|e| e.ci_high < 0.0)).count();
+    assert_eq!(summary("full").detectors_down, Some(down("full")));
     for file in ["cross-matrix.csv", "summary.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
         assert!(run.dir.join(file).exists(), "{file}");
     }
