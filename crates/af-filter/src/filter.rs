@@ -111,6 +111,11 @@ pub struct IterationRecord {
     pub heads: Vec<HeadMetrics>,
     pub heldout_items: usize,
     pub items_changed: usize,
+    /// Held-out items whose gold the driving head scored above every candidate of the item's
+    /// pool, assigned or not: no assignment from this pool fools that head there, so they are
+    /// the floor AF cannot go below (absent from states of an older af: 0).
+    #[serde(default)]
+    pub items_gold_above_pool: usize,
     pub swaps: usize,
     /// Wall time of the iteration (training, scoring, swapping).
     pub seconds: f64,
@@ -222,12 +227,13 @@ impl FilterState {
         let metrics: Vec<HeadMetrics> = heads.iter().map(|h| self.metrics(h, &heldout)).collect();
         let driving = driving_head(&heads, &metrics, phase.driving(&config.swap_head))?;
         let budget = swap_budget(config.budget, config.n_easy, &metrics[driving]);
-        let (mut changed, mut swaps) = (0, 0);
+        let (mut changed, mut swaps, mut gold_above_pool) = (0, 0, 0);
         for (h, &item) in heldout.iter().enumerate() {
-            let n = self.swap_item(item, &heads[driving].scores[h], budget, (config.swap_choice, config.swap_temperature), &mut rng, t);
+            let scores = &heads[driving].scores[h];
+            gold_above_pool += usize::from(scores[1..].iter().all(|&s| s < scores[0]));
+            let n = self.swap_item(item, scores, budget, (config.swap_choice, config.swap_temperature), &mut rng, t);
             changed += usize::from(n > 0);
             swaps += n;
-            let scores = &heads[driving].scores[h];
             self.last_scores[item] = Some(ItemScores {
                 iteration: t,
                 head: heads[driving].head.clone(),
@@ -245,6 +251,7 @@ impl FilterState {
             heads: metrics,
             heldout_items: heldout.len(),
             items_changed: changed,
+            items_gold_above_pool: gold_above_pool,
             swaps,
             seconds: started.elapsed().as_secs_f64(),
             learning_rate: plan.learning_rate,
@@ -359,6 +366,8 @@ mod tests {
         noise: Vec<Vec<f32>>,
         /// What each call was told to train with.
         learning_rates: Vec<Option<f64>>,
+        /// The held-out items of each call.
+        heldout: Vec<Vec<usize>>,
     }
 
     #[derive(Debug, thiserror::Error)]
@@ -369,6 +378,7 @@ mod tests {
         type Error = Never;
         fn train_and_score(&mut self, phase: &Phase, _: &[usize], heldout: &[usize], _: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, Never> {
             self.learning_rates.push(plan.learning_rate);
+            self.heldout.push(heldout.to_vec());
             let scores = heldout
                 .iter()
                 .map(|&i| self.style[i].iter().zip(&self.noise[i]).map(|(s, n)| -s.abs() + n).collect())
@@ -411,7 +421,7 @@ mod tests {
             ..FilterConfig::default()
         };
         let pool_sizes = vec![pool; items];
-        (StyleCommittee { style, noise, learning_rates: Vec::new() }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
+        (StyleCommittee { style, noise, learning_rates: Vec::new(), heldout: Vec::new() }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
     }
 
     #[test]
@@ -437,6 +447,31 @@ mod tests {
             u.dedup();
             assert_eq!(u.len(), 3, "distractors stay distinct");
         }
+    }
+
+    /// Items whose every candidate is easy are counted, each iteration they are held out, as
+    /// items the pool cannot make hard; the others never are here (each has a candidate that
+    /// scores above the gold whatever the noise).
+    #[test]
+    fn items_whose_pool_holds_nothing_harder_than_the_gold_are_counted() {
+        let (mut c, groups, mut options, start) = setup();
+        let hopeless = 0..30;
+        for i in 0..c.style.len() {
+            if hopeless.contains(&i) {
+                c.style[i][1..].iter_mut().for_each(|s| *s = 3.0);
+            } else {
+                (c.style[i][1], c.noise[i][1]) = (0.0, 0.5);
+            }
+        }
+        options.stages = vec![phase("all", &["mlp"], 6)];
+        let mut state = FilterState::new(start);
+        while state.step(&mut c, &groups, &options, SEED).unwrap() {}
+        assert_eq!(state.iterations.len(), c.heldout.len());
+        for (it, heldout) in state.iterations.iter().zip(&c.heldout) {
+            let expected = heldout.iter().filter(|i| hopeless.contains(*i)).count();
+            assert_eq!(it.items_gold_above_pool, expected, "iteration {}", it.iteration);
+        }
+        assert!(state.iterations.iter().map(|i| i.items_gold_above_pool).sum::<usize>() > 0, "the hopeless items were held out at least once");
     }
 
     /// A phase with its own swap-head is driven by that head, the others by `[filter] swap-head`.

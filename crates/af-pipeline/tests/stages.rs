@@ -174,6 +174,15 @@ fn filter_export_and_report_agree() {
     assert_eq!(rows.len(), heads);
     assert!(rows[0].starts_with("0,mlp,joint,true,"), "{}", rows[0]);
     assert!(rows.iter().any(|r| r.contains(",full,pos-lstm,")) || iterations.len() <= 3);
+    // The pool's floor: each row's last column is its iteration's count of held-out items whose
+    // gold the driving head scored above every candidate, and the report repeats the last one.
+    let floor: Vec<u64> = iterations.iter().map(|i| i["items_gold_above_pool"].as_u64().unwrap()).collect();
+    assert!(floor.iter().zip(iterations).all(|(&n, i)| n <= i["heldout_items"].as_u64().unwrap()));
+    assert!(metrics.lines().next().unwrap().ends_with(",seconds,items_gold_above_pool"));
+    assert_eq!(rows[0].rsplit(',').next().unwrap(), floor[0].to_string());
+    let report = common::json(&run.join("filter/report.json"));
+    assert_eq!(report["last_gold_above_pool"].as_u64(), floor.last().copied());
+    assert_eq!(report["last_heldout_items"], iterations.last().unwrap()["heldout_items"]);
 
     // The history replays onto the random start to give the final assignment.
     let history = std::fs::read_to_string(run.join("filter/history.csv")).unwrap();

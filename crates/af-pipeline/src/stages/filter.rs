@@ -235,7 +235,7 @@ fn csv_bytes(w: csv::Writer<Vec<u8>>) -> anyhow::Result<Vec<u8>> {
 pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record([
-        "iteration", "stage", "head", "driving", "accuracy", "pairwise_accuracy", "heldout_items", "items_changed", "swaps", "seconds",
+        "iteration", "stage", "head", "driving", "accuracy", "pairwise_accuracy", "heldout_items", "items_changed", "swaps", "seconds", "items_gold_above_pool",
     ])?;
     for it in &state.iterations {
         for h in &it.heads {
@@ -250,6 +250,7 @@ pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
                 it.items_changed.to_string(),
                 it.swaps.to_string(),
                 format!("{:.3}", it.seconds),
+                it.items_gold_above_pool.to_string(),
             ])?;
         }
     }
@@ -278,6 +279,12 @@ pub struct FilterReport {
     /// head's first accuracy with another head's last would not say what AF removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_driver: Option<LastDriver>,
+    /// The last iteration's held-out items, and those of them whose gold its driving head
+    /// scored above every candidate of the pool: the floor this pool sets (0 from an older af).
+    #[serde(default)]
+    pub last_heldout_items: usize,
+    #[serde(default)]
+    pub last_gold_above_pool: usize,
 }
 
 /// The head that drove the last iteration, from the first iteration that measured it.
@@ -311,6 +318,15 @@ impl std::fmt::Display for FilterReport {
                 d.first_iteration,
                 d.last_accuracy,
                 edge_taken(d.first_accuracy, d.last_accuracy, self.chance)
+            )?;
+        }
+        if self.last_gold_above_pool > 0 {
+            write!(
+                f,
+                "\n  In the last iteration the driving head scored the gold above every candidate of the pool on {} of {} held-out items ({:.0}%): no choice of distractors from this pool fools it there.",
+                self.last_gold_above_pool,
+                self.last_heldout_items,
+                100.0 * self.last_gold_above_pool as f64 / self.last_heldout_items.max(1) as f64
             )?;
         }
         Ok(())
@@ -375,6 +391,8 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) 
         seconds: state.iterations.iter().map(|i| i.seconds).sum(),
         datamap_items: final_dynamics(state).iter().filter(|r| r.final_question).count(),
         last_driver: last_driver(state),
+        last_heldout_items: last.heldout_items,
+        last_gold_above_pool: last.items_gold_above_pool,
     };
     af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(report)
@@ -452,6 +470,7 @@ mod tests {
             heads: heads(pairs),
             heldout_items: 10,
             items_changed: 0,
+            items_gold_above_pool: 0,
             swaps: 0,
             seconds: 0.0,
             learning_rate: None,
