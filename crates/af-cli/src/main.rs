@@ -127,12 +127,15 @@ enum Command {
     Audit(commands::audit::AuditArgs),
     /// Ablations over committee composition: filter the run's pool with each composition of
     /// [ablate] (leave-one-out by default), then score every composition's dataset, and the
-    /// random assignment, with every detector on one shared split (the cross-matrix).
+    /// random assignment, with every detector on one shared split, or on every item with
+    /// `[audit] eval-folds` (the cross-matrix).
     ///
     /// Needs the run's pool (`af run CONFIG --until generate`). Each composition's AF run is in
     /// RUN_DIR/ablate/NAME, resumes after a kill and is skipped when up to date; writes each
-    /// dataset as NAME/dataset.jsonl (for `af audit` and `af refilter`), cross-matrix.csv,
-    /// summary.csv, cross-matrix.svg/.png and ablate.html (docs/formats.md).
+    /// dataset as NAME/dataset.jsonl (for `af audit` and `af refilter`), cross-matrix.csv (with
+    /// each cell's paired change from the random assignment), composition-pairs.csv (every two
+    /// compositions, paired), summary.csv, cross-matrix.svg/.png and ablate.html
+    /// (docs/formats.md).
     Ablate(commands::ablate::AblateArgs),
     /// Re-filter an existing multiple-choice dataset with the config's committee: each question
     /// is an item as it stands, its own wrong options its pool (topped up with `--generate N`

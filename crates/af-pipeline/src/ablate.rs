@@ -13,7 +13,8 @@
 //!   `af audit` and `af refilter`.
 //! - `NAME/cross.json`, `random/cross.json`: every detector on that dataset, kept while the
 //!   dataset and the detectors are the same, so adding a composition evaluates only the new one.
-//! - `cross-matrix.csv` (long format), `summary.csv`, `cross-matrix.svg` and `.png`,
+//! - `cross-matrix.csv` (long format, each cell paired with the random assignment's),
+//!   `composition-pairs.csv` (every two compositions, paired), `summary.csv`, `cross-matrix.svg` and `.png`,
 //!   `ablate.html` and `ablate.json` (every number above, the split and the compositions).
 //!
 //! The detectors, all on one group split shared by every dataset (or on every item, cross-fitted
@@ -128,8 +129,20 @@ pub struct AblateRun {
     pub dir: PathBuf,
     pub compositions: Vec<CompositionRun>,
     pub cells: Vec<Cell>,
+    /// Every two compositions compared question by question (`composition-pairs.csv`).
+    pub pairs: Vec<PairedChange>,
     pub summary: Vec<SummaryRow>,
     pub seconds: f64,
+}
+
+/// A detector's edge on one composition's dataset less its edge on another's, question by
+/// question on the same items: whether one committee left a detector less than another did.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairedChange {
+    pub before: String,
+    pub after: String,
+    pub detector: String,
+    pub change: af_audit::EdgeChange,
 }
 
 /// What `cross.json` holds: the scores, and what they were measured on and with.
@@ -222,11 +235,11 @@ pub fn run_on(
     }
     bar.finish();
 
-    let (cells, split) = cross_matrix(config, request, &compositions, &runs, &stamps, upstream, &pool, &table, device, &dir, progress)?;
+    let (cells, pairs, split) = cross_matrix(config, request, &compositions, &runs, &stamps, upstream, &pool, &table, device, &dir, progress)?;
     let summary = summarise(&compositions, &runs, &cells, af_filter::chance(config.filter.k));
     let seconds = start.elapsed().as_secs_f64();
-    write_outputs(&dir, config, &runs, &cells, &summary, split, seconds)?;
-    Ok(AblateRun { dir, compositions: runs, cells, summary, seconds })
+    write_outputs(&dir, config, &runs, &cells, &pairs, &summary, split, seconds)?;
+    Ok(AblateRun { dir, compositions: runs, cells, pairs, summary, seconds })
 }
 
 /// The compositions of `[ablate]`, each member checked against the registry.
@@ -315,7 +328,7 @@ fn cross_matrix(
     device: tch::Device,
     dir: &Path,
     progress: &dyn Progress,
-) -> anyhow::Result<(Vec<Cell>, SplitSizes)> {
+) -> anyhow::Result<(Vec<Cell>, Vec<PairedChange>, SplitSizes)> {
     let members = config.ablate.members(&config.filter);
     let random = random_assignment(pool, config.filter.k, config.run.seed)?;
     // (name, assignment, its last scores (none for the random one), what it was made from)
@@ -394,6 +407,17 @@ fn cross_matrix(
     }
     bar.finish();
     let members = &members;
+    // Every two compositions, the later against the earlier, detector by detector.
+    let mut pairs = Vec::new();
+    for (i, (before, on_before)) in scores.iter().enumerate().skip(1) {
+        for (after, on_after) in &scores[i + 1..] {
+            for a in on_after {
+                if let Some(change) = on_before.iter().find(|b| b.detector == a.detector).and_then(|b| af_audit::paired_edge_change(&b.per_question, &a.per_question)) {
+                    pairs.push(PairedChange { before: before.clone(), after: after.clone(), detector: a.detector.clone(), change });
+                }
+            }
+        }
+    }
     // The random assignment comes first: each detector's credits there are what a composition's
     // are paired with.
     let on_random: std::collections::HashMap<String, Vec<af_audit::QuestionCredit>> =
@@ -417,7 +441,7 @@ fn cross_matrix(
             })
         })
         .collect();
-    Ok((cells, split))
+    Ok((cells, pairs, split))
 }
 
 /// Whether a composition's committee held this detector: the member itself (alone, or every
@@ -584,7 +608,8 @@ fn opt(x: Option<f64>) -> String {
     x.map_or(String::new(), |x| format!("{x:.4}"))
 }
 
-fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[Cell], summary: &[SummaryRow], split: SplitSizes, seconds: f64) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[Cell], pairs: &[PairedChange], summary: &[SummaryRow], split: SplitSizes, seconds: f64) -> anyhow::Result<()> {
     let csv_bytes = |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"));
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
@@ -654,6 +679,13 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
         ])?;
     }
     af_core::atomic::write(dir.join("summary.csv"), &csv_bytes(w)?)?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["before", "after", "detector", "questions", "edge_change", "edge_change_ci_low", "edge_change_ci_high"])?;
+    for p in pairs {
+        let [change, low, high] = crate::refilter::edge_change_fields(Some(p.change));
+        w.write_record([p.before.clone(), p.after.clone(), p.detector.clone(), p.change.questions.to_string(), change, low, high])?;
+    }
+    af_core::atomic::write(dir.join("composition-pairs.csv"), &csv_bytes(w)?)?;
     let record = json!({
         "run": config.run.dir,
         "k": config.filter.k,
@@ -663,6 +695,7 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
         "compositions": runs,
         "summary": summary,
         "cells": cells,
+        "pairs": pairs,
         "seconds": seconds,
     });
     af_core::atomic::write(dir.join("ablate.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;

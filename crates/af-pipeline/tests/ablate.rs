@@ -147,6 +147,15 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     let paired = |comp: &str, det: &str| run.cells.iter().find(|c| c.composition == comp && c.score.detector == det).and_then(|c| c.edge_change).unwrap();
     let ngram = paired("only-bow", "ngram/ending");
     assert!(ngram.ci_high < 0.0 && (ngram.change - (edge(&run, "only-bow", "ngram/ending").0 - edge(&run, "random", "ngram/ending").0)).abs() < 1e-9, "{ngram:?}\n{show}");
+    // Every two compositions, paired: the later's edge less the earlier's, the difference of
+    // their edges on the same held-out items; only-bow left the n-gram detector less than only-mlp.
+    let pair = |before: &str, after: &str, det: &str| run.pairs.iter().find(|p| p.before == before && p.after == after && p.detector == det).map(|p| p.change);
+    let mlp_to_bow = pair("only-mlp", "only-bow", "ngram/ending").expect("only-mlp then only-bow, in the config's order");
+    assert!((mlp_to_bow.change - (edge(&run, "only-bow", "ngram/ending").0 - edge(&run, "only-mlp", "ngram/ending").0)).abs() < 1e-9 && mlp_to_bow.ci_high < 0.0, "{mlp_to_bow:?}");
+    assert!(pair("only-bow", "only-mlp", "ngram/ending").is_none() && pair("random", "full", "ngram/ending").is_none(), "each pair once, random only in the cells");
+    assert_eq!(run.pairs.len(), 3 * run.cells.iter().filter(|c| c.composition == "full").count(), "3 pairs of compositions x every detector");
+    let pairs_csv = std::fs::read_to_string(run.dir.join("composition-pairs.csv")).unwrap();
+    assert_eq!(pairs_csv.lines().count(), 1 + run.pairs.len());
     let summary = |name: &str| run.summary.iter().find(|r| r.composition == name).unwrap();
     assert!(summary("only-bow").mean_edge_outside.unwrap() > summary("full").mean_edge_outside.unwrap_or(0.0));
     // The paired counts: bow's filtering lowers the n-gram detector significantly (above), and
@@ -154,7 +163,7 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     assert!(summary("only-bow").detectors_down.unwrap() >= 1 && summary("random").detectors_down.is_none(), "{:?}", run.summary);
     let down = |name: &str| run.cells.iter().filter(|c| c.composition == name && c.score.detector != "random" && c.edge_change.is_some_and(|e| e.ci_high < 0.0)).count();
     assert_eq!(summary("full").detectors_down, Some(down("full")));
-    for file in ["cross-matrix.csv", "summary.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
+    for file in ["cross-matrix.csv", "summary.csv", "composition-pairs.csv", "cross-matrix.svg", "cross-matrix.png", "ablate.html", "ablate.json", "only-bow/state.json", "random/cross.json"] {
         assert!(run.dir.join(file).exists(), "{file}");
     }
     // Each dataset is written in af's layout and reads back as the questions its assignment made:
