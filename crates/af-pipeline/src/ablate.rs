@@ -703,7 +703,7 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
     let svg = af_report::heatmap_svg(&map)?;
     af_core::atomic::write(dir.join("cross-matrix.svg"), svg.as_bytes())?;
     af_report::heatmap_png(&map, &dir.join("cross-matrix.png"))?;
-    af_core::atomic::write(dir.join("ablate.html"), html(summary, cells, runs, &svg, split).as_bytes())?;
+    af_core::atomic::write(dir.join("ablate.html"), html(summary, cells, pairs, runs, &svg, split).as_bytes())?;
     Ok(())
 }
 
@@ -729,7 +729,21 @@ fn heatmap(summary: &[SummaryRow], cells: &[Cell]) -> af_report::Heatmap<'static
     }
 }
 
-fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &str, split: SplitSizes) -> String {
+fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[CompositionRun], svg: &str, split: SplitSizes) -> String {
+    let pair_rows: Vec<Vec<String>> = pairs
+        .iter()
+        .map(|p| {
+            let c = p.change;
+            let verdict = if c.ci_high < 0.0 {
+                format!("{} leaves less", p.after)
+            } else if c.ci_low > 0.0 {
+                format!("{} leaves less", p.before)
+            } else {
+                "no difference measured".into()
+            };
+            vec![p.before.clone(), p.after.clone(), p.detector.clone(), format!("{:+.3} [{:+.3}, {:+.3}]", c.change, c.ci_low, c.ci_high), verdict]
+        })
+        .collect();
     let summary_rows: Vec<Vec<String>> = summary
         .iter()
         .map(|r| {
@@ -792,6 +806,17 @@ fn html(summary: &[SummaryRow], cells: &[Cell], runs: &[CompositionRun], svg: &s
             },
             af_report::Section { title: "Cross-matrix".into(), html: svg.to_string() },
             af_report::Section { title: "Schedules".into(), html: format!("<ul>{schedules}</ul>") },
+            af_report::Section {
+                title: "Composition against composition".into(),
+                html: if pair_rows.is_empty() {
+                    "<p>One composition: nothing to compare.</p>".into()
+                } else {
+                    format!(
+                        "<p>Each detector's edge on the second composition's dataset less its edge on the first's, question by question on the same items, with a 95% interval (composition-pairs.csv).</p>{}",
+                        af_report::table(&["first", "second", "detector", "edge change (95% interval)", "reading"], &pair_rows)
+                    )
+                },
+            },
             af_report::Section {
                 title: "Every cell".into(),
                 html: af_report::table(&["dataset", "detector", "accuracy", "95% interval", "chance", "edge", "edge change from random, paired (95% interval)", "in composition"], &cell_rows),

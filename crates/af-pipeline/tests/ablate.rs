@@ -156,6 +156,8 @@ fn each_composition_removes_only_the_cue_its_members_see() {
     assert_eq!(run.pairs.len(), 3 * run.cells.iter().filter(|c| c.composition == "full").count(), "3 pairs of compositions x every detector");
     let pairs_csv = std::fs::read_to_string(run.dir.join("composition-pairs.csv")).unwrap();
     assert_eq!(pairs_csv.lines().count(), 1 + run.pairs.len());
+    let page = std::fs::read_to_string(run.dir.join("ablate.html")).unwrap();
+    assert!(page.contains("Composition against composition") && page.contains("only-bow leaves less"), "the report reads the pairs");
     let summary = |name: &str| run.summary.iter().find(|r| r.composition == name).unwrap();
     assert!(summary("only-bow").mean_edge_outside.unwrap() > summary("full").mean_edge_outside.unwrap_or(0.0));
     // The paired counts: bow's filtering lowers the n-gram detector significantly (above), and
