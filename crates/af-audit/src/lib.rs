@@ -130,6 +130,13 @@ pub struct EdgeChange {
     pub questions: usize,
 }
 
+/// `+0.056 [+0.019, +0.093]`: the change and its interval, as tables and summaries print it.
+impl std::fmt::Display for EdgeChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:+.3} [{:+.3}, {:+.3}]", self.change, self.ci_low, self.ci_high)
+    }
+}
+
 /// The paired change of edge from `before` to `after`, when both measured the same questions
 /// (by id; order free); `None` when they did not, or measured none.
 pub fn edge_change(before: &DetectorResult, after: &DetectorResult) -> Option<EdgeChange> {

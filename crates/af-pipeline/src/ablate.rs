@@ -407,9 +407,10 @@ fn cross_matrix(
     }
     bar.finish();
     let members = &members;
-    // Every two compositions, the later against the earlier, detector by detector.
+    // Every two datasets, the later against the earlier, detector by detector: against the
+    // random assignment (listed first) a cell's own change, between compositions a pair.
     let mut pairs = Vec::new();
-    for (i, (before, on_before)) in scores.iter().enumerate().skip(1) {
+    for (i, (before, on_before)) in scores.iter().enumerate() {
         for (after, on_after) in &scores[i + 1..] {
             for a in on_after {
                 if let Some(change) = on_before.iter().find(|b| b.detector == a.detector).and_then(|b| af_audit::paired_edge_change(&b.per_question, &a.per_question)) {
@@ -418,20 +419,15 @@ fn cross_matrix(
             }
         }
     }
-    // The random assignment comes first: each detector's credits there are what a composition's
-    // are paired with.
-    let on_random: std::collections::HashMap<String, Vec<af_audit::QuestionCredit>> =
-        scores.first().map(|(_, d)| d.iter().map(|s| (s.detector.clone(), s.per_question.clone())).collect()).unwrap_or_default();
-    let on_random = &on_random;
+    let (from_random, pairs): (Vec<PairedChange>, Vec<PairedChange>) = pairs.into_iter().partition(|p| p.before == RANDOM);
+    let from_random = &from_random;
     let cells = scores
         .into_iter()
         .flat_map(|(name, detectors)| {
             let composition = compositions.iter().find(|c| c.name == name);
             detectors.into_iter().map(move |mut score| {
-                let per_question = std::mem::take(&mut score.per_question);
-                let edge_change = composition
-                    .and_then(|_| on_random.get(&score.detector))
-                    .and_then(|before| af_audit::paired_edge_change(before, &per_question));
+                score.per_question = Vec::new();
+                let edge_change = from_random.iter().find(|p| p.after == name && p.detector == score.detector).map(|p| p.change);
                 Cell {
                     in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry, &request.config.committee)),
                     composition: name.clone(),
@@ -741,7 +737,7 @@ fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[
             } else {
                 "no difference measured".into()
             };
-            vec![p.before.clone(), p.after.clone(), p.detector.clone(), format!("{:+.3} [{:+.3}, {:+.3}]", c.change, c.ci_low, c.ci_high), verdict]
+            vec![p.before.clone(), p.after.clone(), p.detector.clone(), c.to_string(), verdict]
         })
         .collect();
     let summary_rows: Vec<Vec<String>> = summary
@@ -768,7 +764,7 @@ fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[
                 format!("{:.3}-{:.3}", s.ci_low, s.ci_high),
                 format!("{:.3}", s.chance),
                 format!("{:+.3}", s.edge),
-                c.edge_change.map_or("-".into(), |e| format!("{:+.3} [{:+.3}, {:+.3}]", e.change, e.ci_low, e.ci_high)),
+                c.edge_change.map_or("-".into(), |e| e.to_string()),
                 if c.in_composition { "yes" } else { "" }.into(),
             ]
         })

@@ -48,7 +48,7 @@ impl std::fmt::Display for ExportSummary {
                 write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
             }
             if let Some(e) = c.edge_change {
-                write!(f, "  paired {:+.3} [{:+.3}, {:+.3}]", e.change, e.ci_low, e.ci_high)?;
+                write!(f, "  paired {e}")?;
             }
         }
         Ok(())
