@@ -28,8 +28,21 @@ pub fn krippendorff_alpha<T: Eq + Hash + Clone>(units: &[Vec<T>]) -> Option<f64>
     if n < 2.0 {
         return None;
     }
-    let observed: f64 = coincidence.iter().filter(|((a, b), _)| a != b).map(|(_, o)| o).sum();
-    let expected: f64 = marginal.iter().flat_map(|(a, na)| marginal.iter().filter(move |(b, _)| *b != a).map(move |(_, nb)| na * nb)).sum::<f64>() / (n - 1.0);
+    let observed: f64 = coincidence
+        .iter()
+        .filter(|((a, b), _)| a != b)
+        .map(|(_, o)| o)
+        .sum();
+    let expected: f64 = marginal
+        .iter()
+        .flat_map(|(a, na)| {
+            marginal
+                .iter()
+                .filter(move |(b, _)| *b != a)
+                .map(move |(_, nb)| na * nb)
+        })
+        .sum::<f64>()
+        / (n - 1.0);
     (expected > 0.0).then(|| 1.0 - observed / expected)
 }
 
@@ -75,9 +88,19 @@ mod tests {
 
     #[test]
     fn agreement_extremes() {
-        assert_eq!(krippendorff_alpha(&[vec!['a', 'a'], vec!['b', 'b']]), Some(1.0));
-        assert_eq!(krippendorff_alpha(&[vec!['a', 'a'], vec!['a', 'a']]), None, "no variation: undefined");
-        assert_eq!(pairwise_agreement(&[vec![1, 1, 2], vec![3, 3]]), Some(2.0 / 4.0));
+        assert_eq!(
+            krippendorff_alpha(&[vec!['a', 'a'], vec!['b', 'b']]),
+            Some(1.0)
+        );
+        assert_eq!(
+            krippendorff_alpha(&[vec!['a', 'a'], vec!['a', 'a']]),
+            None,
+            "no variation: undefined"
+        );
+        assert_eq!(
+            pairwise_agreement(&[vec![1, 1, 2], vec![3, 3]]),
+            Some(2.0 / 4.0)
+        );
         assert_eq!(pairwise_agreement::<u8>(&[vec![1]]), None);
     }
 }

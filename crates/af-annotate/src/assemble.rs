@@ -25,9 +25,16 @@ pub const MIN_DISTRACTORS: usize = 3;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
 pub enum Outcome {
-    Kept { distractors: Vec<usize>, extra_gold: Option<usize> },
-    Reannotate { reason: String },
-    Dropped { reason: String },
+    Kept {
+        distractors: Vec<usize>,
+        extra_gold: Option<usize>,
+    },
+    Reannotate {
+        reason: String,
+    },
+    Dropped {
+        reason: String,
+    },
     Unannotated,
 }
 
@@ -146,9 +153,18 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
         })
         .collect();
     let type_stats = |source: SlotSource| -> TypeStats {
-        let Some((n, labels, best, second)) = stats.get(&source) else { return TypeStats::default() };
+        let Some((n, labels, best, second)) = stats.get(&source) else {
+            return TypeStats::default();
+        };
         let r = |x: usize| x as f64 / (*n).max(1) as f64;
-        TypeStats { judgements: *n, likely: r(labels[0]), unlikely: r(labels[1]), gibberish: r(labels[2]), best: r(*best), second: r(*second) }
+        TypeStats {
+            judgements: *n,
+            likely: r(labels[0]),
+            unlikely: r(labels[1]),
+            gibberish: r(labels[2]),
+            best: r(*best),
+            second: r(*second),
+        }
     };
     let mut annotators: Vec<&str> = annotations.iter().map(|a| a.annotator.as_str()).collect();
     annotators.sort_unstable();
@@ -174,9 +190,27 @@ mod tests {
     fn key(item: &str, split: &str) -> KeyItem {
         // Slot 2 is the found ending; 0, 1, 3, 4, 5 generated.
         let slots = (0..6)
-            .map(|s| Slot { source: if s == 2 { SlotSource::Found } else { SlotSource::Generated }, candidate: if s == 2 { 0 } else { s as u32 + 1 }, ending: format!("e{s}") })
+            .map(|s| Slot {
+                source: if s == 2 {
+                    SlotSource::Found
+                } else {
+                    SlotSource::Generated
+                },
+                candidate: if s == 2 { 0 } else { s as u32 + 1 },
+                ending: format!("e{s}"),
+            })
             .collect();
-        KeyItem { sheet: "sheet-001".into(), row: 1, item: item.into(), group: "g".into(), split: split.into(), context: "c".into(), prefix: "p".into(), slots, replacements: vec![] }
+        KeyItem {
+            sheet: "sheet-001".into(),
+            row: 1,
+            item: item.into(),
+            group: "g".into(),
+            split: split.into(),
+            context: "c".into(),
+            prefix: "p".into(),
+            slots,
+            replacements: vec![],
+        }
     }
 
     fn ann(who: &str, item: &str, labels: &str, best: usize, second: usize) -> Annotation {
@@ -188,12 +222,27 @@ mod tests {
                 _ => Label::Gibberish,
             })
             .collect();
-        Annotation { annotator: who.into(), item: item.into(), labels, best, second, file: "s.csv".into(), line: 2 }
+        Annotation {
+            annotator: who.into(),
+            item: item.into(),
+            labels,
+            best,
+            second,
+            file: "s.csv".into(),
+            line: 2,
+        }
     }
 
     #[test]
     fn the_papers_rules() {
-        let keys = vec![key("kept", "train"), key("extra", "train"), key("extra-test", "test"), key("few", "train"), key("dropped", "train"), key("none", "train")];
+        let keys = vec![
+            key("kept", "train"),
+            key("extra", "train"),
+            key("extra-test", "test"),
+            key("few", "train"),
+            key("dropped", "train"),
+            key("none", "train"),
+        ];
         let anns = vec![
             ann("a", "kept", "ulluug", 2, 0),
             ann("a", "extra", "llluul", 0, 2),
@@ -203,10 +252,33 @@ mod tests {
         ];
         let r = assemble(&keys, &anns);
         let outcome = |i: usize| r.decided[i].outcome.clone();
-        assert_eq!(outcome(0), Outcome::Kept { distractors: vec![0, 1, 3, 4], extra_gold: None }, "slot 5 is gibberish");
-        assert_eq!(outcome(1), Outcome::Kept { distractors: vec![1, 3, 4, 5], extra_gold: Some(0) });
-        assert_eq!(outcome(2), Outcome::Kept { distractors: vec![1, 3, 4, 5], extra_gold: None }, "no extra item from a test item");
-        assert!(matches!(outcome(3), Outcome::Reannotate { .. }), "only slots 3 and 4 are usable");
+        assert_eq!(
+            outcome(0),
+            Outcome::Kept {
+                distractors: vec![0, 1, 3, 4],
+                extra_gold: None
+            },
+            "slot 5 is gibberish"
+        );
+        assert_eq!(
+            outcome(1),
+            Outcome::Kept {
+                distractors: vec![1, 3, 4, 5],
+                extra_gold: Some(0)
+            }
+        );
+        assert_eq!(
+            outcome(2),
+            Outcome::Kept {
+                distractors: vec![1, 3, 4, 5],
+                extra_gold: None
+            },
+            "no extra item from a test item"
+        );
+        assert!(
+            matches!(outcome(3), Outcome::Reannotate { .. }),
+            "only slots 3 and 4 are usable"
+        );
         assert!(matches!(outcome(4), Outcome::Dropped { .. }));
         assert_eq!(outcome(5), Outcome::Unannotated);
         // Table 2: the found ending was judged 5 times, ranked best twice and second twice.
@@ -229,9 +301,20 @@ mod tests {
         let x = &r.decided[0];
         assert_eq!(x.best, Some(2));
         // Slot 1: l, g, l -> likely; slot 5: g, g, l -> gibberish; slot 3: u, u, l -> unlikely.
-        assert_eq!((x.labels[1], x.labels[5], x.labels[3]), (Label::Likely, Label::Gibberish, Label::Unlikely));
-        assert_eq!(x.outcome, Outcome::Kept { distractors: vec![0, 1, 3, 4], extra_gold: None });
-        assert!(matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.contains("tie")));
+        assert_eq!(
+            (x.labels[1], x.labels[5], x.labels[3]),
+            (Label::Likely, Label::Gibberish, Label::Unlikely)
+        );
+        assert_eq!(
+            x.outcome,
+            Outcome::Kept {
+                distractors: vec![0, 1, 3, 4],
+                extra_gold: None
+            }
+        );
+        assert!(
+            matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.contains("tie"))
+        );
         assert_eq!(r.annotators, 2 + 1);
         assert!(r.label_alpha.is_some() && r.label_pairwise_agreement.is_some());
     }

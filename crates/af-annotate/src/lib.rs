@@ -9,4 +9,7 @@ pub mod assemble;
 pub mod sheet;
 
 pub use assemble::{assemble, Assembled, Outcome};
-pub use sheet::{build_key, read_sheet, sheet_csv, sheet_html, Annotation, KeyItem, Label, SheetError, Slot, SlotSource};
+pub use sheet::{
+    build_key, read_sheet, sheet_csv, sheet_html, Annotation, KeyItem, Label, SheetError, Slot,
+    SlotSource,
+};

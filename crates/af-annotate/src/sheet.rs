@@ -90,7 +90,11 @@ pub enum SheetError {
         source: std::io::Error,
     },
     #[error("{path}:{line}: {message}")]
-    Row { path: PathBuf, line: usize, message: String },
+    Row {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
 }
@@ -111,12 +115,22 @@ pub fn build_key(
             let generated: Vec<Slot> = q.endings[1..]
                 .iter()
                 .zip(candidates)
-                .map(|(e, &c)| Slot { source: SlotSource::Generated, candidate: c, ending: e.clone() })
+                .map(|(e, &c)| Slot {
+                    source: SlotSource::Generated,
+                    candidate: c,
+                    ending: e.clone(),
+                })
                 .collect();
             let n = shown.min(generated.len());
-            let mut slots = vec![Slot { source: SlotSource::Found, candidate: 0, ending: q.endings[0].clone() }];
+            let mut slots = vec![Slot {
+                source: SlotSource::Found,
+                candidate: 0,
+                ending: q.endings[0].clone(),
+            }];
             slots.extend(generated[..n].iter().cloned());
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ af_core::hash::fnv1a64(q.id.as_bytes()));
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                seed ^ af_core::hash::fnv1a64(q.id.as_bytes()),
+            );
             slots.shuffle(&mut rng);
             KeyItem {
                 sheet: format!("sheet-{:03}", i / sheet_items + 1),
@@ -138,7 +152,9 @@ fn width(items: &[&KeyItem]) -> usize {
 }
 
 fn header(n: usize) -> Vec<String> {
-    let mut h: Vec<String> = ["sheet", "row", "item", "context"].map(String::from).to_vec();
+    let mut h: Vec<String> = ["sheet", "row", "item", "context"]
+        .map(String::from)
+        .to_vec();
     for prefix in ["ending", "label", "rank"] {
         h.extend((1..=n).map(|i| format!("{prefix}_{i}")));
     }
@@ -156,7 +172,12 @@ pub fn sheet_csv(items: &[&KeyItem]) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(header(n))?;
     for k in items {
-        let mut row = vec![k.sheet.clone(), k.row.to_string(), k.item.clone(), shown_context(k)];
+        let mut row = vec![
+            k.sheet.clone(),
+            k.row.to_string(),
+            k.item.clone(),
+            shown_context(k),
+        ];
         row.extend((0..n).map(|i| k.slots.get(i).map_or(String::new(), |s| s.ending.clone())));
         row.extend(std::iter::repeat_n(String::new(), 2 * n + 1));
         w.write_record(&row)?;
@@ -165,7 +186,11 @@ pub fn sheet_csv(items: &[&KeyItem]) -> Result<Vec<u8>, csv::Error> {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// The same sheet as a form: an annotator marks each ending and picks best and second best, then
@@ -182,9 +207,16 @@ pub fn sheet_html(items: &[&KeyItem]) -> String {
         ));
         for (i, s) in k.slots.iter().enumerate() {
             let id = format!("r{}e{}", k.row, i + 1);
-            body.push_str(&format!("<tr data-ending=\"{}\"><td>{}</td>", escape(&s.ending), escape(&s.ending)));
+            body.push_str(&format!(
+                "<tr data-ending=\"{}\"><td>{}</td>",
+                escape(&s.ending),
+                escape(&s.ending)
+            ));
             for l in Label::ALL {
-                body.push_str(&format!("<td><input type=\"radio\" name=\"{id}\" value=\"{}\"></td>", l.name()));
+                body.push_str(&format!(
+                    "<td><input type=\"radio\" name=\"{id}\" value=\"{}\"></td>",
+                    l.name()
+                ));
             }
             body.push_str(&format!(
                 "<td><input type=\"radio\" name=\"r{}best\" value=\"{}\"></td><td><input type=\"radio\" name=\"r{}second\" value=\"{}\"></td></tr>",
@@ -235,39 +267,89 @@ function save(){
 
 /// Reads a filled sheet against the key. Returns the good rows and, with `skip_bad`, the bad ones
 /// as errors (without it, the first bad row is the error).
-pub fn read_sheet(path: &Path, key: &HashMap<String, KeyItem>, skip_bad: bool) -> Result<(Vec<Annotation>, Vec<SheetError>), SheetError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SheetError::Io { path: path.to_path_buf(), source })?;
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
+pub fn read_sheet(
+    path: &Path,
+    key: &HashMap<String, KeyItem>,
+    skip_bad: bool,
+) -> Result<(Vec<Annotation>, Vec<SheetError>), SheetError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SheetError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_bytes());
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| SheetError::File { path: path.to_path_buf(), message: e.to_string() })?
+        .map_err(|e| SheetError::File {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?
         .iter()
         .map(str::to_string)
         .collect();
     let col = |name: &str| header.iter().position(|h| h == name);
-    for needed in ["sheet", "row", "item", "annotator", "ending_1", "label_1", "rank_1"] {
+    for needed in [
+        "sheet",
+        "row",
+        "item",
+        "annotator",
+        "ending_1",
+        "label_1",
+        "rank_1",
+    ] {
         if col(needed).is_none() {
-            return Err(SheetError::File { path: path.to_path_buf(), message: format!("no column `{needed}`: is this an af annotation sheet?") });
+            return Err(SheetError::File {
+                path: path.to_path_buf(),
+                message: format!("no column `{needed}`: is this an af annotation sheet?"),
+            });
         }
     }
-    let default_annotator = path.file_stem().map_or("annotator".into(), |s| s.to_string_lossy().into_owned());
+    let default_annotator = path
+        .file_stem()
+        .map_or("annotator".into(), |s| s.to_string_lossy().into_owned());
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     let mut seen: HashMap<(String, String), usize> = HashMap::new();
     for record in reader.records() {
-        let record = record.map_err(|e| SheetError::File { path: path.to_path_buf(), message: e.to_string() })?;
+        let record = record.map_err(|e| SheetError::File {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         let line = record.position().map_or(0, |p| p.line() as usize);
-        let get = |name: &str| col(name).and_then(|c| record.get(c)).unwrap_or("").trim().to_string();
+        let get = |name: &str| {
+            col(name)
+                .and_then(|c| record.get(c))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
         let row = parse_row(&get, key).and_then(|(item, labels, best, second)| {
-            let annotator = Some(get("annotator")).filter(|a| !a.is_empty()).unwrap_or_else(|| default_annotator.clone());
+            let annotator = Some(get("annotator"))
+                .filter(|a| !a.is_empty())
+                .unwrap_or_else(|| default_annotator.clone());
             if let Some(first) = seen.insert((annotator.clone(), item.clone()), line) {
-                return Err(format!("`{annotator}` already annotated item `{item}` on line {first}"));
+                return Err(format!(
+                    "`{annotator}` already annotated item `{item}` on line {first}"
+                ));
             }
-            Ok(Annotation { annotator, item, labels, best, second, file: path.to_path_buf(), line })
+            Ok(Annotation {
+                annotator,
+                item,
+                labels,
+                best,
+                second,
+                file: path.to_path_buf(),
+                line,
+            })
         });
         match row {
             Ok(a) => good.push(a),
             Err(message) => {
-                let e = SheetError::Row { path: path.to_path_buf(), line, message };
+                let e = SheetError::Row {
+                    path: path.to_path_buf(),
+                    line,
+                    message,
+                };
                 if !skip_bad {
                     return Err(e);
                 }
@@ -280,9 +362,14 @@ pub fn read_sheet(path: &Path, key: &HashMap<String, KeyItem>, skip_bad: bool) -
 
 type ParsedRow = (String, Vec<Label>, usize, usize);
 
-fn parse_row(get: &dyn Fn(&str) -> String, key: &HashMap<String, KeyItem>) -> Result<ParsedRow, String> {
+fn parse_row(
+    get: &dyn Fn(&str) -> String,
+    key: &HashMap<String, KeyItem>,
+) -> Result<ParsedRow, String> {
     let item = get("item");
-    let k = key.get(&item).ok_or_else(|| format!("item `{item}` is not in the key"))?;
+    let k = key
+        .get(&item)
+        .ok_or_else(|| format!("item `{item}` is not in the key"))?;
     let (sheet, row) = (get("sheet"), get("row"));
     if sheet != k.sheet || row != k.row.to_string() {
         return Err(format!(
@@ -295,28 +382,47 @@ fn parse_row(get: &dyn Fn(&str) -> String, key: &HashMap<String, KeyItem>) -> Re
     for (i, slot) in k.slots.iter().enumerate() {
         let n = i + 1;
         if get(&format!("ending_{n}")) != slot.ending.trim() {
-            return Err(format!("ending_{n} of item `{item}` differs from the sheet as exported"));
+            return Err(format!(
+                "ending_{n} of item `{item}` differs from the sheet as exported"
+            ));
         }
         let label = get(&format!("label_{n}")).to_lowercase();
         labels.push(
             Label::ALL
                 .into_iter()
                 .find(|l| l.name() == label)
-                .ok_or_else(|| format!("label_{n} is {label:?}, expected likely, unlikely or gibberish"))?,
+                .ok_or_else(|| {
+                    format!("label_{n} is {label:?}, expected likely, unlikely or gibberish")
+                })?,
         );
         match get(&format!("rank_{n}")).to_lowercase().as_str() {
             "" => {}
             "best" => best.push(i),
             "second" => second.push(i),
-            other => return Err(format!("rank_{n} is {other:?}, expected best, second or nothing")),
+            other => {
+                return Err(format!(
+                    "rank_{n} is {other:?}, expected best, second or nothing"
+                ))
+            }
         }
     }
-    let endings = |v: &[usize]| v.iter().map(|i| (i + 1).to_string()).collect::<Vec<_>>().join(" and ");
+    let endings = |v: &[usize]| {
+        v.iter()
+            .map(|i| (i + 1).to_string())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
     match (best.as_slice(), second.as_slice()) {
         ([b], [s]) => Ok((item, labels, *b, *s)),
         ([], _) => Err("no ending is ranked best".into()),
-        (b, _) if b.len() > 1 => Err(format!("two endings are ranked best (endings {})", endings(b))),
+        (b, _) if b.len() > 1 => Err(format!(
+            "two endings are ranked best (endings {})",
+            endings(b)
+        )),
         (_, []) => Err("no ending is ranked second".into()),
-        (_, s) => Err(format!("two endings are ranked second (endings {})", endings(s))),
+        (_, s) => Err(format!(
+            "two endings are ranked second (endings {})",
+            endings(s)
+        )),
     }
 }

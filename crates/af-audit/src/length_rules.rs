@@ -15,7 +15,11 @@ pub enum LengthRule {
 
 impl LengthRule {
     /// In the order the audit reports them.
-    pub const ALL: [LengthRule; 3] = [LengthRule::Shortest, LengthRule::Longest, LengthRule::Median];
+    pub const ALL: [LengthRule; 3] = [
+        LengthRule::Shortest,
+        LengthRule::Longest,
+        LengthRule::Median,
+    ];
 
     /// The detector's name in reports.
     pub fn name(self) -> &'static str {
@@ -61,7 +65,11 @@ mod tests {
         let lengths = [3.0, 7.0, 12.0, 8.0, 5.0];
         assert_eq!(credit(&LengthRule::Shortest.scores(&lengths), 0), 1.0);
         assert_eq!(credit(&LengthRule::Longest.scores(&lengths), 2), 1.0);
-        assert_eq!(credit(&LengthRule::Median.scores(&lengths), 1), 1.0, "median 7");
+        assert_eq!(
+            credit(&LengthRule::Median.scores(&lengths), 1),
+            1.0,
+            "median 7"
+        );
         // An even count: the median of [4, 6, 9, 10] is 7.5, 6 and 9 are 1.5 away.
         let even = [4.0, 6.0, 9.0, 10.0];
         assert_eq!(credit(&LengthRule::Median.scores(&even), 1), 0.5);

@@ -49,15 +49,29 @@ pub trait Learner {
 
     /// Per-option scores of every `eval` question (higher: more likely right). `eval` labels are
     /// there for the caller's bookkeeping; a learner must not read them.
-    fn train_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error>;
+    fn train_and_score(
+        &mut self,
+        model: &MemberName,
+        train: &[LearnerQuestion],
+        eval: &[LearnerQuestion],
+        seed: u64,
+    ) -> Result<Vec<Vec<f32>>, Self::Error>;
 }
 
 #[derive(Debug, Error)]
 pub enum AuditError<E: std::error::Error + 'static> {
     #[error("the training split is empty ({method}; {questions} questions in {groups} groups): pass a separate --eval file or a larger dataset")]
-    EmptyTrain { method: String, questions: usize, groups: usize },
+    EmptyTrain {
+        method: String,
+        questions: usize,
+        groups: usize,
+    },
     #[error("the evaluation split is empty ({method}; {questions} questions in {groups} groups): pass a separate --eval file or a larger dataset")]
-    EmptyEval { method: String, questions: usize, groups: usize },
+    EmptyEval {
+        method: String,
+        questions: usize,
+        groups: usize,
+    },
     #[error("detector {detector}")]
     Learner {
         detector: String,
@@ -133,7 +147,11 @@ pub struct EdgeChange {
 /// `+0.056 [+0.019, +0.093]`: the change and its interval, as tables and summaries print it.
 impl std::fmt::Display for EdgeChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:+.3} [{:+.3}, {:+.3}]", self.change, self.ci_low, self.ci_high)
+        write!(
+            f,
+            "{:+.3} [{:+.3}, {:+.3}]",
+            self.change, self.ci_low, self.ci_high
+        )
     }
 }
 
@@ -144,17 +162,30 @@ pub fn edge_change(before: &DetectorResult, after: &DetectorResult) -> Option<Ed
 }
 
 /// [`edge_change`] from the per-question credits themselves (as `af ablate` keeps them).
-pub fn paired_edge_change(before: &[QuestionCredit], after: &[QuestionCredit]) -> Option<EdgeChange> {
+pub fn paired_edge_change(
+    before: &[QuestionCredit],
+    after: &[QuestionCredit],
+) -> Option<EdgeChange> {
     if before.len() != after.len() || after.is_empty() {
         return None;
     }
-    let by_id: std::collections::HashMap<&str, &QuestionCredit> = before.iter().map(|q| (q.id.as_str(), q)).collect();
+    let by_id: std::collections::HashMap<&str, &QuestionCredit> =
+        before.iter().map(|q| (q.id.as_str(), q)).collect();
     let diffs: Vec<f64> = after
         .iter()
-        .map(|a| by_id.get(a.id.as_str()).map(|b| (a.credit - a.chance) - (b.credit - b.chance)))
+        .map(|a| {
+            by_id
+                .get(a.id.as_str())
+                .map(|b| (a.credit - a.chance) - (b.credit - b.chance))
+        })
         .collect::<Option<_>>()?;
     let (change, half) = stats::mean_interval(&diffs);
-    Some(EdgeChange { change, ci_low: change - half, ci_high: change + half, questions: diffs.len() })
+    Some(EdgeChange {
+        change,
+        ci_low: change - half,
+        ci_high: change + half,
+        questions: diffs.len(),
+    })
 }
 
 impl DetectorResult {
@@ -234,7 +265,11 @@ struct Tokenized {
 
 fn tokenize(q: &Question) -> Tokenized {
     let t = af_text::tokenize_lowercase;
-    Tokenized { context: t(&q.context), prefix: t(&q.prefix), endings: q.endings.iter().map(|e| t(e)).collect() }
+    Tokenized {
+        context: t(&q.context),
+        prefix: t(&q.prefix),
+        endings: q.endings.iter().map(|e| t(e)).collect(),
+    }
 }
 
 fn learner_question(t: &Tokenized, label: usize, view: View) -> LearnerQuestion {
@@ -246,7 +281,10 @@ fn learner_question(t: &Tokenized, label: usize, view: View) -> LearnerQuestion 
     let options = t
         .endings
         .iter()
-        .map(|e| OptionTokens { tokens: given.iter().chain(e).cloned().collect(), marked: 0..given.len() })
+        .map(|e| OptionTokens {
+            tokens: given.iter().chain(e).cloned().collect(),
+            marked: 0..given.len(),
+        })
         .collect();
     LearnerQuestion { options, label }
 }
@@ -286,7 +324,10 @@ pub fn audit<L: Learner>(
         let mut pairs = twins::pairs_from_groups(&all);
         let mut source = TwinSource::Groups;
         if pairs.is_empty() && config.twin_max_edits > 0 {
-            let sentences: Vec<Vec<String>> = tokenized.iter().map(|t| t.context.iter().chain(&t.endings[0]).cloned().collect()).collect();
+            let sentences: Vec<Vec<String>> = tokenized
+                .iter()
+                .map(|t| t.context.iter().chain(&t.endings[0]).cloned().collect())
+                .collect();
             pairs = twins::pairs_by_edit_distance(&all, &sentences, config.twin_max_edits);
             source = TwinSource::EditDistance;
             for &(a, b) in &pairs {
@@ -299,20 +340,38 @@ pub fn audit<L: Learner>(
     }
 
     let (folds, method) = split(&all, separate.then_some(n_train_file), config, seed);
-    let groups = all.iter().map(|q| q.group.as_str()).collect::<HashSet<_>>().len();
+    let groups = all
+        .iter()
+        .map(|q| q.group.as_str())
+        .collect::<HashSet<_>>()
+        .len();
     if folds.iter().any(|(train, _)| train.is_empty()) {
-        return Err(AuditError::EmptyTrain { method, questions: all.len(), groups });
+        return Err(AuditError::EmptyTrain {
+            method,
+            questions: all.len(),
+            groups,
+        });
     }
     if folds.iter().any(|(_, eval)| eval.is_empty()) {
-        return Err(AuditError::EmptyEval { method, questions: all.len(), groups });
+        return Err(AuditError::EmptyEval {
+            method,
+            questions: all.len(),
+            groups,
+        });
     }
     // Every measured question, fold after fold; a detector's scores come in this order.
     let eval: Vec<usize> = folds.iter().flat_map(|(_, e)| e.iter().copied()).collect();
     let train_size = mean_size(folds.iter().map(|(t, _)| t.len()));
-    let eval_pos: std::collections::HashMap<usize, usize> = eval.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    let eval_pos: std::collections::HashMap<usize, usize> =
+        eval.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let eval_pairs: Vec<(usize, usize)> = twins
         .as_ref()
-        .map(|(_, pairs)| pairs.iter().filter_map(|(a, b)| Some((*eval_pos.get(a)?, *eval_pos.get(b)?))).collect())
+        .map(|(_, pairs)| {
+            pairs
+                .iter()
+                .filter_map(|(a, b)| Some((*eval_pos.get(a)?, *eval_pos.get(b)?)))
+                .collect()
+        })
         .unwrap_or_default();
     let chance: Vec<f64> = eval.iter().map(|&i| all[i].chance()).collect();
     let scorer = Scorer {
@@ -330,29 +389,57 @@ pub fn audit<L: Learner>(
         .iter()
         .map(|&i| {
             let pick = rng.random_range(0..all[i].endings.len());
-            (0..all[i].endings.len()).map(|o| f32::from(u8::from(o == pick))).collect()
+            (0..all[i].endings.len())
+                .map(|o| f32::from(u8::from(o == pick)))
+                .collect()
         })
         .collect();
     detectors.push(scorer.result("random", "baseline", None, None, &random));
-    let lengths: Vec<Vec<f32>> = eval.iter().map(|&i| tokenized[i].endings.iter().map(|e| e.len() as f32).collect()).collect();
+    let lengths: Vec<Vec<f32>> = eval
+        .iter()
+        .map(|&i| {
+            tokenized[i]
+                .endings
+                .iter()
+                .map(|e| e.len() as f32)
+                .collect()
+        })
+        .collect();
     for rule in LengthRule::ALL {
         let scores: Vec<Vec<f32>> = lengths.iter().map(|l| rule.scores(l)).collect();
         detectors.push(scorer.result(rule.name(), "baseline", None, None, &scores));
     }
 
     // Token statistics: the dataset's table over every question; the detector from the training split's.
-    let distinguishing: Vec<Vec<Vec<String>>> = tokenized.iter().map(|t| tokens::distinguishing_tokens(&t.endings)).collect();
-    let table = |idx: &[usize]| -> Vec<(Vec<Vec<String>>, usize)> { idx.iter().map(|&i| (distinguishing[i].clone(), all[i].label)).collect() };
+    let distinguishing: Vec<Vec<Vec<String>>> = tokenized
+        .iter()
+        .map(|t| tokens::distinguishing_tokens(&t.endings))
+        .collect();
+    let table = |idx: &[usize]| -> Vec<(Vec<Vec<String>>, usize)> {
+        idx.iter()
+            .map(|&i| (distinguishing[i].clone(), all[i].label))
+            .collect()
+    };
     let every: Vec<usize> = (0..all.len()).collect();
     let (stats, p0) = tokens::token_stats(&table(&every), config.token_min_count, config.alpha);
     let token_report = tokens::report(&stats, p0, config.top_tokens);
     let mut token_scores: Vec<Vec<f32>> = Vec::with_capacity(eval.len());
     for (train, eval) in &folds {
-        let (train_stats, _) = tokens::token_stats(&table(train), config.token_min_count, config.alpha);
+        let (train_stats, _) =
+            tokens::token_stats(&table(train), config.token_min_count, config.alpha);
         let weights = tokens::token_weights(&train_stats);
-        token_scores.extend(eval.iter().map(|&i| tokens::score_options(&distinguishing[i], &weights)));
+        token_scores.extend(
+            eval.iter()
+                .map(|&i| tokens::score_options(&distinguishing[i], &weights)),
+        );
     }
-    detectors.push(scorer.result("token-statistics/ending", "token-statistics", None, Some("ending"), &token_scores));
+    detectors.push(scorer.result(
+        "token-statistics/ending",
+        "token-statistics",
+        None,
+        Some("ending"),
+        &token_scores,
+    ));
 
     // Learned detectors on each view, then on each transform of blank questions.
     let views: Vec<View> = config
@@ -366,8 +453,15 @@ pub fn audit<L: Learner>(
                 View::Full => all.iter().any(|q| !q.context.trim().is_empty()),
             };
             if !available {
-                let field = if v == View::SecondSentence { "second-sentence start" } else { "context" };
-                skipped.push(Skipped { what: format!("view {}", v.name()), reason: format!("no question has a {field}: the view repeats another") });
+                let field = if v == View::SecondSentence {
+                    "second-sentence start"
+                } else {
+                    "context"
+                };
+                skipped.push(Skipped {
+                    what: format!("view {}", v.name()),
+                    reason: format!("no question has a {field}: the view repeats another"),
+                });
             }
             available
         })
@@ -376,39 +470,81 @@ pub fn audit<L: Learner>(
     let mut transform_summaries = Vec::new();
     if all.iter().any(|q| q.blank.is_some()) {
         for t in Transform::ALL {
-            let applied: Vec<Option<Question>> = all.iter().map(|q| transforms::apply(t, q, &config.discourse_markers)).collect();
-            let pick = |idx: &[usize]| -> Vec<(usize, Question)> { idx.iter().filter_map(|&i| applied[i].clone().map(|q| (i, q))).collect() };
-            let sides: Vec<TransformedFold> = folds.iter().map(|(tr, ev)| (pick(tr), pick(ev))).collect();
-            let (train, eval) = (mean_size(sides.iter().map(|(tr, _)| tr.len())), sides.iter().map(|(_, ev)| ev.len()).sum());
-            transform_summaries.push(TransformSummary { transform: t, train, eval, excluded: applied.iter().filter(|q| q.is_none()).count() });
+            let applied: Vec<Option<Question>> = all
+                .iter()
+                .map(|q| transforms::apply(t, q, &config.discourse_markers))
+                .collect();
+            let pick = |idx: &[usize]| -> Vec<(usize, Question)> {
+                idx.iter()
+                    .filter_map(|&i| applied[i].clone().map(|q| (i, q)))
+                    .collect()
+            };
+            let sides: Vec<TransformedFold> =
+                folds.iter().map(|(tr, ev)| (pick(tr), pick(ev))).collect();
+            let (train, eval) = (
+                mean_size(sides.iter().map(|(tr, _)| tr.len())),
+                sides.iter().map(|(_, ev)| ev.len()).sum(),
+            );
+            transform_summaries.push(TransformSummary {
+                transform: t,
+                train,
+                eval,
+                excluded: applied.iter().filter(|q| q.is_none()).count(),
+            });
             if sides.iter().any(|(tr, ev)| tr.is_empty() || ev.is_empty()) {
-                skipped.push(Skipped { what: format!("transform {}", t.name()), reason: "it applies to no question of one split".into() });
+                skipped.push(Skipped {
+                    what: format!("transform {}", t.name()),
+                    reason: "it applies to no question of one split".into(),
+                });
                 continue;
             }
             transformed.push((t, sides));
         }
     }
-    let excluded = views.iter().flat_map(|&v| config.models.iter().map(move |m| (m.clone(), v))).filter(|p| exclude.contains(p)).count();
+    let excluded = views
+        .iter()
+        .flat_map(|&v| config.models.iter().map(move |m| (m.clone(), v)))
+        .filter(|p| exclude.contains(p))
+        .count();
     let total = (config.models.len() * (views.len() + transformed.len()) - excluded) * folds.len();
     let mut done = 0;
     // Each detector's seed comes from its name (and fold), so adding or removing another
     // detector changes no other's numbers; fold 0 keeps the seed a single split has.
-    let mut run = |name: &str, model: &MemberName, sides: &[(Vec<LearnerQuestion>, Vec<LearnerQuestion>)]| {
-        let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
-        let start = std::time::Instant::now();
-        let mut scores = Vec::new();
-        for (fold, (train_q, eval_q)) in sides.iter().enumerate() {
-            let shown = if sides.len() > 1 { format!("{name} (fold {}/{})", fold + 1, sides.len()) } else { name.to_string() };
-            progress(done, total, &shown);
-            done += 1;
-            let fold_seed = detector_seed.wrapping_add(fold as u64);
-            scores.extend(learner.train_and_score(model, train_q, eval_q, fold_seed).map_err(|source| AuditError::Learner { detector: name.to_string(), source })?);
-        }
-        Ok::<_, AuditError<L::Error>>((scores, start.elapsed().as_secs_f64()))
-    };
+    let mut run =
+        |name: &str, model: &MemberName, sides: &[(Vec<LearnerQuestion>, Vec<LearnerQuestion>)]| {
+            let detector_seed = seed ^ af_core::hash::fnv1a64(name.as_bytes());
+            let start = std::time::Instant::now();
+            let mut scores = Vec::new();
+            for (fold, (train_q, eval_q)) in sides.iter().enumerate() {
+                let shown = if sides.len() > 1 {
+                    format!("{name} (fold {}/{})", fold + 1, sides.len())
+                } else {
+                    name.to_string()
+                };
+                progress(done, total, &shown);
+                done += 1;
+                let fold_seed = detector_seed.wrapping_add(fold as u64);
+                scores.extend(
+                    learner
+                        .train_and_score(model, train_q, eval_q, fold_seed)
+                        .map_err(|source| AuditError::Learner {
+                            detector: name.to_string(),
+                            source,
+                        })?,
+                );
+            }
+            Ok::<_, AuditError<L::Error>>((scores, start.elapsed().as_secs_f64()))
+        };
     for &view in &views {
-        let as_learner = |idx: &[usize]| -> Vec<LearnerQuestion> { idx.iter().map(|&i| learner_question(&tokenized[i], all[i].label, view)).collect() };
-        let sides: Vec<_> = folds.iter().map(|(train, eval)| (as_learner(train), as_learner(eval))).collect();
+        let as_learner = |idx: &[usize]| -> Vec<LearnerQuestion> {
+            idx.iter()
+                .map(|&i| learner_question(&tokenized[i], all[i].label, view))
+                .collect()
+        };
+        let sides: Vec<_> = folds
+            .iter()
+            .map(|(train, eval)| (as_learner(train), as_learner(eval)))
+            .collect();
         for model in &config.models {
             let name = format!("{}/{}", model, view.name());
             if exclude.iter().any(|(m, v)| m == model && *v == view) {
@@ -416,20 +552,48 @@ pub fn audit<L: Learner>(
                 continue;
             }
             let (scores, seconds) = run(&name, model, &sides)?;
-            detectors.push(DetectorResult { seconds, ..scorer.result(&name, "learned", Some(model.as_str()), Some(view.name()), &scores) });
+            detectors.push(DetectorResult {
+                seconds,
+                ..scorer.result(
+                    &name,
+                    "learned",
+                    Some(model.as_str()),
+                    Some(view.name()),
+                    &scores,
+                )
+            });
         }
     }
     for (t, folds) in &transformed {
-        let as_learner = |qs: &[(usize, Question)]| -> Vec<LearnerQuestion> { qs.iter().map(|(_, q)| learner_question(&tokenize(q), q.label, View::Full)).collect() };
-        let sides: Vec<_> = folds.iter().map(|(tr, ev)| (as_learner(tr), as_learner(ev))).collect();
+        let as_learner = |qs: &[(usize, Question)]| -> Vec<LearnerQuestion> {
+            qs.iter()
+                .map(|(_, q)| learner_question(&tokenize(q), q.label, View::Full))
+                .collect()
+        };
+        let sides: Vec<_> = folds
+            .iter()
+            .map(|(tr, ev)| (as_learner(tr), as_learner(ev)))
+            .collect();
         // Scores of the questions the transform left out are all ties: chance credit, and the
         // detector's accuracy is over the transformed questions only.
-        let kept: Vec<usize> = folds.iter().flat_map(|(_, ev)| ev.iter().map(|(i, _)| eval_pos[i])).collect();
+        let kept: Vec<usize> = folds
+            .iter()
+            .flat_map(|(_, ev)| ev.iter().map(|(i, _)| eval_pos[i]))
+            .collect();
         let sub = scorer.subset(&kept, mean_size(folds.iter().map(|(tr, _)| tr.len())));
         for model in &config.models {
             let name = format!("{}/{}", model, t.name());
             let (scores, seconds) = run(&name, model, &sides)?;
-            detectors.push(DetectorResult { seconds, ..sub.result(&name, "learned", Some(model.as_str()), Some(t.name()), &scores) });
+            detectors.push(DetectorResult {
+                seconds,
+                ..sub.result(
+                    &name,
+                    "learned",
+                    Some(model.as_str()),
+                    Some(t.name()),
+                    &scores,
+                )
+            });
         }
     }
     progress(done, total, "");
@@ -443,14 +607,23 @@ pub fn audit<L: Learner>(
         questions: all.len(),
         options_min: options.clone().min().unwrap_or(0),
         options_max: options.max().unwrap_or(0),
-        split: SplitSummary { method, folds: folds.len(), train: train_size, eval: eval.len() },
+        split: SplitSummary {
+            method,
+            folds: folds.len(),
+            train: train_size,
+            eval: eval.len(),
+        },
         chance: chance.iter().sum::<f64>() / chance.len() as f64,
         alpha: config.alpha,
         detector_alpha,
         detectors,
         tokens: token_report,
         token_table: stats,
-        twins: twins.map(|(source, pairs)| TwinSummary { source, pairs: pairs.len(), eval_pairs: eval_pairs.len() }),
+        twins: twins.map(|(source, pairs)| TwinSummary {
+            source,
+            pairs: pairs.len(),
+            eval_pairs: eval_pairs.len(),
+        }),
         transforms: transform_summaries,
         skipped,
     })
@@ -470,7 +643,9 @@ const FOLD_SALT: u64 = 0x6175_6469;
 /// and the audit's measure each item with the same fold's training.
 pub fn cross_fit_folds(groups: &[&str], folds: usize, seed: u64) -> Vec<(Vec<usize>, Vec<usize>)> {
     let fold = af_core::split::folds_by_group(groups, folds, seed ^ FOLD_SALT);
-    (0..folds).map(|f| (0..groups.len()).partition(|&i| fold[i] != f)).collect()
+    (0..folds)
+        .map(|f| (0..groups.len()).partition(|&i| fold[i] != f))
+        .collect()
 }
 
 /// A transform's questions on each side of one fold: (index into `all`, transformed question).
@@ -480,10 +655,22 @@ type TransformedFold = (Vec<(usize, Question)>, Vec<(usize, Question)>);
 /// they were made. A named evaluation file is what the user asked to be measured, so it is never
 /// cross-fitted; a split field is, when folds are asked for (a detector trained afresh has no use
 /// for a published split's purpose).
-fn split(all: &[Question], separate_at: Option<usize>, config: &AuditConfig, seed: u64) -> (Vec<(Vec<usize>, Vec<usize>)>, String) {
+fn split(
+    all: &[Question],
+    separate_at: Option<usize>,
+    config: &AuditConfig,
+    seed: u64,
+) -> (Vec<(Vec<usize>, Vec<usize>)>, String) {
     if let Some(n) = separate_at {
-        let method = if config.eval_folds > 1 { "separate evaluation file (eval-folds does not apply)" } else { "separate evaluation file" };
-        return (vec![((0..n).collect(), (n..all.len()).collect())], method.into());
+        let method = if config.eval_folds > 1 {
+            "separate evaluation file (eval-folds does not apply)"
+        } else {
+            "separate evaluation file"
+        };
+        return (
+            vec![((0..n).collect(), (n..all.len()).collect())],
+            method.into(),
+        );
     }
     let groups: Vec<&str> = all.iter().map(|q| q.group.as_str()).collect();
     if config.eval_folds > 1 {
@@ -498,16 +685,28 @@ fn split(all: &[Question], separate_at: Option<usize>, config: &AuditConfig, see
 fn one_split(all: &[Question], eval_share: f64, seed: u64) -> (Vec<usize>, Vec<usize>, String) {
     let is_train = |s: &str| s.eq_ignore_ascii_case("train");
     let splits: HashSet<&str> = all.iter().filter_map(|q| q.split.as_deref()).collect();
-    if all.iter().all(|q| q.split.is_some()) && splits.iter().any(|s| is_train(s)) && splits.iter().any(|s| !is_train(s)) {
-        let (train, eval): (Vec<usize>, Vec<usize>) = (0..all.len()).partition(|&i| is_train(all[i].split.as_deref().unwrap_or("")));
+    if all.iter().all(|q| q.split.is_some())
+        && splits.iter().any(|s| is_train(s))
+        && splits.iter().any(|s| !is_train(s))
+    {
+        let (train, eval): (Vec<usize>, Vec<usize>) =
+            (0..all.len()).partition(|&i| is_train(all[i].split.as_deref().unwrap_or("")));
         let mut others: Vec<&str> = splits.into_iter().filter(|s| !is_train(s)).collect();
         others.sort_unstable();
-        return (train, eval, format!("split field (train against {})", others.join(", ")));
+        return (
+            train,
+            eval,
+            format!("split field (train against {})", others.join(", ")),
+        );
     }
     let groups: Vec<String> = all.iter().map(|q| q.group.clone()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ FOLD_SALT);
     let (train, eval) = af_core::split::split_by_group(&groups, 1.0 - eval_share, &mut rng);
-    (train, eval, format!("by group, {:.0}% of groups held out", eval_share * 100.0))
+    (
+        train,
+        eval,
+        format!("by group, {:.0}% of groups held out", eval_share * 100.0),
+    )
 }
 
 /// Turns per-option scores of the evaluation questions into a [`DetectorResult`].
@@ -521,20 +720,52 @@ struct Scorer {
 }
 
 impl Scorer {
-    fn result(&self, name: &str, family: &str, model: Option<&str>, view: Option<&str>, scores: &[Vec<f32>]) -> DetectorResult {
-        let mut r = result(name, family, model, view, scores, &self.chance, &self.labels, &self.pairs, self.train);
-        r.per_question = self.ids.iter().zip(&self.chance).zip(scores.iter().zip(&self.labels)).map(|((id, &chance), (s, &l))| QuestionCredit { id: id.clone(), credit: credit(s, l), chance }).collect();
+    fn result(
+        &self,
+        name: &str,
+        family: &str,
+        model: Option<&str>,
+        view: Option<&str>,
+        scores: &[Vec<f32>],
+    ) -> DetectorResult {
+        let mut r = result(
+            name,
+            family,
+            model,
+            view,
+            scores,
+            &self.chance,
+            &self.labels,
+            &self.pairs,
+            self.train,
+        );
+        r.per_question = self
+            .ids
+            .iter()
+            .zip(&self.chance)
+            .zip(scores.iter().zip(&self.labels))
+            .map(|((id, &chance), (s, &l))| QuestionCredit {
+                id: id.clone(),
+                credit: credit(s, l),
+                chance,
+            })
+            .collect();
         r
     }
 
     /// The scorer of the evaluation questions at `kept` (positions), in that order.
     fn subset(&self, kept: &[usize], train: usize) -> Scorer {
-        let new_pos: std::collections::HashMap<usize, usize> = kept.iter().enumerate().map(|(n, &p)| (p, n)).collect();
+        let new_pos: std::collections::HashMap<usize, usize> =
+            kept.iter().enumerate().map(|(n, &p)| (p, n)).collect();
         Scorer {
             ids: kept.iter().map(|&p| self.ids[p].clone()).collect(),
             chance: kept.iter().map(|&p| self.chance[p]).collect(),
             labels: kept.iter().map(|&p| self.labels[p]).collect(),
-            pairs: self.pairs.iter().filter_map(|(a, b)| Some((*new_pos.get(a)?, *new_pos.get(b)?))).collect(),
+            pairs: self
+                .pairs
+                .iter()
+                .filter_map(|(a, b)| Some((*new_pos.get(a)?, *new_pos.get(b)?)))
+                .collect(),
             train,
         }
     }
@@ -552,7 +783,11 @@ fn result(
     pairs: &[(usize, usize)],
     train: usize,
 ) -> DetectorResult {
-    let credits: Vec<f64> = scores.iter().zip(labels).map(|(s, &l)| credit(s, l)).collect();
+    let credits: Vec<f64> = scores
+        .iter()
+        .zip(labels)
+        .map(|(s, &l)| credit(s, l))
+        .collect();
     let right: f64 = credits.iter().sum();
     let n = credits.len();
     let accuracy = right / n.max(1) as f64;
@@ -560,9 +795,19 @@ fn result(
     let mean_chance = chance.iter().sum::<f64>() / n.max(1) as f64;
     let twins = (!pairs.is_empty()).then(|| {
         let both: f64 = pairs.iter().map(|&(a, b)| credits[a] * credits[b]).sum();
-        let pair_chance = pairs.iter().map(|&(a, b)| chance[a] * chance[b]).sum::<f64>() / pairs.len() as f64;
+        let pair_chance = pairs
+            .iter()
+            .map(|&(a, b)| chance[a] * chance[b])
+            .sum::<f64>()
+            / pairs.len() as f64;
         let (lo, hi) = stats::wilson(both, pairs.len());
-        TwinScore { pairs: pairs.len(), accuracy: both / pairs.len() as f64, ci_low: lo, ci_high: hi, chance: pair_chance }
+        TwinScore {
+            pairs: pairs.len(),
+            accuracy: both / pairs.len() as f64,
+            ci_low: lo,
+            ci_high: hi,
+            chance: pair_chance,
+        }
     });
     DetectorResult {
         name: name.into(),

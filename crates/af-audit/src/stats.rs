@@ -29,7 +29,10 @@ pub fn erfc(x: f64) -> f64 {
         + t * (1.000_023_68
             + t * (0.374_091_96
                 + t * (0.096_784_18
-                    + t * (-0.186_288_06 + t * (0.278_868_07 + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = t * poly.exp();
     if x >= 0.0 {
         r
@@ -86,7 +89,10 @@ mod tests {
     fn wilson_matches_published_values() {
         // Wilson (1927) as tabulated by Newcombe (1998), Table I: 81/263 -> 0.2553..0.3662.
         let (l, h) = wilson(81.0, 263);
-        assert!((l - 0.2553).abs() < 1e-3 && (h - 0.3662).abs() < 1e-3, "{l} {h}");
+        assert!(
+            (l - 0.2553).abs() < 1e-3 && (h - 0.3662).abs() < 1e-3,
+            "{l} {h}"
+        );
         let (l, h) = wilson(0.0, 10);
         assert_eq!(l, 0.0);
         assert!((h - 0.2775).abs() < 1e-3, "{h}");
@@ -109,7 +115,10 @@ mod tests {
     fn mean_interval_is_the_normal_interval_of_the_mean() {
         // 1, 2, 3, 4: mean 2.5, sample sd sqrt(5/3), half-width 1.96 * sqrt(5/3) / 2.
         let (m, h) = mean_interval(&[1.0, 2.0, 3.0, 4.0]);
-        assert!((m - 2.5).abs() < 1e-12 && (h - Z95 * (5.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12, "{m} {h}");
+        assert!(
+            (m - 2.5).abs() < 1e-12 && (h - Z95 * (5.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12,
+            "{m} {h}"
+        );
         assert_eq!(mean_interval(&[]), (0.0, 0.0));
         assert!(mean_interval(&[0.3]).1.is_infinite());
     }

@@ -26,7 +26,11 @@ pub enum Planted {
 pub fn questions(n: usize, options: usize, planted: Planted, seed: u64) -> Vec<Question> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let words: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
-    let sentence = |rng: &mut ChaCha8Rng, len: usize| -> Vec<String> { (0..len).map(|_| words.choose(rng).expect("words").clone()).collect() };
+    let sentence = |rng: &mut ChaCha8Rng, len: usize| -> Vec<String> {
+        (0..len)
+            .map(|_| words.choose(rng).expect("words").clone())
+            .collect()
+    };
     (0..n)
         .map(|i| {
             let label = rng.random_range(0..options);
@@ -38,12 +42,22 @@ pub fn questions(n: usize, options: usize, planted: Planted, seed: u64) -> Vec<Q
                         7
                     } else {
                         side += 1;
-                        if side % 2 == 0 { rng.random_range(4..=5) } else { rng.random_range(9..=10) }
+                        if side % 2 == 0 {
+                            rng.random_range(4..=5)
+                        } else {
+                            rng.random_range(9..=10)
+                        }
                     };
                 }
             }
             if planted == Planted::Longest {
-                let longest_wrong = lengths.iter().enumerate().filter(|(o, _)| *o != label).map(|(_, l)| *l).max().unwrap_or(5);
+                let longest_wrong = lengths
+                    .iter()
+                    .enumerate()
+                    .filter(|(o, _)| *o != label)
+                    .map(|(_, l)| *l)
+                    .max()
+                    .unwrap_or(5);
                 lengths[label] = longest_wrong + rng.random_range(1..=2);
             }
             let endings = lengths

@@ -45,11 +45,22 @@ pub struct TokenReport {
 
 /// Each option's distinct tokens that are not in every option of its question.
 pub fn distinguishing_tokens(options: &[Vec<String>]) -> Vec<Vec<String>> {
-    let sets: Vec<HashSet<&str>> = options.iter().map(|o| o.iter().map(String::as_str).collect()).collect();
-    let shared: HashSet<&str> = sets[0].iter().copied().filter(|t| sets[1..].iter().all(|s| s.contains(t))).collect();
+    let sets: Vec<HashSet<&str>> = options
+        .iter()
+        .map(|o| o.iter().map(String::as_str).collect())
+        .collect();
+    let shared: HashSet<&str> = sets[0]
+        .iter()
+        .copied()
+        .filter(|t| sets[1..].iter().all(|s| s.contains(t)))
+        .collect();
     sets.iter()
         .map(|s| {
-            let mut v: Vec<String> = s.iter().filter(|t| !shared.contains(*t)).map(|t| t.to_string()).collect();
+            let mut v: Vec<String> = s
+                .iter()
+                .filter(|t| !shared.contains(*t))
+                .map(|t| t.to_string())
+                .collect();
             v.sort_unstable();
             v
         })
@@ -57,7 +68,11 @@ pub fn distinguishing_tokens(options: &[Vec<String>]) -> Vec<Vec<String>> {
 }
 
 /// Statistics over questions given as (each option's distinguishing tokens, label).
-pub fn token_stats(questions: &[(Vec<Vec<String>>, usize)], min_count: usize, alpha: f64) -> (Vec<TokenStat>, f64) {
+pub fn token_stats(
+    questions: &[(Vec<Vec<String>>, usize)],
+    min_count: usize,
+    alpha: f64,
+) -> (Vec<TokenStat>, f64) {
     let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
     let (mut right_mass, mut mass) = (0usize, 0usize);
     for (options, label) in questions {
@@ -73,7 +88,11 @@ pub fn token_stats(questions: &[(Vec<Vec<String>>, usize)], min_count: usize, al
             }
         }
     }
-    let p0 = if mass == 0 { 0.0 } else { right_mass as f64 / mass as f64 };
+    let p0 = if mass == 0 {
+        0.0
+    } else {
+        right_mass as f64 / mass as f64
+    };
     let mut stats: Vec<TokenStat> = counts
         .into_iter()
         .filter(|(_, (n, _))| *n >= min_count.max(1))
@@ -81,7 +100,16 @@ pub fn token_stats(questions: &[(Vec<Vec<String>>, usize)], min_count: usize, al
             let rate = right as f64 / n as f64;
             let se = (p0 * (1.0 - p0) / n as f64).sqrt();
             let z = if se > 0.0 { (rate - p0) / se } else { 0.0 };
-            TokenStat { token: token.to_string(), options: n, right, rate, z, p: 2.0 * normal_upper_tail(z.abs()), p_holm: 1.0, significant: false }
+            TokenStat {
+                token: token.to_string(),
+                options: n,
+                right,
+                rate,
+                z,
+                p: 2.0 * normal_upper_tail(z.abs()),
+                p_holm: 1.0,
+                significant: false,
+            }
         })
         .collect();
     let adjusted = holm(&stats.iter().map(|s| s.p).collect::<Vec<_>>());
@@ -89,7 +117,12 @@ pub fn token_stats(questions: &[(Vec<Vec<String>>, usize)], min_count: usize, al
         s.p_holm = a;
         s.significant = a < alpha;
     }
-    stats.sort_by(|a, b| b.significant.cmp(&a.significant).then(b.z.abs().total_cmp(&a.z.abs())).then(a.token.cmp(&b.token)));
+    stats.sort_by(|a, b| {
+        b.significant
+            .cmp(&a.significant)
+            .then(b.z.abs().total_cmp(&a.z.abs()))
+            .then(a.token.cmp(&b.token))
+    });
     (stats, p0)
 }
 
@@ -106,11 +139,18 @@ pub fn report(stats: &[TokenStat], p0: f64, top: usize) -> TokenReport {
 /// A detector from the statistics of a training split: an option scores the sum of the
 /// z-statistics of its significant tokens. With nothing significant every option ties.
 pub fn token_weights(stats: &[TokenStat]) -> HashMap<String, f64> {
-    stats.iter().filter(|s| s.significant).map(|s| (s.token.clone(), s.z)).collect()
+    stats
+        .iter()
+        .filter(|s| s.significant)
+        .map(|s| (s.token.clone(), s.z))
+        .collect()
 }
 
 pub fn score_options(options: &[Vec<String>], weights: &HashMap<String, f64>) -> Vec<f32> {
-    options.iter().map(|o| o.iter().filter_map(|t| weights.get(t)).sum::<f64>() as f32).collect()
+    options
+        .iter()
+        .map(|o| o.iter().filter_map(|t| weights.get(t)).sum::<f64>() as f32)
+        .collect()
 }
 
 #[cfg(test)]
@@ -118,7 +158,10 @@ mod tests {
     use super::*;
 
     fn q(options: &[&str], label: usize) -> (Vec<Vec<String>>, usize) {
-        let opts: Vec<Vec<String>> = options.iter().map(|o| o.split(' ').map(String::from).collect()).collect();
+        let opts: Vec<Vec<String>> = options
+            .iter()
+            .map(|o| o.split(' ').map(String::from).collect())
+            .collect();
         (distinguishing_tokens(&opts), label)
     }
 
@@ -127,15 +170,29 @@ mod tests {
         let mut data = Vec::new();
         for i in 0..60 {
             let filler = ["a", "b", "c", "d"][i % 4];
-            data.push(q(&[&format!("the tell {filler}"), &format!("the x {filler}"), "the y e", "the z f"], 0));
+            data.push(q(
+                &[
+                    &format!("the tell {filler}"),
+                    &format!("the x {filler}"),
+                    "the y e",
+                    "the z f",
+                ],
+                0,
+            ));
         }
         let (stats, p0) = token_stats(&data, 10, 0.05);
         assert!((p0 - 0.25).abs() < 0.02, "{p0}");
         assert_eq!(stats[0].token, "tell");
         assert!(stats[0].significant && stats[0].rate == 1.0);
-        assert!(!stats.iter().any(|s| s.token == "the"), "in every option: not counted");
+        assert!(
+            !stats.iter().any(|s| s.token == "the"),
+            "in every option: not counted"
+        );
         let w = token_weights(&stats);
-        let scores = score_options(&distinguishing_tokens(&[vec!["tell".into()], vec!["x".into()]]), &w);
+        let scores = score_options(
+            &distinguishing_tokens(&[vec!["tell".into()], vec!["x".into()]]),
+            &w,
+        );
         assert!(scores[0] > scores[1]);
     }
 }

@@ -30,13 +30,22 @@ impl Transform {
 pub fn apply(t: Transform, q: &Question, markers: &[String]) -> Option<Question> {
     let b = q.blank.as_ref()?;
     let (before, after) = match t {
-        Transform::NoCandidates => (remove_mentions(&b.before, &b.options), remove_mentions(&b.after, &b.options)),
+        Transform::NoCandidates => (
+            remove_mentions(&b.before, &b.options),
+            remove_mentions(&b.after, &b.options),
+        ),
         Transform::PartialSentence => (after_last_marker(&b.before, markers)?, b.after.clone()),
     };
-    let blank = Blank { before, after, options: b.options.clone() };
+    let blank = Blank {
+        before,
+        after,
+        options: b.options.clone(),
+    };
     Some(Question {
         context: blank.before.clone(),
-        endings: (0..blank.options.len()).map(|i| blank.filled_ending(i)).collect(),
+        endings: (0..blank.options.len())
+            .map(|i| blank.filled_ending(i))
+            .collect(),
         blank: Some(blank),
         ..q.clone()
     })
@@ -45,7 +54,10 @@ pub fn apply(t: Transform, q: &Question, markers: &[String]) -> Option<Question>
 /// Removes whole-word, case-insensitive mentions of each option (longest first), then tidies spaces.
 fn remove_mentions(text: &str, options: &[String]) -> String {
     let mut words: Vec<String> = text.split_whitespace().map(String::from).collect();
-    let mut options: Vec<Vec<String>> = options.iter().map(|o| o.split_whitespace().map(str::to_lowercase).collect()).collect();
+    let mut options: Vec<Vec<String>> = options
+        .iter()
+        .map(|o| o.split_whitespace().map(str::to_lowercase).collect())
+        .collect();
     options.sort_by_key(|o| std::cmp::Reverse(o.len()));
     for option in options.iter().filter(|o| !o.is_empty()) {
         let mut i = 0;
@@ -54,7 +66,10 @@ fn remove_mentions(text: &str, options: &[String]) -> String {
                 let w = words[i + j].to_lowercase();
                 // The last word may carry punctuation or a possessive: "Dennis's", "Ian,".
                 if j + 1 == option.len() {
-                    w == *o || w.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with(['\'', '’', ',', '.', ';', ':', '!', '?']))
+                    w == *o
+                        || w.strip_prefix(o.as_str()).is_some_and(|rest| {
+                            rest.starts_with(['\'', '’', ',', '.', ';', ':', '!', '?'])
+                        })
                 } else {
                     w == *o
                 }
@@ -62,7 +77,10 @@ fn remove_mentions(text: &str, options: &[String]) -> String {
             if matches {
                 let last = words[i + option.len() - 1].clone();
                 let rest = &last[option.last().expect("non-empty").len().min(last.len())..];
-                words.splice(i..i + option.len(), (!rest.is_empty()).then(|| rest.to_string()));
+                words.splice(
+                    i..i + option.len(),
+                    (!rest.is_empty()).then(|| rest.to_string()),
+                );
             } else {
                 i += 1;
             }
@@ -73,8 +91,13 @@ fn remove_mentions(text: &str, options: &[String]) -> String {
 
 fn after_last_marker(before: &str, markers: &[String]) -> Option<String> {
     let words: Vec<&str> = before.split_whitespace().collect();
-    let bare = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
-    let at = words.iter().rposition(|w| markers.iter().any(|m| *m == bare(w)))?;
+    let bare = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    let at = words
+        .iter()
+        .rposition(|w| markers.iter().any(|m| *m == bare(w)))?;
     Some(words[at + 1..].join(" "))
 }
 
@@ -84,7 +107,11 @@ mod tests {
 
     fn wino(sentence: &str, options: [&str; 2]) -> Question {
         let (before, after) = sentence.split_once('_').unwrap();
-        let blank = Blank { before: before.trim().into(), after: after.trim().into(), options: options.map(String::from).to_vec() };
+        let blank = Blank {
+            before: before.trim().into(),
+            after: after.trim().into(),
+            options: options.map(String::from).to_vec(),
+        };
         Question {
             id: "q".into(),
             group: "q".into(),
@@ -102,24 +129,53 @@ mod tests {
     fn no_candidates_removes_every_mention_and_keeps_possessives_apart() {
         let q = wino("Ian volunteered to eat Dennis's menudo after already having a bowl because _ despised eating intestine.", ["Ian", "Dennis"]);
         let t = apply(Transform::NoCandidates, &q, &[]).unwrap();
-        assert_eq!(t.context, "volunteered to eat 's menudo after already having a bowl because");
-        assert_eq!(t.endings, ["Ian despised eating intestine.", "Dennis despised eating intestine."]);
+        assert_eq!(
+            t.context,
+            "volunteered to eat 's menudo after already having a bowl because"
+        );
+        assert_eq!(
+            t.endings,
+            [
+                "Ian despised eating intestine.",
+                "Dennis despised eating intestine."
+            ]
+        );
         assert_eq!(t.label, 1);
-        let q = wino("The trophy didn't fit in the brown suitcase because _ was too big.", ["the trophy", "the suitcase"]);
+        let q = wino(
+            "The trophy didn't fit in the brown suitcase because _ was too big.",
+            ["the trophy", "the suitcase"],
+        );
         let t = apply(Transform::NoCandidates, &q, &[]).unwrap();
-        assert_eq!(t.context, "didn't fit in the brown suitcase because", "only whole mentions go");
+        assert_eq!(
+            t.context, "didn't fit in the brown suitcase because",
+            "only whole mentions go"
+        );
     }
 
     #[test]
     fn partial_sentence_keeps_what_follows_the_last_marker() {
         let markers: Vec<String> = ["because", "so"].map(String::from).to_vec();
-        let q = wino("Ian ate it so he was full, because _ was hungry.", ["Ian", "Dennis"]);
+        let q = wino(
+            "Ian ate it so he was full, because _ was hungry.",
+            ["Ian", "Dennis"],
+        );
         let t = apply(Transform::PartialSentence, &q, &markers).unwrap();
         assert_eq!(t.context, "");
         assert_eq!(t.endings, ["Ian was hungry.", "Dennis was hungry."]);
         let q = wino("Ian ate it so _ was full.", ["Ian", "Dennis"]);
-        assert_eq!(apply(Transform::PartialSentence, &q, &markers).unwrap().context, "");
-        let q = wino("Ian gave Dennis the keys and then _ drove.", ["Ian", "Dennis"]);
-        assert!(apply(Transform::PartialSentence, &q, &markers).is_none(), "no marker: the transform does not apply");
+        assert_eq!(
+            apply(Transform::PartialSentence, &q, &markers)
+                .unwrap()
+                .context,
+            ""
+        );
+        let q = wino(
+            "Ian gave Dennis the keys and then _ drove.",
+            ["Ian", "Dennis"],
+        );
+        assert!(
+            apply(Transform::PartialSentence, &q, &markers).is_none(),
+            "no marker: the transform does not apply"
+        );
     }
 }

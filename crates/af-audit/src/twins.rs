@@ -24,14 +24,22 @@ pub fn pairs_from_groups(questions: &[Question]) -> Vec<(usize, usize)> {
     for (i, q) in questions.iter().enumerate() {
         by_group.entry(q.group.as_str()).or_default().push(i);
     }
-    let mut pairs: Vec<(usize, usize)> = by_group.into_values().filter(|v| v.len() == 2).map(|v| (v[0], v[1])).collect();
+    let mut pairs: Vec<(usize, usize)> = by_group
+        .into_values()
+        .filter(|v| v.len() == 2)
+        .map(|v| (v[0], v[1]))
+        .collect();
     pairs.sort_unstable();
     pairs
 }
 
 /// Pairs blank questions with the same options (in any order) whose sentences differ by at most
 /// `max_edits` words, closest first; each question joins at most one pair.
-pub fn pairs_by_edit_distance(questions: &[Question], tokens: &[Vec<String>], max_edits: usize) -> Vec<(usize, usize)> {
+pub fn pairs_by_edit_distance(
+    questions: &[Question],
+    tokens: &[Vec<String>],
+    max_edits: usize,
+) -> Vec<(usize, usize)> {
     let mut buckets: HashMap<Vec<String>, Vec<usize>> = HashMap::new();
     for (i, q) in questions.iter().enumerate() {
         if let Some(b) = &q.blank {
@@ -72,7 +80,9 @@ pub fn word_edit_distance(a: &[String], b: &[String]) -> usize {
     for (i, x) in a.iter().enumerate() {
         cur[0] = i + 1;
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         std::mem::swap(&mut prev, &mut cur);
     }
@@ -104,7 +114,11 @@ mod tests {
             endings: vec![],
             label: 0,
             split: None,
-            blank: Some(af_core::Blank { before: s.into(), after: String::new(), options: o.map(String::from).to_vec() }),
+            blank: Some(af_core::Blank {
+                before: s.into(),
+                after: String::new(),
+                options: o.map(String::from).to_vec(),
+            }),
             line: 0,
         };
         let qs = vec![
@@ -113,7 +127,10 @@ mod tests {
             q("Ian liked _ a lot", ["Ann", "Bo"]),
             q("something else entirely and long", ["Ian", "Bo"]),
         ];
-        let tokens: Vec<Vec<String>> = qs.iter().map(|q| words(&q.blank.as_ref().unwrap().before)).collect();
+        let tokens: Vec<Vec<String>> = qs
+            .iter()
+            .map(|q| words(&q.blank.as_ref().unwrap().before))
+            .collect();
         assert_eq!(pairs_by_edit_distance(&qs, &tokens, 2), vec![(0, 1)]);
     }
 }

@@ -181,7 +181,10 @@ enum LmCommand {
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let (i, n) = s.split_once('/').ok_or("expected I/N, e.g. 0/4")?;
-    let (i, n): (usize, usize) = (i.parse().map_err(|_| "I is not a number")?, n.parse().map_err(|_| "N is not a number")?);
+    let (i, n): (usize, usize) = (
+        i.parse().map_err(|_| "I is not a number")?,
+        n.parse().map_err(|_| "N is not a number")?,
+    );
     if n == 0 || i >= n {
         return Err(format!("shard {i}/{n}: need 0 <= I < N"));
     }
@@ -228,9 +231,20 @@ fn print_stage(run: &StageRun) {
 }
 
 /// Runs one stage of a config, as its own command does.
-fn one_stage(config: &af_core::Config, stage: StageName, force: bool, shard: Option<(usize, usize)>) -> anyhow::Result<ExitCode> {
+fn one_stage(
+    config: &af_core::Config,
+    stage: StageName,
+    force: bool,
+    shard: Option<(usize, usize)>,
+) -> anyhow::Result<ExitCode> {
     af_pipeline::setup::init_threads(config);
-    print_stage(&runner::run_stage(config, stage, force, shard, &progress::Bars)?);
+    print_stage(&runner::run_stage(
+        config,
+        stage,
+        force,
+        shard,
+        &progress::Bars,
+    )?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -244,11 +258,34 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tagger(c) => commands::tagger::run(c),
-        Command::Pairs(args) => one_stage(&load_config(args.config.as_deref())?, StageName::Pairs, true, None),
-        Command::Lm(LmCommand::Train { stage: args, force }) => one_stage(&load_config(args.config.as_deref())?, StageName::Lm, force, None),
+        Command::Pairs(args) => one_stage(
+            &load_config(args.config.as_deref())?,
+            StageName::Pairs,
+            true,
+            None,
+        ),
+        Command::Lm(LmCommand::Train { stage: args, force }) => one_stage(
+            &load_config(args.config.as_deref())?,
+            StageName::Lm,
+            force,
+            None,
+        ),
         Command::Lm(LmCommand::Score(args)) => commands::lm_score::run(args),
-        Command::Generate { stage: args, shard, force } => one_stage(&load_config(args.config.as_deref())?, StageName::Generate, force, shard),
-        Command::Filter { stage: args, resume, force } => {
+        Command::Generate {
+            stage: args,
+            shard,
+            force,
+        } => one_stage(
+            &load_config(args.config.as_deref())?,
+            StageName::Generate,
+            force,
+            shard,
+        ),
+        Command::Filter {
+            stage: args,
+            resume,
+            force,
+        } => {
             let config = load_config(args.config.as_deref())?;
             let dir = config.run.dir.join("filter");
             if resume && !dir.join("state.json").exists() {
@@ -262,7 +299,10 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             one_stage(&config, StageName::Filter, force, None)
         }
-        Command::Export { stage: args, annotation } => {
+        Command::Export {
+            stage: args,
+            annotation,
+        } => {
             let mut config = load_config(args.config.as_deref())?;
             config.export.annotation |= annotation;
             one_stage(&config, StageName::Export, true, None)
@@ -273,10 +313,19 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             println!("{}", out.join("report.html").display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { stage: args, force, until } => {
+        Command::Run {
+            stage: args,
+            force,
+            until,
+        } => {
             let config = load_config(args.config.as_deref())?;
             let all = af_pipeline::ALL_STAGES;
-            let last = until.map_or(all.len(), |u| all.iter().position(|&s| s == u).expect("every stage is in ALL_STAGES") + 1);
+            let last = until.map_or(all.len(), |u| {
+                all.iter()
+                    .position(|&s| s == u)
+                    .expect("every stage is in ALL_STAGES")
+                    + 1
+            });
             runner::run_stages(&config, &all[..last], &force, &progress::Bars, print_stage)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -299,5 +348,9 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_env("AF_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }

@@ -34,9 +34,11 @@ impl af_pipeline::Bar for Bar {
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {human_pos}/{human_len} {per_sec} eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:>10} [{bar:40}] {human_pos}/{human_len} {per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.set_message(what.to_string());
     bar

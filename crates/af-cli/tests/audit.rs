@@ -13,10 +13,20 @@ fn bad_rows_stop_with_file_and_line_and_unknown_models_are_refused() {
     let o = af(&["audit", "bad.jsonl", "--models", "ngram"], dir.path());
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
-    assert!(e.contains("bad.jsonl:8: field `label` is \"9\", expected 0..=3"), "{e}");
-    assert!(!dir.path().join("audit/bad").exists(), "nothing written for a failed read");
+    assert!(
+        e.contains("bad.jsonl:8: field `label` is \"9\", expected 0..=3"),
+        "{e}"
+    );
+    assert!(
+        !dir.path().join("audit/bad").exists(),
+        "nothing written for a failed read"
+    );
 
     let o = af(&["audit", "bad.jsonl", "--models", "mlp"], dir.path());
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("--models: unknown detector `mlp`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--models: unknown detector `mlp`"),
+        "{}",
+        stderr(&o)
+    );
 }

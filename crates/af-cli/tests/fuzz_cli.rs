@@ -20,10 +20,16 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                out.insert(format!("{}/", p.strip_prefix(root).unwrap().display()), Vec::new());
+                out.insert(
+                    format!("{}/", p.strip_prefix(root).unwrap().display()),
+                    Vec::new(),
+                );
                 walk(root, &p, out);
             } else {
-                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                out.insert(
+                    p.strip_prefix(root).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
             }
         }
     }
@@ -33,7 +39,11 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Up to `n` mutations of `seed` that `refused` says the reader refuses, from a fixed seed.
-fn refused_mutations(seed: &[u8], n: usize, refused: impl Fn(&[u8]) -> bool) -> Vec<(Vec<u8>, Vec<&'static str>)> {
+fn refused_mutations(
+    seed: &[u8],
+    n: usize,
+    refused: impl Fn(&[u8]) -> bool,
+) -> Vec<(Vec<u8>, Vec<&'static str>)> {
     let mut rng = Rng::new(17);
     let mut out = Vec::new();
     for _ in 0..200 {
@@ -55,7 +65,13 @@ fn mutated_pairs_inputs_fail_with_the_file_named_and_leave_the_run_as_it_was() {
     let input = d.path().join("captions.json");
     let good = std::fs::read(repo().join("fixtures/captions/captions.json")).unwrap();
     std::fs::write(&input, &good).unwrap();
-    let cfg = config_in(d.path(), &format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", input.display()));
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n",
+            input.display()
+        ),
+    );
     let o = af(&["pairs", cfg.to_str().unwrap()], d.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let run = d.path().join("run");
@@ -71,8 +87,14 @@ fn mutated_pairs_inputs_fail_with_the_file_named_and_leave_the_run_as_it_was() {
         let o = af(&["pairs", cfg.to_str().unwrap()], d.path());
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{kinds:?}: {e}");
-        assert!(e.contains(&input.display().to_string()), "{kinds:?}: the error names the file: {e}");
-        assert!(snapshot(&run) == before, "{kinds:?}: the run directory is as it was");
+        assert!(
+            e.contains(&input.display().to_string()),
+            "{kinds:?}: the error names the file: {e}"
+        );
+        assert!(
+            snapshot(&run) == before,
+            "{kinds:?}: the run directory is as it was"
+        );
     }
 }
 
@@ -81,12 +103,21 @@ fn mutated_audit_inputs_fail_with_the_file_named_and_leave_the_last_audit_as_it_
     let d = tempfile::tempdir().unwrap();
     let good = write_bad_labels(d.path());
     // write_bad_labels' file with its one bad label made good: 200 valid questions.
-    let text = std::fs::read_to_string(&good).unwrap().replace("\"label\":9", "\"label\":1");
+    let text = std::fs::read_to_string(&good)
+        .unwrap()
+        .replace("\"label\":9", "\"label\":1");
     let input = d.path().join("questions.jsonl");
     std::fs::write(&input, &text).unwrap();
     let out = d.path().join("audit");
     let args = |extra: &[&str]| {
-        let mut v = vec!["audit".to_string(), input.display().to_string(), "--models".into(), "ngram".into(), "--out".into(), out.display().to_string()];
+        let mut v = vec![
+            "audit".to_string(),
+            input.display().to_string(),
+            "--models".into(),
+            "ngram".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ];
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
@@ -106,9 +137,15 @@ fn mutated_audit_inputs_fail_with_the_file_named_and_leave_the_last_audit_as_it_
         let o = run(args(&["--force"]));
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{kinds:?}: {e}");
-        assert!(e.contains(&input.display().to_string()), "{kinds:?}: the error names the file: {e}");
+        assert!(
+            e.contains(&input.display().to_string()),
+            "{kinds:?}: the error names the file: {e}"
+        );
         let mut after = snapshot(d.path());
         after.insert("questions.jsonl".into(), before["questions.jsonl"].clone());
-        assert!(after == before, "{kinds:?}: the last audit is as it was, and nothing else is written");
+        assert!(
+            after == before,
+            "{kinds:?}: the last audit is as it was, and nothing else is written"
+        );
     }
 }

@@ -42,7 +42,12 @@ fn copy_upstream(from: &Path, to: &Path, block: usize) -> PathBuf {
     let cfg = config(to, block);
     std::fs::create_dir_all(to.join("run")).unwrap();
     for stage in ["pairs", "lm"] {
-        let status = Command::new("cp").arg("-r").arg(from.join("run").join(stage)).arg(to.join("run")).status().unwrap();
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(from.join("run").join(stage))
+            .arg(to.join("run"))
+            .status()
+            .unwrap();
         assert!(status.success());
     }
     cfg
@@ -52,7 +57,10 @@ fn copy_upstream(from: &Path, to: &Path, block: usize) -> PathBuf {
 fn generation_is_cross_fitted_shardable_and_resumable() {
     let a = tempfile::tempdir().unwrap();
     let cfg = config(a.path(), 8);
-    ok(af(&["run", cfg.to_str().unwrap(), "--until", "generate"], a.path()));
+    ok(af(
+        &["run", cfg.to_str().unwrap(), "--until", "generate"],
+        a.path(),
+    ));
     let reference = pool(&a.path().join("run"));
     let items = af_io::items::read_items(&a.path().join("run/pairs/items.jsonl")).unwrap();
 
@@ -65,18 +73,32 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
         endings.sort_unstable();
         endings.dedup();
         assert_eq!(endings.len(), 32, "unique, and none is the gold");
-        assert!(group[1..].iter().all(|c| c.tokens >= 1 && c.tokens <= 12 && !c.ending.contains("<unk>")));
+        assert!(group[1..]
+            .iter()
+            .all(|c| c.tokens >= 1 && c.tokens <= 12 && !c.ending.contains("<unk>")));
     }
-    assert_eq!(reference.iter().filter(|c| c.is_gold()).count(), items.len());
+    assert_eq!(
+        reference.iter().filter(|c| c.is_gold()).count(),
+        items.len()
+    );
 
     // Cross-fitting: each LM trained on every fold but its own, and the pool's gold features are
     // those of the LM of the item's fold.
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(a.path().join("run/lm/report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(a.path().join("run/lm/report.json")).unwrap(),
+    )
+    .unwrap();
     for f in report["folds"].as_array().unwrap() {
         let fold = f["fold"].as_u64().unwrap() as u32;
         let outside = items.iter().filter(|i| i.fold != fold).count() as u64;
-        assert_eq!(f["train_items"].as_u64().unwrap() + f["validation_items"].as_u64().unwrap(), outside);
-        assert_eq!(f["heldout_items"].as_u64().unwrap(), items.len() as u64 - outside);
+        assert_eq!(
+            f["train_items"].as_u64().unwrap() + f["validation_items"].as_u64().unwrap(),
+            outside
+        );
+        assert_eq!(
+            f["heldout_items"].as_u64().unwrap(),
+            items.len() as u64 - outside
+        );
     }
     check_features_come_from_the_heldout_lm(a.path(), &items, &reference);
 
@@ -84,16 +106,33 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
     let b = tempfile::tempdir().unwrap();
     let cfg_b = copy_upstream(a.path(), b.path(), 8);
     for shard in ["0/3", "2/3"] {
-        let o = af(&["generate", cfg_b.to_str().unwrap(), "--shard", shard], b.path());
-        assert!(stdout(&o).contains("blocks of other shards are missing"), "{}", stdout(&o));
+        let o = af(
+            &["generate", cfg_b.to_str().unwrap(), "--shard", shard],
+            b.path(),
+        );
+        assert!(
+            stdout(&o).contains("blocks of other shards are missing"),
+            "{}",
+            stdout(&o)
+        );
         ok(o);
     }
-    assert!(!b.path().join("run/generate/stage.json").exists(), "an incomplete pool is not marked done");
+    assert!(
+        !b.path().join("run/generate/stage.json").exists(),
+        "an incomplete pool is not marked done"
+    );
     // The last shard finds every block done: it checks the pool and marks the stage done.
-    ok(af(&["generate", cfg_b.to_str().unwrap(), "--shard", "1/3"], b.path()));
+    ok(af(
+        &["generate", cfg_b.to_str().unwrap(), "--shard", "1/3"],
+        b.path(),
+    ));
     assert!(b.path().join("run/generate/stage.json").exists());
     assert!(b.path().join("run/generate/report.json").exists());
-    assert_eq!(pool(&b.path().join("run")), reference, "sharded == unsharded");
+    assert_eq!(
+        pool(&b.path().join("run")),
+        reference,
+        "sharded == unsharded"
+    );
 
     // Killed midway, then resumed: the same pool, no item lost or doubled.
     let c = tempfile::tempdir().unwrap();
@@ -106,7 +145,9 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
         .unwrap();
     let parts = c.path().join("run/generate/pool");
     let start = Instant::now();
-    while af_io::pool::parts(&parts).map_or(0, |p| p.len()) < 3 && start.elapsed() < Duration::from_secs(60) {
+    while af_io::pool::parts(&parts).map_or(0, |p| p.len()) < 3
+        && start.elapsed() < Duration::from_secs(60)
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap();
@@ -116,7 +157,10 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
     let resumed = pool(&c.path().join("run"));
     let total_blocks = items.len().div_ceil(2);
     eprintln!("killed after {done_before} of {total_blocks} blocks");
-    assert!(done_before >= 3 && done_before < total_blocks, "killed after {done_before} of {total_blocks} blocks");
+    assert!(
+        done_before >= 3 && done_before < total_blocks,
+        "killed after {done_before} of {total_blocks} blocks"
+    );
     // Blocks of 2 items instead of 8 draw the same endings (randomness is per item); the
     // features are computed in other batches, which moves only their float rounding.
     assert_same_but_rounding(&resumed, &reference);
@@ -125,7 +169,10 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
 fn assert_same_but_rounding(a: &[Candidate], b: &[Candidate]) {
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(b) {
-        let strip = |c: &Candidate| Candidate { features: [0.0; 8], ..c.clone() };
+        let strip = |c: &Candidate| Candidate {
+            features: [0.0; 8],
+            ..c.clone()
+        };
         assert_eq!(strip(x), strip(y));
         for (f, g) in x.features.iter().zip(&y.features) {
             assert!((f - g).abs() <= 1e-4 * g.abs().max(1.0), "{x:?} vs {y:?}");
@@ -135,28 +182,63 @@ fn assert_same_but_rounding(a: &[Candidate], b: &[Candidate]) {
 
 /// Recomputes the gold ending's features of one item per fold with every fold's LM: only the LM
 /// of the item's own fold (the one that never saw it) gives the pool's numbers.
-fn check_features_come_from_the_heldout_lm(dir: &Path, items: &[af_core::Item], pool: &[Candidate]) {
+fn check_features_come_from_the_heldout_lm(
+    dir: &Path,
+    items: &[af_core::Item],
+    pool: &[Candidate],
+) {
     use af_text::{tokenize, Vocab};
     let lm_dir = dir.join("run/lm");
-    let vocab = Vocab::from_tsv(&std::fs::read_to_string(lm_dir.join("vocab.tsv")).unwrap()).unwrap();
-    let shape = af_nn::lm::LmShape { vocab: vocab.len() as i64, embedding: 16, hidden: 16, layers: 1, dropout: 0.2 };
+    let vocab =
+        Vocab::from_tsv(&std::fs::read_to_string(lm_dir.join("vocab.tsv")).unwrap()).unwrap();
+    let shape = af_nn::lm::LmShape {
+        vocab: vocab.len() as i64,
+        embedding: 16,
+        hidden: 16,
+        layers: 1,
+        dropout: 0.2,
+    };
     let models: Vec<(tch::nn::VarStore, af_nn::lm::BiLm)> = (0..5)
         .map(|k| {
             let mut vs = tch::nn::VarStore::new(tch::Device::Cpu);
             let lm = af_nn::lm::BiLm::new(&vs.root(), shape);
-            vs.load(lm_dir.join(format!("fold-{k}/best.safetensors"))).unwrap();
+            vs.load(lm_dir.join(format!("fold-{k}/best.safetensors")))
+                .unwrap();
             (vs, lm)
         })
         .collect();
-    let ids = |t: &str| -> Vec<i64> { tokenize(t).iter().map(|w| i64::from(vocab.id(w))).collect() };
+    let ids =
+        |t: &str| -> Vec<i64> { tokenize(t).iter().map(|w| i64::from(vocab.id(w))).collect() };
     for fold in 0..5u32 {
-        let gold = pool.iter().find(|c| c.is_gold() && c.fold == fold).expect("an item in every fold");
+        let gold = pool
+            .iter()
+            .find(|c| c.is_gold() && c.fold == fold)
+            .expect("an item in every fold");
         let item = &items[gold.item_index as usize];
-        let (s, n, v) = (ids(&item.context), ids(&item.noun_phrase), ids(&item.ending));
+        let (s, n, v) = (
+            ids(&item.context),
+            ids(&item.noun_phrase),
+            ids(&item.ending),
+        );
         for (k, (_, lm)) in models.iter().enumerate() {
-            let f = af_nn::sample::features(lm, &[af_nn::sample::FeatureInput { s: &s, n: &n, v: &v }], 8, tch::Device::Cpu)[0];
+            let f = af_nn::sample::features(
+                lm,
+                &[af_nn::sample::FeatureInput {
+                    s: &s,
+                    n: &n,
+                    v: &v,
+                }],
+                8,
+                tch::Device::Cpu,
+            )[0];
             let same = (f[0] - gold.features[0]).abs() < 1e-4;
-            assert_eq!(same, k as u32 == fold, "fold {fold} scored by LM {k}: {} vs pool {}", f[0], gold.features[0]);
+            assert_eq!(
+                same,
+                k as u32 == fold,
+                "fold {fold} scored by LM {k}: {} vs pool {}",
+                f[0],
+                gold.features[0]
+            );
         }
     }
 }

@@ -25,10 +25,17 @@ impl AtomicFile {
         if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|e| naming(dir, e))?;
         }
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
         let file = fs::File::create(&tmp).map_err(|e| naming(&dest, e))?;
-        Ok(Self { dest, tmp, writer: Some(BufWriter::new(file)) })
+        Ok(Self {
+            dest,
+            tmp,
+            writer: Some(BufWriter::new(file)),
+        })
     }
 
     /// Flushes, syncs and renames into place; on failure the temporary file is removed and the
@@ -51,11 +58,19 @@ impl AtomicFile {
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let dest = &self.dest;
-        self.writer.as_mut().expect("writer present until commit").write(buf).map_err(|e| naming(dest, e))
+        self.writer
+            .as_mut()
+            .expect("writer present until commit")
+            .write(buf)
+            .map_err(|e| naming(dest, e))
     }
     fn flush(&mut self) -> io::Result<()> {
         let dest = &self.dest;
-        self.writer.as_mut().expect("writer present until commit").flush().map_err(|e| naming(dest, e))
+        self.writer
+            .as_mut()
+            .expect("writer present until commit")
+            .flush()
+            .map_err(|e| naming(dest, e))
     }
 }
 
@@ -104,7 +119,10 @@ mod tests {
         fs::write(dest.join("inside"), b"x").unwrap();
         let e = write(&dest, b"new").unwrap_err().to_string();
         assert!(e.contains("cannot write") && e.contains("taken"), "{e}");
-        let names: Vec<String> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, ["taken"], "no temporary file is left");
     }
 }

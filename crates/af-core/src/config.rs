@@ -23,7 +23,12 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     #[error("{path}:{line}:{column}: {message}")]
-    Parse { path: PathBuf, line: usize, column: usize, message: String },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -61,7 +66,12 @@ pub struct RunConfig {
 
 impl Default for RunConfig {
     fn default() -> Self {
-        Self { dir: PathBuf::from("runs/default"), seed: 13, threads: 0, device: "auto".into() }
+        Self {
+            dir: PathBuf::from("runs/default"),
+            seed: 13,
+            threads: 0,
+            device: "auto".into(),
+        }
     }
 }
 
@@ -325,7 +335,13 @@ pub enum ValidityRule {
 }
 
 impl ValidityRule {
-    pub const ALL: [ValidityRule; 5] = [ValidityRule::NearCopy, ValidityRule::Repeat, ValidityRule::Dangling, ValidityRule::NoVerb, ValidityRule::LengthGap];
+    pub const ALL: [ValidityRule; 5] = [
+        ValidityRule::NearCopy,
+        ValidityRule::Repeat,
+        ValidityRule::Dangling,
+        ValidityRule::NoVerb,
+        ValidityRule::LengthGap,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -339,7 +355,10 @@ impl ValidityRule {
 
     /// The rules that read the ending alone (the gold can be checked against them too).
     pub fn of_the_ending_alone(self) -> bool {
-        matches!(self, ValidityRule::Repeat | ValidityRule::Dangling | ValidityRule::NoVerb)
+        matches!(
+            self,
+            ValidityRule::Repeat | ValidityRule::Dangling | ValidityRule::NoVerb
+        )
     }
 }
 
@@ -431,7 +450,9 @@ impl<'de> Deserialize<'de> for ScoreBatch {
                 }
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ScoreBatch, E> {
-                u64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self)).and_then(|v| self.visit_u64(v))
+                u64::try_from(v)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+                    .and_then(|v| self.visit_u64(v))
             }
         }
         d.deserialize_any(Visitor)
@@ -519,8 +540,16 @@ impl TextEncoding {
 /// How a CSV/JSONL input lays out its text, once validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordLayout {
-    Sentences { group: String, text: String },
-    Pairs { group: Option<String>, context: String, sentence2: String, id: Option<String> },
+    Sentences {
+        group: String,
+        text: String,
+    },
+    Pairs {
+        group: Option<String>,
+        context: String,
+        sentence2: String,
+        id: Option<String>,
+    },
 }
 
 impl InputSpec {
@@ -762,10 +791,21 @@ impl Phase {
 
     /// Err when the head driving this phase cannot be there: a member it does not have, or the
     /// joint head without one. `within` names where the phase is, for the message.
-    pub fn check_driving(&self, default: &SwapHead, joint: bool, within: &str) -> Result<(), String> {
+    pub fn check_driving(
+        &self,
+        default: &SwapHead,
+        joint: bool,
+        within: &str,
+    ) -> Result<(), String> {
         let (head, key) = match &self.swap_head {
-            Some(h) => (h, format!("its swap-head = \"{}\"", String::from(h.clone()))),
-            None => (default, format!("[filter] swap-head = \"{}\"", String::from(default.clone()))),
+            Some(h) => (
+                h,
+                format!("its swap-head = \"{}\"", String::from(h.clone())),
+            ),
+            None => (
+                default,
+                format!("[filter] swap-head = \"{}\"", String::from(default.clone())),
+            ),
         };
         match head {
             SwapHead::Joint if !joint => Err(format!("{within} stage `{}`: {key} but [committee] joint = false", self.name)),
@@ -872,8 +912,18 @@ impl Default for FilterConfig {
             epsilon: 0.02,
             patience: 3,
             stages: vec![
-                Phase { name: "mlp".into(), members: member_names(&["mlp"]), iterations: 100, swap_head: None },
-                Phase { name: "full".into(), members: member_names(&SWAG_COMMITTEE), iterations: 40, swap_head: None },
+                Phase {
+                    name: "mlp".into(),
+                    members: member_names(&["mlp"]),
+                    iterations: 100,
+                    swap_head: None,
+                },
+                Phase {
+                    name: "full".into(),
+                    members: member_names(&SWAG_COMMITTEE),
+                    iterations: 40,
+                    swap_head: None,
+                },
             ],
             swap_choice: SwapChoice::Uniform,
             swap_temperature: 1.0,
@@ -981,8 +1031,25 @@ impl Default for AuditConfig {
             top_tokens: 20,
             twin_max_edits: 3,
             discourse_markers: [
-                "because", "but", "so", "although", "though", "since", "while", "when", "whereas", "after", "before", "until",
-                "unless", "if", "and", "or", "therefore", "however", "as",
+                "because",
+                "but",
+                "so",
+                "although",
+                "though",
+                "since",
+                "while",
+                "when",
+                "whereas",
+                "after",
+                "before",
+                "until",
+                "unless",
+                "if",
+                "and",
+                "or",
+                "therefore",
+                "however",
+                "as",
             ]
             .map(String::from)
             .to_vec(),
@@ -994,11 +1061,17 @@ impl Config {
     /// Reads a config file, resolves its relative paths against the file's directory and checks
     /// what serde cannot.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut config = Self::parse(&text, path)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
         config.resolve_paths(&base);
         config.validate(path)?;
         Ok(config)
@@ -1007,21 +1080,38 @@ impl Config {
     /// Parses TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map(|s| line_column(text, s.start)).unwrap_or((0, 0));
-            ConfigError::Parse { path: origin.to_path_buf(), line, column, message: e.message().trim().to_string() }
+            let (line, column) = e
+                .span()
+                .map(|s| line_column(text, s.start))
+                .unwrap_or((0, 0));
+            ConfigError::Parse {
+                path: origin.to_path_buf(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
         })
     }
 
     fn resolve_paths(&mut self, base: &Path) {
         let absolute = |p: &Path| -> PathBuf {
-            let joined = if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+            let joined = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            };
             normalize(&std::path::absolute(&joined).unwrap_or(joined))
         };
         self.run.dir = absolute(&self.run.dir);
         if let Some(m) = &self.tagger.model {
             self.tagger.model = Some(absolute(m));
         }
-        for input in self.pairs.inputs.iter_mut().chain(self.lm.pretrain.iter_mut()) {
+        for input in self
+            .pairs
+            .inputs
+            .iter_mut()
+            .chain(self.lm.pretrain.iter_mut())
+        {
             input.path = absolute(&input.path);
         }
         if let Some(run) = &self.lm.from {
@@ -1033,23 +1123,37 @@ impl Config {
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
         let p = &self.pairs;
         if p.folds < 2 {
-            return Err(invalid(format!("[pairs] folds = {}: cross-fitting needs at least 2", p.folds)));
+            return Err(invalid(format!(
+                "[pairs] folds = {}: cross-fitting needs at least 2",
+                p.folds
+            )));
         }
         if p.min_context_tokens > p.max_context_tokens {
-            return Err(invalid("[pairs] min-context-tokens is larger than max-context-tokens".into()));
+            return Err(invalid(
+                "[pairs] min-context-tokens is larger than max-context-tokens".into(),
+            ));
         }
         if p.min_ending_tokens > p.max_ending_tokens || p.min_ending_tokens == 0 {
-            return Err(invalid("[pairs] needs 1 <= min-ending-tokens <= max-ending-tokens".into()));
+            return Err(invalid(
+                "[pairs] needs 1 <= min-ending-tokens <= max-ending-tokens".into(),
+            ));
         }
         for input in p.inputs.iter().chain(&self.lm.pretrain) {
             if matches!(input.format, InputFormat::Csv | InputFormat::Jsonl) {
                 input.record_layout().map_err(invalid)?;
             }
-            if input.format != InputFormat::Questions && (input.layout.is_some() || input.skip_bad) {
-                return Err(invalid(format!("input {}: `layout` and `skip-bad` belong to `questions` inputs", input.path.display())));
+            if input.format != InputFormat::Questions && (input.layout.is_some() || input.skip_bad)
+            {
+                return Err(invalid(format!(
+                    "input {}: `layout` and `skip-bad` belong to `questions` inputs",
+                    input.path.display()
+                )));
             }
             if input.format != InputFormat::Text && !input.encoding.is_utf8() {
                 return Err(invalid(format!("input {}: `encoding` belongs to `text` inputs (CSV, JSON and JSONL are read as UTF-8)", input.path.display())));
@@ -1059,18 +1163,29 @@ impl Config {
         if lm.from.is_some() && !lm.pretrain.is_empty() {
             return Err(invalid("[lm] `from` adopts another run's trained LMs, so `pretrain` would never be used: keep one of the two".into()));
         }
-        if lm.embedding < 1 || lm.hidden < 1 || lm.layers < 1 || lm.batch_size == 0 || lm.max_epochs == 0 {
-            return Err(invalid("[lm] embedding, hidden, layers, batch-size and max-epochs must be positive".into()));
+        if lm.embedding < 1
+            || lm.hidden < 1
+            || lm.layers < 1
+            || lm.batch_size == 0
+            || lm.max_epochs == 0
+        {
+            return Err(invalid(
+                "[lm] embedding, hidden, layers, batch-size and max-epochs must be positive".into(),
+            ));
         }
         if !(0.0..1.0).contains(&lm.dropout) || !(0.0..0.5).contains(&lm.validation_share) {
-            return Err(invalid("[lm] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into()));
+            return Err(invalid(
+                "[lm] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into(),
+            ));
         }
         let g = &self.generate;
         // A pool may hold only the questions inputs' own options (`af refilter` without new
         // endings), or only borrowed and pretrained endings; other items have nothing but what
         // af's LMs sample.
-        let only_questions = !p.inputs.is_empty() && p.inputs.iter().all(|i| i.format == InputFormat::Questions);
-        if g.endings == 0 && !only_questions && g.borrowed_endings == 0 && g.pretrained_endings == 0 {
+        let only_questions =
+            !p.inputs.is_empty() && p.inputs.iter().all(|i| i.format == InputFormat::Questions);
+        if g.endings == 0 && !only_questions && g.borrowed_endings == 0 && g.pretrained_endings == 0
+        {
             return Err(invalid("[generate] endings must be positive (it may be 0 when every input is a `questions` input, whose options make the pool, or with borrowed-endings or pretrained-endings)".into()));
         }
         if g.max_tokens == 0 || g.block_items == 0 || g.batch_sequences == 0 || g.max_rounds == 0 {
@@ -1080,21 +1195,36 @@ impl Config {
             return Err(invalid("[generate] temperature must be positive".into()));
         }
         if !(g.near_copy_overlap > 0.0 && g.near_copy_overlap <= 1.0) {
-            return Err(invalid(format!("[generate] near-copy-overlap = {}: must be in (0, 1]", g.near_copy_overlap)));
+            return Err(invalid(format!(
+                "[generate] near-copy-overlap = {}: must be in (0, 1]",
+                g.near_copy_overlap
+            )));
         }
         if !(g.top_p > 0.0 && g.top_p <= 1.0) {
-            return Err(invalid(format!("[generate] top-p = {}: must be in (0, 1]", g.top_p)));
+            return Err(invalid(format!(
+                "[generate] top-p = {}: must be in (0, 1]",
+                g.top_p
+            )));
         }
         if g.pretrained_model.is_some() && g.pretrained_endings == 0 {
-            return Err(invalid("[generate] pretrained-model is used only with pretrained-endings = N (N > 0)".into()));
+            return Err(invalid(
+                "[generate] pretrained-model is used only with pretrained-endings = N (N > 0)"
+                    .into(),
+            ));
         }
         if g.pretrained_batch == 0 {
-            return Err(invalid("[generate] pretrained-batch must be positive".into()));
+            return Err(invalid(
+                "[generate] pretrained-batch must be positive".into(),
+            ));
         }
         if !(g.pretrained_length_bias.is_finite() && g.pretrained_length_bias >= 0.0) {
-            return Err(invalid(format!("[generate] pretrained-length-bias = {}: must be 0 (none) or positive", g.pretrained_length_bias)));
+            return Err(invalid(format!(
+                "[generate] pretrained-length-bias = {}: must be 0 (none) or positive",
+                g.pretrained_length_bias
+            )));
         }
-        if g.pretrained_length_target != LengthTarget::default() && g.pretrained_length_bias == 0.0 {
+        if g.pretrained_length_target != LengthTarget::default() && g.pretrained_length_bias == 0.0
+        {
             return Err(invalid("[generate] pretrained-length-target does nothing without pretrained-length-bias: set pretrained-length-bias (for example 1.0), or remove pretrained-length-target".into()));
         }
         if g.pretrained_length_bias > 0.0 && g.pretrained_endings == 0 {
@@ -1109,7 +1239,9 @@ impl Config {
 
     fn validate_filter(&self) -> Result<(), String> {
         let e = &self.export;
-        if [e.train_share, e.validation_share, e.test_share].iter().any(|s| !(0.0..=1.0).contains(s))
+        if [e.train_share, e.validation_share, e.test_share]
+            .iter()
+            .any(|s| !(0.0..=1.0).contains(s))
             || (e.train_share + e.validation_share + e.test_share - 1.0).abs() > 1e-6
         {
             return Err(format!(
@@ -1117,7 +1249,12 @@ impl Config {
                 e.train_share, e.validation_share, e.test_share
             ));
         }
-        if e.task.is_empty() || !e.task.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if e.task.is_empty()
+            || !e
+                .task
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(format!("[export] task = {:?}: letters, digits, `_` and `-` only (it names files and the lm-eval task)", e.task));
         }
         if e.annotation_distractors == 0 || e.sheet_items == 0 {
@@ -1125,41 +1262,62 @@ impl Config {
         }
         let a = &self.audit;
         if !(a.eval_share > 0.0 && a.eval_share < 1.0) {
-            return Err(format!("[audit] eval-share = {}: must be strictly between 0 and 1", a.eval_share));
+            return Err(format!(
+                "[audit] eval-share = {}: must be strictly between 0 and 1",
+                a.eval_share
+            ));
         }
         if a.eval_folds == 0 {
             return Err("[audit] eval-folds = 0: 1 for one held-out split, or at least 2 folds to cross-fit".into());
         }
         if !(a.alpha > 0.0 && a.alpha < 0.5) {
-            return Err(format!("[audit] alpha = {}: must be strictly between 0 and 0.5", a.alpha));
+            return Err(format!(
+                "[audit] alpha = {}: must be strictly between 0 and 0.5",
+                a.alpha
+            ));
         }
         let (c, f) = (&self.committee, &self.filter);
         // A member's own settings (mlp-hidden, cnn-widths, [committee.member.NAME], ...) are
         // checked by the member, when the config is loaded against the registry (af-nn).
         if c.embedding < 1 || c.indicator_embedding < 1 || c.joint_hidden < 1 {
-            return Err("[committee] embedding, indicator-embedding and joint-hidden must be positive".into());
+            return Err(
+                "[committee] embedding, indicator-embedding and joint-hidden must be positive"
+                    .into(),
+            );
         }
         if c.max_tokens == 0 || c.max_tokens > i16::MAX as usize {
             return Err(format!("[committee] max-tokens = {}: between 1 and {} (lengths are stored as 16-bit integers)", c.max_tokens, i16::MAX));
         }
         if c.epochs == 0 || c.batch_items == 0 || c.max_vocab < 10 {
-            return Err("[committee] epochs and batch-items must be positive, max-vocab at least 10".into());
+            return Err(
+                "[committee] epochs and batch-items must be positive, max-vocab at least 10".into(),
+            );
         }
         if !(0.0..1.0).contains(&c.dropout) || !(0.0..0.5).contains(&c.validation_share) {
-            return Err("[committee] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into());
+            return Err(
+                "[committee] needs 0 <= dropout < 1 and 0 <= validation-share < 0.5".into(),
+            );
         }
         if f.k == 0 {
             return Err("[filter] k must be at least 1".into());
         }
         if !(f.train_share > 0.0 && f.train_share < 1.0) {
-            return Err(format!("[filter] train-share = {}: must be strictly between 0 and 1", f.train_share));
+            return Err(format!(
+                "[filter] train-share = {}: must be strictly between 0 and 1",
+                f.train_share
+            ));
         }
         if !(f.swap_temperature > 0.0 && f.swap_temperature.is_finite()) {
-            return Err(format!("[filter] swap-temperature = {}: must be positive", f.swap_temperature));
+            return Err(format!(
+                "[filter] swap-temperature = {}: must be positive",
+                f.swap_temperature
+            ));
         }
         if let Some([low, high]) = f.learning_rate_range {
             if !(low > 0.0 && low <= high && high.is_finite()) {
-                return Err(format!("[filter] learning-rate-range = [{low}, {high}]: needs 0 < low <= high"));
+                return Err(format!(
+                    "[filter] learning-rate-range = [{low}, {high}]: needs 0 < low <= high"
+                ));
             }
         }
         if f.stages.is_empty() {
@@ -1174,7 +1332,9 @@ impl Config {
             }
         }
         // Whether a name is a member at all is the registry's to say (af-nn).
-        f.stages.iter().try_for_each(|s| s.check_driving(&f.swap_head, c.joint, "[filter]"))
+        f.stages
+            .iter()
+            .try_for_each(|s| s.check_driving(&f.swap_head, c.joint, "[filter]"))
     }
 
     pub fn to_toml(&self) -> String {
@@ -1242,60 +1402,115 @@ mod tests {
     fn empty_file_gives_the_documented_defaults() {
         let c = Config::parse("", Path::new("x.toml")).unwrap();
         assert_eq!(c.pairs.folds, 5);
-        assert_eq!((c.pairs.min_context_tokens, c.pairs.max_context_tokens), (6, 100));
-        assert_eq!((c.pairs.min_ending_tokens, c.pairs.max_ending_tokens), (5, 25));
+        assert_eq!(
+            (c.pairs.min_context_tokens, c.pairs.max_context_tokens),
+            (6, 100)
+        );
+        assert_eq!(
+            (c.pairs.min_ending_tokens, c.pairs.max_ending_tokens),
+            (5, 25)
+        );
         assert_eq!(c.run.device, "auto");
     }
 
     #[test]
     fn pretrained_length_bias_needs_pretrained_endings_and_is_not_negative() {
-        let parse = |t: &str| Config::parse(t, Path::new("c.toml")).and_then(|c| c.validate(Path::new("c.toml")).map(|()| c));
-        let c = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.5\n").unwrap();
+        let parse = |t: &str| {
+            Config::parse(t, Path::new("c.toml"))
+                .and_then(|c| c.validate(Path::new("c.toml")).map(|()| c))
+        };
+        let c =
+            parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.5\n").unwrap();
         assert_eq!(c.generate.pretrained_length_bias, 1.5);
-        assert!(toml::to_string(&c.generate).unwrap().contains("pretrained-length-bias = 1.5"));
-        assert!(!toml::to_string(&parse("").unwrap().generate).unwrap().contains("length-bias"), "off, and not written, by default");
-        let err = parse("[generate]\npretrained-length-bias = 1.0\n").unwrap_err().to_string();
+        assert!(toml::to_string(&c.generate)
+            .unwrap()
+            .contains("pretrained-length-bias = 1.5"));
+        assert!(
+            !toml::to_string(&parse("").unwrap().generate)
+                .unwrap()
+                .contains("length-bias"),
+            "off, and not written, by default"
+        );
+        let err = parse("[generate]\npretrained-length-bias = 1.0\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pretrained-endings"), "{err}");
-        let err = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = -1.0\n").unwrap_err().to_string();
+        let err = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = -1.0\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pretrained-length-bias = -1"), "{err}");
         let c = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.0\npretrained-length-target = \"gold\"\n").unwrap();
         assert_eq!(c.generate.pretrained_length_target, LengthTarget::Gold);
         let c = parse("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.0\npretrained-length-target = \"other-gold\"\n").unwrap();
         assert_eq!(c.generate.pretrained_length_target, LengthTarget::OtherGold);
-        assert!(toml::to_string(&c.generate).unwrap().contains("pretrained-length-target = \"other-gold\""), "written when not the default");
-        assert_eq!(parse("").unwrap().generate.pretrained_length_target, LengthTarget::NearbyGold);
-        let err = parse("[generate]\npretrained-endings = 4\npretrained-length-target = \"gold\"\n").unwrap_err().to_string();
+        assert!(
+            toml::to_string(&c.generate)
+                .unwrap()
+                .contains("pretrained-length-target = \"other-gold\""),
+            "written when not the default"
+        );
+        assert_eq!(
+            parse("").unwrap().generate.pretrained_length_target,
+            LengthTarget::NearbyGold
+        );
+        let err =
+            parse("[generate]\npretrained-endings = 4\npretrained-length-target = \"gold\"\n")
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("pretrained-length-bias"), "{err}");
     }
 
     #[test]
     fn score_batch_is_auto_or_a_positive_number() {
-        let auto = Config::parse("", Path::new("c.toml")).unwrap().committee.score_batch;
-        assert_eq!((auto.candidates_on(false), auto.candidates_on(true)), (ScoreBatch::AUTO_CPU, ScoreBatch::AUTO_GPU));
-        let c = Config::parse("[committee]\nscore-batch = \"auto\"\n", Path::new("c.toml")).unwrap();
+        let auto = Config::parse("", Path::new("c.toml"))
+            .unwrap()
+            .committee
+            .score_batch;
+        assert_eq!(
+            (auto.candidates_on(false), auto.candidates_on(true)),
+            (ScoreBatch::AUTO_CPU, ScoreBatch::AUTO_GPU)
+        );
+        let c =
+            Config::parse("[committee]\nscore-batch = \"auto\"\n", Path::new("c.toml")).unwrap();
         assert_eq!(c.committee.score_batch, ScoreBatch::Auto);
         // `auto` is not written (the number is the device's), a number is.
-        assert!(!toml::to_string(&c.committee).unwrap().contains("score-batch"));
+        assert!(!toml::to_string(&c.committee)
+            .unwrap()
+            .contains("score-batch"));
         let c = Config::parse("[committee]\nscore-batch = 300\n", Path::new("c.toml")).unwrap();
         assert_eq!(c.committee.score_batch.candidates_on(true), 300);
-        assert!(toml::to_string(&c.committee).unwrap().contains("score-batch = 300"));
+        assert!(toml::to_string(&c.committee)
+            .unwrap()
+            .contains("score-batch = 300"));
         for bad in ["\"fast\"", "-3", "0"] {
-            let err = Config::parse(&format!("[committee]\nscore-batch = {bad}\n"), Path::new("c.toml")).unwrap_err().to_string();
-            assert!(err.contains("score-batch") || err.contains("auto"), "{bad}: {err}");
+            let err = Config::parse(
+                &format!("[committee]\nscore-batch = {bad}\n"),
+                Path::new("c.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("score-batch") || err.contains("auto"),
+                "{bad}: {err}"
+            );
         }
     }
 
     #[test]
     fn unknown_key_names_key_file_and_line() {
         let text = "[run]\nseed = 1\n\n[pairs]\nfolds = 3\nmin-context-token = 4\n";
-        let err = Config::parse(text, Path::new("configs/bad.toml")).unwrap_err().to_string();
+        let err = Config::parse(text, Path::new("configs/bad.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("configs/bad.toml:6:"), "{err}");
         assert!(err.contains("min-context-token"), "{err}");
     }
 
     #[test]
     fn mistyped_value_names_its_line() {
-        let err = Config::parse("[run]\nseed = \"x\"\n", Path::new("c.toml")).unwrap_err().to_string();
+        let err = Config::parse("[run]\nseed = \"x\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("c.toml:2:"), "{err}");
     }
 
@@ -1337,7 +1552,8 @@ mod tests {
 
     #[test]
     fn encoding_is_a_text_input_key() {
-        let text = "[[pairs.inputs]]\npath = \"novels\"\nformat = \"text\"\nencoding = \"latin-1\"\n";
+        let text =
+            "[[pairs.inputs]]\npath = \"novels\"\nformat = \"text\"\nencoding = \"latin-1\"\n";
         let c = Config::parse(text, Path::new("c.toml")).unwrap();
         assert_eq!(c.pairs.inputs[0].encoding, TextEncoding::Latin1);
         assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
@@ -1355,7 +1571,11 @@ mod tests {
     fn csv_input_without_a_layout_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
-        std::fs::write(&file, "[[pairs.inputs]]\npath = \"a.csv\"\nformat = \"csv\"\ntext-field = \"t\"\n").unwrap();
+        std::fs::write(
+            &file,
+            "[[pairs.inputs]]\npath = \"a.csv\"\nformat = \"csv\"\ntext-field = \"t\"\n",
+        )
+        .unwrap();
         let err = Config::load(&file).unwrap_err().to_string();
         assert!(err.contains("needs `group-field`"), "{err}");
     }
@@ -1370,13 +1590,23 @@ mod tests {
         assert_eq!(c.committee.member["cnn"]["filters"].as_integer(), Some(64));
         assert_eq!(c.filter.stages[0].members, member_names(&["mlp", "cnn"]));
         assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
-        for (text, head) in [("joint", SwapHead::Joint), ("best-member", SwapHead::BestMember)] {
-            let c = Config::parse(&format!("[filter]\nswap-head = \"{text}\"\n"), Path::new("c.toml")).unwrap();
+        for (text, head) in [
+            ("joint", SwapHead::Joint),
+            ("best-member", SwapHead::BestMember),
+        ] {
+            let c = Config::parse(
+                &format!("[filter]\nswap-head = \"{text}\"\n"),
+                Path::new("c.toml"),
+            )
+            .unwrap();
             assert_eq!(c.filter.swap_head, head);
         }
         // A member the schedule lacks cannot drive the swaps.
         let err = load_error("[filter]\nswap-head = \"lstm\"\n");
-        assert!(err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"), "{err}");
+        assert!(
+            err.contains("swap-head = \"lstm\"") && err.contains("stage `mlp`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1392,14 +1622,30 @@ mod tests {
         std::fs::write(&file, stages("encoder-ft")).unwrap();
         let c = Config::load(&file).unwrap();
         assert_eq!(c.filter.stages[0].swap_head, None);
-        assert_eq!(c.filter.stages[1].driving(&c.filter.swap_head), &SwapHead::Member(MemberName::new("encoder-ft")));
-        assert_eq!(c.filter.stages[0].driving(&c.filter.swap_head), &SwapHead::Joint);
-        assert!(!toml::to_string(&c.filter.stages[0]).unwrap().contains("swap-head"), "a stage without its own head writes none");
+        assert_eq!(
+            c.filter.stages[1].driving(&c.filter.swap_head),
+            &SwapHead::Member(MemberName::new("encoder-ft"))
+        );
+        assert_eq!(
+            c.filter.stages[0].driving(&c.filter.swap_head),
+            &SwapHead::Joint
+        );
+        assert!(
+            !toml::to_string(&c.filter.stages[0])
+                .unwrap()
+                .contains("swap-head"),
+            "a stage without its own head writes none"
+        );
         assert_eq!(Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap(), c);
         // Its own head must be one of its members.
         std::fs::write(&file, stages("cnn")).unwrap();
         let err = Config::load(&file).unwrap_err().to_string();
-        assert!(err.contains("stage `ft`: its swap-head = \"cnn\", but the stage does not have that member"), "{err}");
+        assert!(
+            err.contains(
+                "stage `ft`: its swap-head = \"cnn\", but the stage does not have that member"
+            ),
+            "{err}"
+        );
     }
 
     /// The error `Config::load` gives for a file holding `text` (parsing alone skips validation).
@@ -1412,23 +1658,43 @@ mod tests {
 
     #[test]
     fn a_learning_rate_range_is_positive_and_ordered_and_absent_by_default() {
-        let c = Config::parse("[filter]\nlearning-rate-range = [1e-4, 3e-3]\n", Path::new("c.toml")).unwrap();
+        let c = Config::parse(
+            "[filter]\nlearning-rate-range = [1e-4, 3e-3]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
         assert_eq!(c.filter.learning_rate_range, Some([1e-4, 3e-3]));
         assert!(c.to_toml().contains("learning-rate-range"));
-        assert!(!Config::default().to_toml().contains("learning-rate-range"), "absent from configs that do not set it");
+        assert!(
+            !Config::default().to_toml().contains("learning-rate-range"),
+            "absent from configs that do not set it"
+        );
         for bad in ["[3e-3, 1e-4]", "[0.0, 1e-3]", "[-1.0, 1.0]"] {
             let e = load_error(&format!("[filter]\nlearning-rate-range = {bad}\n"));
-            assert!(e.contains("learning-rate-range") && e.contains("0 < low <= high"), "{bad}: {e}");
+            assert!(
+                e.contains("learning-rate-range") && e.contains("0 < low <= high"),
+                "{bad}: {e}"
+            );
         }
     }
 
     #[test]
     fn borrowed_agree_needs_borrowed_endings_and_is_absent_when_off() {
-        let c = Config::parse("[generate]\nborrowed-endings = 64\nborrowed-agree = true\n", Path::new("c.toml")).unwrap();
+        let c = Config::parse(
+            "[generate]\nborrowed-endings = 64\nborrowed-agree = true\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
         assert!(c.generate.borrowed_agree && c.to_toml().contains("borrowed-agree = true"));
-        assert!(!Config::default().to_toml().contains("borrowed-agree"), "older runs keep their fingerprints");
+        assert!(
+            !Config::default().to_toml().contains("borrowed-agree"),
+            "older runs keep their fingerprints"
+        );
         let e = load_error("[generate]\nborrowed-agree = true\n");
-        assert!(e.contains("borrowed-agree") && e.contains("borrowed-endings"), "{e}");
+        assert!(
+            e.contains("borrowed-agree") && e.contains("borrowed-endings"),
+            "{e}"
+        );
     }
 
     /// The configs the project ships, and that docs/results.md's commands name, stay loadable
@@ -1444,7 +1710,10 @@ mod tests {
                 names.push(path.file_name().unwrap().to_string_lossy().into_owned());
             }
         }
-        assert!(names.len() >= 10 && names.iter().any(|n| n == "default.toml"), "{names:?}");
+        assert!(
+            names.len() >= 10 && names.iter().any(|n| n == "default.toml"),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -13,8 +13,9 @@ pub mod split;
 
 pub use ablate::{AblateConfig, Composition};
 pub use config::{
-    member_names, AdverbSide, AuditConfig, BudgetRule, CommitteeConfig, Config, ConfigError, ExportConfig, FilterConfig, LmConfig, MemberName, Phase, ScoreBatch, SwapChoice, SwapHead, TextEncoding, ValidityRule, View,
-    JOINT_HEAD, SWAG_COMMITTEE,
+    member_names, AdverbSide, AuditConfig, BudgetRule, CommitteeConfig, Config, ConfigError,
+    ExportConfig, FilterConfig, LmConfig, MemberName, Phase, ScoreBatch, SwapChoice, SwapHead,
+    TextEncoding, ValidityRule, View, JOINT_HEAD, SWAG_COMMITTEE,
 };
 pub use item::{Candidate, Document, Item, LM_FEATURES};
 pub use question::{Blank, Question};

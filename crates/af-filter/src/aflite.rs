@@ -43,7 +43,17 @@ pub struct AfliteOptions {
 
 impl Default for AfliteOptions {
     fn default() -> Self {
-        Self { m: 64, t: 10_000, k: 500, tau: None, false_removal_rate: 0.05, null_permutations: 1, n: 0, max_iterations: 1_000, seed: 13 }
+        Self {
+            m: 64,
+            t: 10_000,
+            k: 500,
+            tau: None,
+            false_removal_rate: 0.05,
+            null_permutations: 1,
+            n: 0,
+            max_iterations: 1_000,
+            seed: 13,
+        }
     }
 }
 
@@ -54,7 +64,13 @@ pub trait LinearProbes {
     /// them, indexed like `active`'s entries), what the classifiers learn; `train[j]` marks, per
     /// active instance (same order), whether partition j trains on it. Returns per partition the
     /// class probabilities of every active instance, row-major [active, classes].
-    fn fit_probabilities(&mut self, active: &[usize], labels: &[u32], train: &[Vec<bool>], seed: u64) -> Result<Vec<Vec<f32>>, Self::Error>;
+    fn fit_probabilities(
+        &mut self,
+        active: &[usize],
+        labels: &[u32],
+        train: &[Vec<bool>],
+        seed: u64,
+    ) -> Result<Vec<Vec<f32>>, Self::Error>;
 }
 
 /// Quantiles of the null's predictability (over every scored instance of every permuted copy).
@@ -115,7 +131,11 @@ pub struct AfliteResult {
 
 impl AfliteResult {
     pub fn kept(&self) -> impl Iterator<Item = usize> + '_ {
-        self.removed_in.iter().enumerate().filter(|(_, r)| r.is_none()).map(|(i, _)| i)
+        self.removed_in
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_none())
+            .map(|(i, _)| i)
     }
 }
 
@@ -139,8 +159,16 @@ pub enum AfliteError<E: std::error::Error + 'static> {
 
 /// Per active instance that was held out at least once: (active position, predictability, mean
 /// probability of its label).
-fn held_out_scores(probabilities: &[Vec<f32>], train: &[Vec<bool>], active: &[usize], labels: &[u32]) -> Vec<(usize, f64, f64)> {
-    let classes = probabilities.first().map_or(1, |p| p.len() / active.len().max(1)).max(1);
+fn held_out_scores(
+    probabilities: &[Vec<f32>],
+    train: &[Vec<bool>],
+    active: &[usize],
+    labels: &[u32],
+) -> Vec<(usize, f64, f64)> {
+    let classes = probabilities
+        .first()
+        .map_or(1, |p| p.len() / active.len().max(1))
+        .max(1);
     let mut out = Vec::with_capacity(active.len());
     for (a, &i) in active.iter().enumerate() {
         let (mut right, mut seen, mut prob) = (0usize, 0usize, 0.0f64);
@@ -186,7 +214,12 @@ fn expected_at(null_sorted: &[Key], tau: Key, scored: usize) -> f64 {
 /// The lowest observed predictability at or above `floor` whose estimated false-removal rate
 /// (null's expected count over observed count at or above it) is within `rate` (step-up, as
 /// Benjamini-Hochberg): None when no value is.
-fn calibrated_threshold(observed: &[Key], null_sorted: &[Key], floor: f64, rate: f64) -> Option<Key> {
+fn calibrated_threshold(
+    observed: &[Key],
+    null_sorted: &[Key],
+    floor: f64,
+    rate: f64,
+) -> Option<Key> {
     let mut sorted_obs = observed.to_vec();
     sorted_obs.sort_by(key_cmp);
     let mut best = None;
@@ -237,17 +270,24 @@ pub fn aflite<P: LinearProbes>(
             // Nothing would be left to predict. Before the first iteration that is a mistake in
             // the options; later it is where the set has shrunk to.
             if iteration == 0 {
-                return Err(AfliteError::TrainTooLarge { t: options.t, size: active.len() });
+                return Err(AfliteError::TrainTooLarge {
+                    t: options.t,
+                    size: active.len(),
+                });
             }
             break;
         }
         let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
         rng.set_stream(iteration as u64 + 1);
         let probe_accuracy = probe(probes, &active, labels, groups, &mut rng, iteration)?;
-        let train: Vec<Vec<bool>> = (0..options.m).map(|_| partition(&active, groups, options.t, &mut rng)).collect();
+        let train: Vec<Vec<bool>> = (0..options.m)
+            .map(|_| partition(&active, groups, options.t, &mut rng))
+            .collect();
         let seed = options.seed ^ (iteration as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let fail = |source| AfliteError::Probes { iteration, source };
-        let probabilities = probes.fit_probabilities(&active, labels, &train, seed).map_err(fail)?;
+        let probabilities = probes
+            .fit_probabilities(&active, labels, &train, seed)
+            .map_err(fail)?;
         let scored = held_out_scores(&probabilities, &train, &active, labels);
         for &(a, p, c) in &scored {
             predictability[active[a]] = Some(p);
@@ -269,26 +309,48 @@ pub fn aflite<P: LinearProbes>(
                 permuted[i] = l;
             }
             let seed = seed ^ (r as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
-            let p = probes.fit_probabilities(&active, &permuted, &train, seed).map_err(fail)?;
-            null.extend(held_out_scores(&p, &train, &active, &permuted).into_iter().map(|s| (s.1, s.2)));
+            let p = probes
+                .fit_probabilities(&active, &permuted, &train, seed)
+                .map_err(fail)?;
+            null.extend(
+                held_out_scores(&p, &train, &active, &permuted)
+                    .into_iter()
+                    .map(|s| (s.1, s.2)),
+            );
         }
         null.sort_by(key_cmp);
         let has_null = !null.is_empty();
         let threshold: Option<Key> = match (options.tau, has_null) {
             (Some(tau), false) => Some((tau, f64::NEG_INFINITY)),
-            (tau, true) => calibrated_threshold(&observed, &null, tau.unwrap_or(f64::NEG_INFINITY), options.false_removal_rate),
+            (tau, true) => calibrated_threshold(
+                &observed,
+                &null,
+                tau.unwrap_or(f64::NEG_INFINITY),
+                options.false_removal_rate,
+            ),
             (None, false) => unreachable!("checked above"),
         };
         let mut qualified: Vec<(usize, f64, f64)> = match threshold {
-            Some(th) => scored.into_iter().filter(|s| key_cmp(&(s.1, s.2), &th).is_ge()).collect(),
+            Some(th) => scored
+                .into_iter()
+                .filter(|s| key_cmp(&(s.1, s.2), &th).is_ge())
+                .collect(),
             None => Vec::new(),
         };
         let above_tau = qualified.len();
         // Most predictable first, then most confident; ties in index order, so the run is
         // deterministic.
-        qualified.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
+        qualified.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then(b.2.total_cmp(&a.2))
+                .then(a.0.cmp(&b.0))
+        });
         let room = active.len().saturating_sub(options.n);
-        let remove = qualified.len().min(options.k).min(if options.n > 0 { room } else { usize::MAX });
+        let remove =
+            qualified
+                .len()
+                .min(options.k)
+                .min(if options.n > 0 { room } else { usize::MAX });
         for &(a, _, _) in &qualified[..remove] {
             removed_in[active[a]] = Some(iteration);
             removal_order.push(active[a]);
@@ -296,12 +358,19 @@ pub fn aflite<P: LinearProbes>(
         let n_scored = observed.len();
         let quantiles = |mut v: Vec<f64>| {
             v.sort_by(f64::total_cmp);
-            NullQuantiles { q50: quantile(&v, 0.5), q90: quantile(&v, 0.9), q95: quantile(&v, 0.95), q99: quantile(&v, 0.99), max: *v.last().expect("not empty") }
+            NullQuantiles {
+                q50: quantile(&v, 0.5),
+                q90: quantile(&v, 0.9),
+                q95: quantile(&v, 0.95),
+                q99: quantile(&v, 0.99),
+                max: *v.last().expect("not empty"),
+            }
         };
         let null_summary = has_null.then(|| quantiles(null.iter().map(|k| k.0).collect()));
         let null_confidence = has_null.then(|| quantiles(null.iter().map(|k| k.1).collect()));
         let at_tau = options.tau.map(|t| (t, f64::NEG_INFINITY)).or(threshold);
-        let expected_false_at_tau = has_null.then(|| at_tau.map_or(0.0, |t| expected_at(&null, t, n_scored)));
+        let expected_false_at_tau =
+            has_null.then(|| at_tau.map_or(0.0, |t| expected_at(&null, t, n_scored)));
         let expected_false_removals = has_null.then(|| match qualified[..remove].last() {
             Some(&(_, p, c)) => expected_at(&null, (p, c), n_scored).min(remove as f64),
             None => 0.0,
@@ -328,7 +397,14 @@ pub fn aflite<P: LinearProbes>(
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     rng.set_stream(0);
     let final_probe_accuracy = probe(probes, &active, labels, groups, &mut rng, iterations.len())?;
-    Ok(AfliteResult { removed_in, predictability, confidence, removal_order, iterations, final_probe_accuracy })
+    Ok(AfliteResult {
+        removed_in,
+        predictability,
+        confidence,
+        removal_order,
+        iterations,
+        final_probe_accuracy,
+    })
 }
 
 /// Held-out accuracy of one linear probe trained on 80% of `active` (whole groups).
@@ -351,7 +427,8 @@ fn probe<P: LinearProbes>(
 /// A random training side of `t` instances (or a little more: whole groups are taken), marked per
 /// active instance.
 fn partition(active: &[usize], groups: &[String], t: usize, rng: &mut ChaCha8Rng) -> Vec<bool> {
-    let mut by_group: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    let mut by_group: std::collections::BTreeMap<&str, Vec<usize>> =
+        std::collections::BTreeMap::new();
     for (a, &i) in active.iter().enumerate() {
         by_group.entry(groups[i].as_str()).or_default().push(a);
     }
@@ -389,7 +466,13 @@ mod tests {
 
     impl LinearProbes for Oracle {
         type Error = Never;
-        fn fit_probabilities(&mut self, active: &[usize], labels: &[u32], train: &[Vec<bool>], seed: u64) -> Result<Vec<Vec<f32>>, Never> {
+        fn fit_probabilities(
+            &mut self,
+            active: &[usize],
+            labels: &[u32],
+            train: &[Vec<bool>],
+            seed: u64,
+        ) -> Result<Vec<Vec<f32>>, Never> {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let learns = active.iter().all(|&i| labels[i] == self.labels[i]);
             Ok(train
@@ -398,8 +481,16 @@ mod tests {
                     active
                         .iter()
                         .flat_map(|&i| {
-                            let (class, p) = if learns && self.planted[i] { (self.labels[i], 0.95) } else { (rng.random_range(0..2u32), rng.random_range(0.5..0.8f32)) };
-                            if class == 1 { [1.0 - p, p] } else { [p, 1.0 - p] }
+                            let (class, p) = if learns && self.planted[i] {
+                                (self.labels[i], 0.95)
+                            } else {
+                                (rng.random_range(0..2u32), rng.random_range(0.5..0.8f32))
+                            };
+                            if class == 1 {
+                                [1.0 - p, p]
+                            } else {
+                                [p, 1.0 - p]
+                            }
                         })
                         .collect()
                 })
@@ -407,8 +498,23 @@ mod tests {
         }
     }
 
-    fn options(t: usize, k: usize, tau: Option<f64>, null_permutations: usize, seed: u64) -> AfliteOptions {
-        AfliteOptions { m: 64, t, k, tau, null_permutations, max_iterations: 50, seed, ..Default::default() }
+    fn options(
+        t: usize,
+        k: usize,
+        tau: Option<f64>,
+        null_permutations: usize,
+        seed: u64,
+    ) -> AfliteOptions {
+        AfliteOptions {
+            m: 64,
+            t,
+            k,
+            tau,
+            null_permutations,
+            max_iterations: 50,
+            seed,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -419,18 +525,31 @@ mod tests {
         let groups: Vec<String> = (0..n).map(|i| format!("g{}", i / 2)).collect();
         let planted_count = planted.iter().filter(|&&p| p).count();
         for tau in [Some(0.75), None] {
-            let mut oracle = Oracle { planted: planted.clone(), labels: labels.clone() };
+            let mut oracle = Oracle {
+                planted: planted.clone(),
+                labels: labels.clone(),
+            };
             let r = aflite(&mut oracle, &labels, &groups, &options(100, 30, tau, 1, 1)).unwrap();
             let removed: Vec<usize> = (0..n).filter(|&i| r.removed_in[i].is_some()).collect();
             let hits = removed.iter().filter(|&&i| planted[i]).count();
-            assert!(hits * 10 >= planted_count * 9, "{tau:?} recall: {hits} of {planted_count}");
-            assert!(hits * 10 >= removed.len() * 9, "{tau:?} precision: {hits} of {}", removed.len());
+            assert!(
+                hits * 10 >= planted_count * 9,
+                "{tau:?} recall: {hits} of {planted_count}"
+            );
+            assert!(
+                hits * 10 >= removed.len() * 9,
+                "{tau:?} precision: {hits} of {}",
+                removed.len()
+            );
             assert_eq!(r.removal_order.len(), removed.len());
             let last = r.iterations.last().unwrap();
             assert!(last.above_tau < 30, "stopped because too few qualified");
             let first = &r.iterations[0];
             let null = first.null.as_ref().unwrap();
-            assert!(null.q50 > 0.3 && null.q50 < 0.7 && null.q99 < 1.0, "{null:?}");
+            assert!(
+                null.q50 > 0.3 && null.q50 < 0.7 && null.q99 < 1.0,
+                "{null:?}"
+            );
             assert!(first.expected_false_removals.unwrap() < 3.0, "{first:?}");
         }
         // Twins: a partition takes whole groups.
@@ -440,7 +559,11 @@ mod tests {
         for pair in side.chunks(2) {
             assert_eq!(pair[0], pair[1]);
         }
-        assert_eq!(side.iter().filter(|&&s| s).count(), 102, "whole groups: 101 rounds up to 102");
+        assert_eq!(
+            side.iter().filter(|&&s| s).count(),
+            102,
+            "whole groups: 101 rounds up to 102"
+        );
     }
 
     #[test]
@@ -448,23 +571,60 @@ mod tests {
         let n = 300;
         let labels: Vec<u32> = (0..n).map(|i| (i % 2) as u32).collect();
         let groups: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        let mut noise = Oracle { planted: vec![false; n], labels: labels.clone() };
+        let mut noise = Oracle {
+            planted: vec![false; n],
+            labels: labels.clone(),
+        };
         for seed in 0..5 {
             // The paper's plain tau: ~32 coin flips per instance, reaching 75% right is a 0.35% event.
-            let r = aflite(&mut noise, &labels, &groups, &options(150, 20, Some(0.75), 0, seed)).unwrap();
+            let r = aflite(
+                &mut noise,
+                &labels,
+                &groups,
+                &options(150, 20, Some(0.75), 0, seed),
+            )
+            .unwrap();
             assert!(r.kept().count() >= n - 3, "{} kept", r.kept().count());
-            assert_eq!(r.iterations.len(), 1, "fewer than k qualified: one iteration");
+            assert_eq!(
+                r.iterations.len(),
+                1,
+                "fewer than k qualified: one iteration"
+            );
             assert_eq!(r.iterations[0].null, None);
             // With the null, at a fixed tau and auto: at most 1% removed.
             for tau in [Some(0.6), None] {
-                let r = aflite(&mut noise, &labels, &groups, &options(150, 20, tau, 1, seed)).unwrap();
-                assert!(r.kept().count() >= n - 3, "{tau:?}: {} kept", r.kept().count());
+                let r = aflite(
+                    &mut noise,
+                    &labels,
+                    &groups,
+                    &options(150, 20, tau, 1, seed),
+                )
+                .unwrap();
+                assert!(
+                    r.kept().count() >= n - 3,
+                    "{tau:?}: {} kept",
+                    r.kept().count()
+                );
             }
         }
-        let mut all = Oracle { planted: vec![true; n], labels: labels.clone() };
-        let r = aflite(&mut all, &labels, &groups, &AfliteOptions { n: 250, ..options(150, 20, None, 1, 2) }).unwrap();
+        let mut all = Oracle {
+            planted: vec![true; n],
+            labels: labels.clone(),
+        };
+        let r = aflite(
+            &mut all,
+            &labels,
+            &groups,
+            &AfliteOptions {
+                n: 250,
+                ..options(150, 20, None, 1, 2)
+            },
+        )
+        .unwrap();
         assert_eq!(r.kept().count(), 250, "stops at the target size exactly");
-        let e = aflite(&mut all, &labels, &groups, &options(150, 20, None, 0, 2)).unwrap_err().to_string();
+        let e = aflite(&mut all, &labels, &groups, &options(150, 20, None, 0, 2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("tau auto needs a null"), "{e}");
     }
 
@@ -475,15 +635,47 @@ mod tests {
         struct Sure(Vec<f32>);
         impl LinearProbes for Sure {
             type Error = Never;
-            fn fit_probabilities(&mut self, active: &[usize], labels: &[u32], train: &[Vec<bool>], _: u64) -> Result<Vec<Vec<f32>>, Never> {
-                Ok(train.iter().map(|_| active.iter().flat_map(|&i| if labels[i] == 1 { [1.0 - self.0[i], self.0[i]] } else { [self.0[i], 1.0 - self.0[i]] }).collect()).collect())
+            fn fit_probabilities(
+                &mut self,
+                active: &[usize],
+                labels: &[u32],
+                train: &[Vec<bool>],
+                _: u64,
+            ) -> Result<Vec<Vec<f32>>, Never> {
+                Ok(train
+                    .iter()
+                    .map(|_| {
+                        active
+                            .iter()
+                            .flat_map(|&i| {
+                                if labels[i] == 1 {
+                                    [1.0 - self.0[i], self.0[i]]
+                                } else {
+                                    [self.0[i], 1.0 - self.0[i]]
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect())
             }
         }
         let n = 50;
         let labels: Vec<u32> = (0..n).map(|i| (i % 2) as u32).collect();
         let groups: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        let conf: Vec<f32> = (0..n).map(|i| 0.6 + 0.39 * ((i * 17 % n) as f32 / n as f32)).collect();
-        let r = aflite(&mut Sure(conf.clone()), &labels, &groups, &AfliteOptions { k: 10, max_iterations: 1, ..options(20, 10, Some(0.75), 0, 1) }).unwrap();
+        let conf: Vec<f32> = (0..n)
+            .map(|i| 0.6 + 0.39 * ((i * 17 % n) as f32 / n as f32))
+            .collect();
+        let r = aflite(
+            &mut Sure(conf.clone()),
+            &labels,
+            &groups,
+            &AfliteOptions {
+                k: 10,
+                max_iterations: 1,
+                ..options(20, 10, Some(0.75), 0, 1)
+            },
+        )
+        .unwrap();
         let mut by_conf: Vec<usize> = (0..n).collect();
         by_conf.sort_by(|&a, &b| conf[b].total_cmp(&conf[a]));
         assert_eq!(r.removal_order, by_conf[..10]);
@@ -496,20 +688,39 @@ mod tests {
         let mut observed: Vec<Key> = (0..900).map(|i| (0.9 * i as f64 / 900.0, 0.5)).collect();
         observed.extend(std::iter::repeat_n((0.95, 0.5), 100));
         let th = calibrated_threshold(&observed, &null, f64::NEG_INFINITY, 0.05).unwrap();
-        let count = observed.iter().filter(|&&p| key_cmp(&p, &th).is_ge()).count();
+        let count = observed
+            .iter()
+            .filter(|&&p| key_cmp(&p, &th).is_ge())
+            .count();
         assert!(expected_at(&null, th, observed.len()) <= 0.05 * count as f64);
         // Step-up: the threshold goes below the planted ones as far as the rate allows, taking a
         // few of the noise (about 5% of those taken).
-        assert!(th.0 > 0.85 && th.0 < 0.95 && (101..=106).contains(&count), "{th:?} {count}");
+        assert!(
+            th.0 > 0.85 && th.0 < 0.95 && (101..=106).contains(&count),
+            "{th:?} {count}"
+        );
         // A fixed tau above that is kept.
-        assert_eq!(calibrated_threshold(&observed, &null, 0.95, 0.05), Some((0.95, 0.5)));
+        assert_eq!(
+            calibrated_threshold(&observed, &null, 0.95, 0.05),
+            Some((0.95, 0.5))
+        );
         // Observed like the null: no threshold.
-        assert_eq!(calibrated_threshold(&null, &null, f64::NEG_INFINITY, 0.05), None);
+        assert_eq!(
+            calibrated_threshold(&null, &null, f64::NEG_INFINITY, 0.05),
+            None
+        );
         // Equal predictability, told apart by confidence: 100 at (1.0, 0.95) beside a null whose
         // 1.0s are all unsure (0.55) are found; predictability alone could not.
-        let null: Vec<Key> = (0..1000).map(|i| if i % 10 == 0 { (1.0, 0.55) } else { (0.5, 0.5) }).collect();
-        let mut observed: Vec<Key> = (0..900).map(|i| if i % 10 == 0 { (1.0, 0.55) } else { (0.5, 0.5) }).collect();
+        let null: Vec<Key> = (0..1000)
+            .map(|i| if i % 10 == 0 { (1.0, 0.55) } else { (0.5, 0.5) })
+            .collect();
+        let mut observed: Vec<Key> = (0..900)
+            .map(|i| if i % 10 == 0 { (1.0, 0.55) } else { (0.5, 0.5) })
+            .collect();
         observed.extend(std::iter::repeat_n((1.0, 0.95), 100));
-        assert_eq!(calibrated_threshold(&observed, &null, f64::NEG_INFINITY, 0.05), Some((1.0, 0.95)));
+        assert_eq!(
+            calibrated_threshold(&observed, &null, f64::NEG_INFINITY, 0.05),
+            Some((1.0, 0.95))
+        );
     }
 }

@@ -33,7 +33,12 @@ impl Assignment {
             if pool < k {
                 return Err(AssignmentError::PoolTooSmall { item, pool, k });
             }
-            distractors.push(sample(&mut rng, pool, k).into_iter().map(|c| c as u32 + 1).collect());
+            distractors.push(
+                sample(&mut rng, pool, k)
+                    .into_iter()
+                    .map(|c| c as u32 + 1)
+                    .collect(),
+            );
         }
         Ok(Self { k, distractors })
     }
@@ -55,6 +60,13 @@ mod tests {
         }
         assert_eq!(a, Assignment::random(&[9, 20, 100], 9, 1).unwrap());
         assert_ne!(a, Assignment::random(&[9, 20, 100], 9, 2).unwrap());
-        assert_eq!(Assignment::random(&[9, 3], 4, 1), Err(AssignmentError::PoolTooSmall { item: 1, pool: 3, k: 4 }));
+        assert_eq!(
+            Assignment::random(&[9, 3], 4, 1),
+            Err(AssignmentError::PoolTooSmall {
+                item: 1,
+                pool: 3,
+                k: 4
+            })
+        );
     }
 }

@@ -18,9 +18,17 @@ pub enum FilterError<E: std::error::Error + 'static> {
         #[source]
         source: E,
     },
-    #[error("the committee returned {got} score lists for {expected} held-out items (head `{head}`)")]
-    BadScores { head: String, got: usize, expected: usize },
-    #[error("the committee returned training dynamics for {got} items, {expected} were trained on")]
+    #[error(
+        "the committee returned {got} score lists for {expected} held-out items (head `{head}`)"
+    )]
+    BadScores {
+        head: String,
+        got: usize,
+        expected: usize,
+    },
+    #[error(
+        "the committee returned training dynamics for {got} items, {expected} were trained on"
+    )]
     BadDynamics { got: usize, expected: usize },
     #[error("no head named `{0}` in the committee's output")]
     UnknownHead(String),
@@ -174,7 +182,17 @@ impl FilterState {
     pub fn new(assignment: Assignment) -> Self {
         let last_scores = vec![None; assignment.distractors.len()];
         let dynamics = vec![None; assignment.distractors.len()];
-        Self { assignment, iterations: Vec::new(), swaps: Vec::new(), phase: 0, in_phase: 0, near_chance: 0, finished: false, last_scores, dynamics }
+        Self {
+            assignment,
+            iterations: Vec::new(),
+            swaps: Vec::new(),
+            phase: 0,
+            in_phase: 0,
+            near_chance: 0,
+            finished: false,
+            last_scores,
+            dynamics,
+        }
     }
 
     /// Runs one iteration; returns false once the run is over. A phase ends after its
@@ -203,24 +221,43 @@ impl FilterState {
         rng.set_stream(t as u64 + 1);
         let (train, heldout) = split_by_group(groups, config.train_share, &mut rng);
         let iteration_seed = seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let plan = IterationPlan { seed: iteration_seed, learning_rate: config.learning_rate_range.map(|range| log_uniform(range, iteration_seed)) };
+        let plan = IterationPlan {
+            seed: iteration_seed,
+            learning_rate: config
+                .learning_rate_range
+                .map(|range| log_uniform(range, iteration_seed)),
+        };
         let heads = committee
             .train_and_score(phase, &train, &heldout, &self.assignment, &plan)
-            .map_err(|source| FilterError::Committee { iteration: t, source })?;
+            .map_err(|source| FilterError::Committee {
+                iteration: t,
+                source,
+            })?;
         for h in &heads {
             if h.scores.len() != heldout.len() {
-                return Err(FilterError::BadScores { head: h.head.clone(), got: h.scores.len(), expected: heldout.len() });
+                return Err(FilterError::BadScores {
+                    head: h.head.clone(),
+                    got: h.scores.len(),
+                    expected: heldout.len(),
+                });
             }
         }
         let dynamics = committee.take_dynamics();
         if !dynamics.is_empty() {
             if dynamics.len() != train.len() {
-                return Err(FilterError::BadDynamics { got: dynamics.len(), expected: train.len() });
+                return Err(FilterError::BadDynamics {
+                    got: dynamics.len(),
+                    expected: train.len(),
+                });
             }
-            self.dynamics.resize(self.assignment.distractors.len(), None);
+            self.dynamics
+                .resize(self.assignment.distractors.len(), None);
             for (&item, record) in train.iter().zip(dynamics) {
                 if let Some(epochs) = record {
-                    self.dynamics[item] = Some(ItemDynamics { iteration: t, epochs });
+                    self.dynamics[item] = Some(ItemDynamics {
+                        iteration: t,
+                        epochs,
+                    });
                 }
             }
         }
@@ -231,14 +268,24 @@ impl FilterState {
         for (h, &item) in heldout.iter().enumerate() {
             let scores = &heads[driving].scores[h];
             gold_above_pool += usize::from(scores[1..].iter().all(|&s| s < scores[0]));
-            let n = self.swap_item(item, scores, budget, (config.swap_choice, config.swap_temperature), &mut rng, t);
+            let n = self.swap_item(
+                item,
+                scores,
+                budget,
+                (config.swap_choice, config.swap_temperature),
+                &mut rng,
+                t,
+            );
             changed += usize::from(n > 0);
             swaps += n;
             self.last_scores[item] = Some(ItemScores {
                 iteration: t,
                 head: heads[driving].head.clone(),
                 gold: scores[0],
-                distractors: self.assignment.distractors[item].iter().map(|&c| scores[c as usize]).collect(),
+                distractors: self.assignment.distractors[item]
+                    .iter()
+                    .map(|&c| scores[c as usize])
+                    .collect(),
             });
         }
         let accuracy = metrics[driving].accuracy;
@@ -270,11 +317,23 @@ impl FilterState {
     /// driving head scores below the gold ("easy") are replaced by unassigned candidates it
     /// scores above the gold ("adversarial"). The adversarial ones are chosen at random, the easy
     /// ones by `choice`. Returns the swaps made.
-    fn swap_item(&mut self, item: usize, scores: &[f32], budget: usize, choice: (SwapChoice, f64), rng: &mut ChaCha8Rng, iteration: usize) -> usize {
+    fn swap_item(
+        &mut self,
+        item: usize,
+        scores: &[f32],
+        budget: usize,
+        choice: (SwapChoice, f64),
+        rng: &mut ChaCha8Rng,
+        iteration: usize,
+    ) -> usize {
         let gold = scores[0];
         let assigned = &mut self.assignment.distractors[item];
-        let mut easy: Vec<usize> = (0..assigned.len()).filter(|&s| scores[assigned[s] as usize] < gold).collect();
-        let mut adversarial: Vec<u32> = (1..scores.len() as u32).filter(|c| scores[*c as usize] > gold && !assigned.contains(c)).collect();
+        let mut easy: Vec<usize> = (0..assigned.len())
+            .filter(|&s| scores[assigned[s] as usize] < gold)
+            .collect();
+        let mut adversarial: Vec<u32> = (1..scores.len() as u32)
+            .filter(|c| scores[*c as usize] > gold && !assigned.contains(c))
+            .collect();
         let n = budget.min(easy.len()).min(adversarial.len());
         if n > 0 {
             match choice {
@@ -282,12 +341,21 @@ impl FilterState {
                 (SwapChoice::Softmax, temperature) => {
                     // Weighted sampling without replacement (Efraimidis-Spirakis): sorting by
                     // u^(1/w) draws in proportion to w = softmax(-score / temperature).
-                    let low = easy.iter().map(|&s| scores[assigned[s] as usize]).fold(f32::INFINITY, f32::min);
+                    let low = easy
+                        .iter()
+                        .map(|&s| scores[assigned[s] as usize])
+                        .fold(f32::INFINITY, f32::min);
                     let mut keyed: Vec<(f64, usize)> = easy
                         .iter()
                         .map(|&s| {
-                            let w = (-(f64::from(scores[assigned[s] as usize] - low)) / temperature).exp();
-                            (rng.random::<f64>().max(f64::MIN_POSITIVE).ln() / w.max(f64::MIN_POSITIVE), s)
+                            let w = (-(f64::from(scores[assigned[s] as usize] - low))
+                                / temperature)
+                                .exp();
+                            (
+                                rng.random::<f64>().max(f64::MIN_POSITIVE).ln()
+                                    / w.max(f64::MIN_POSITIVE),
+                                s,
+                            )
                         })
                         .collect();
                     keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -296,7 +364,12 @@ impl FilterState {
             }
             adversarial.shuffle(rng);
             for (&slot, &added) in easy.iter().zip(&adversarial).take(n) {
-                self.swaps.push(Swap { iteration, item, removed: assigned[slot], added });
+                self.swaps.push(Swap {
+                    iteration,
+                    item,
+                    removed: assigned[slot],
+                    added,
+                });
                 assigned[slot] = added;
             }
         }
@@ -308,7 +381,10 @@ impl FilterState {
         for (scores, &item) in h.scores.iter().zip(heldout) {
             let gold = scores[0];
             let assigned = &self.assignment.distractors[item];
-            let beaten = assigned.iter().filter(|&&c| gold > scores[c as usize]).count();
+            let beaten = assigned
+                .iter()
+                .filter(|&&c| gold > scores[c as usize])
+                .count();
             right += usize::from(beaten == assigned.len());
             pairs_right += beaten;
             pairs += assigned.len();
@@ -322,8 +398,17 @@ impl FilterState {
 }
 
 /// The head whose scores decide this iteration's swaps.
-fn driving_head<E: std::error::Error + 'static>(heads: &[HeadScores], metrics: &[HeadMetrics], rule: &SwapHead) -> Result<usize, FilterError<E>> {
-    let named = |name: &str| heads.iter().position(|h| h.head == name).ok_or_else(|| FilterError::UnknownHead(name.to_string()));
+fn driving_head<E: std::error::Error + 'static>(
+    heads: &[HeadScores],
+    metrics: &[HeadMetrics],
+    rule: &SwapHead,
+) -> Result<usize, FilterError<E>> {
+    let named = |name: &str| {
+        heads
+            .iter()
+            .position(|h| h.head == name)
+            .ok_or_else(|| FilterError::UnknownHead(name.to_string()))
+    };
     match rule {
         SwapHead::Joint => named(af_core::JOINT_HEAD),
         SwapHead::Member(m) => named(m.as_str()),
@@ -376,16 +461,37 @@ mod tests {
 
     impl Committee for StyleCommittee {
         type Error = Never;
-        fn train_and_score(&mut self, phase: &Phase, _: &[usize], heldout: &[usize], _: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, Never> {
+        fn train_and_score(
+            &mut self,
+            phase: &Phase,
+            _: &[usize],
+            heldout: &[usize],
+            _: &Assignment,
+            plan: &IterationPlan,
+        ) -> Result<Vec<HeadScores>, Never> {
             self.learning_rates.push(plan.learning_rate);
             self.heldout.push(heldout.to_vec());
             let scores = heldout
                 .iter()
-                .map(|&i| self.style[i].iter().zip(&self.noise[i]).map(|(s, n)| -s.abs() + n).collect())
+                .map(|&i| {
+                    self.style[i]
+                        .iter()
+                        .zip(&self.noise[i])
+                        .map(|(s, n)| -s.abs() + n)
+                        .collect()
+                })
                 .collect();
-            let mut heads = vec![HeadScores { head: "joint".into(), is_member: false, scores }];
+            let mut heads = vec![HeadScores {
+                head: "joint".into(),
+                is_member: false,
+                scores,
+            }];
             for m in &phase.members {
-                heads.push(HeadScores { head: m.to_string(), is_member: true, scores: heads[0].scores.clone() });
+                heads.push(HeadScores {
+                    head: m.to_string(),
+                    is_member: true,
+                    scores: heads[0].scores.clone(),
+                });
             }
             Ok(heads)
         }
@@ -394,7 +500,12 @@ mod tests {
     const SEED: u64 = 9;
 
     fn phase(name: &str, members: &[&str], iterations: usize) -> Phase {
-        Phase { name: name.into(), members: af_core::member_names(members), iterations, swap_head: None }
+        Phase {
+            name: name.into(),
+            members: af_core::member_names(members),
+            iterations,
+            swap_head: None,
+        }
     }
 
     fn setup() -> (StyleCommittee, Vec<String>, FilterConfig, Assignment) {
@@ -405,7 +516,19 @@ mod tests {
         let mut noise = Vec::new();
         for _ in 0..items {
             // Gold at 0; half the pool far away (easy), half about as close as the gold.
-            style.push((0..=pool).map(|c| if c == 0 { 0.0 } else if c % 2 == 0 { rng.random_range(2.0..4.0) } else { rng.random_range(-0.05..0.05) }).collect());
+            style.push(
+                (0..=pool)
+                    .map(|c| {
+                        if c == 0 {
+                            0.0
+                        } else if c % 2 == 0 {
+                            rng.random_range(2.0..4.0)
+                        } else {
+                            rng.random_range(-0.05..0.05)
+                        }
+                    })
+                    .collect(),
+            );
             noise.push((0..=pool).map(|_| rng.random_range(-0.1f32..0.1)).collect());
         }
         let groups = (0..items).map(|i| format!("g{}", i / 3)).collect();
@@ -421,7 +544,17 @@ mod tests {
             ..FilterConfig::default()
         };
         let pool_sizes = vec![pool; items];
-        (StyleCommittee { style, noise, learning_rates: Vec::new(), heldout: Vec::new() }, groups, options, Assignment::random(&pool_sizes, 3, 1).unwrap())
+        (
+            StyleCommittee {
+                style,
+                noise,
+                learning_rates: Vec::new(),
+                heldout: Vec::new(),
+            },
+            groups,
+            options,
+            Assignment::random(&pool_sizes, 3, 1).unwrap(),
+        )
     }
 
     #[test]
@@ -433,11 +566,17 @@ mod tests {
         let last = state.iterations.last().unwrap().heads[0].accuracy;
         assert!(first > 0.3, "random distractors are easy: {first}");
         assert!((last - chance(3)).abs() <= 0.05, "ends near chance: {last}");
-        assert!(state.finished && state.iterations.len() < 200, "stopped by the rule, not the maximum");
+        assert!(
+            state.finished && state.iterations.len() < 200,
+            "stopped by the rule, not the maximum"
+        );
         // Replaying the history on the start assignment gives the final assignment.
         let mut replay = start;
         for s in &state.swaps {
-            let slot = replay.distractors[s.item].iter().position(|&c| c == s.removed).expect("removed was assigned");
+            let slot = replay.distractors[s.item]
+                .iter()
+                .position(|&c| c == s.removed)
+                .expect("removed was assigned");
             replay.distractors[s.item][slot] = s.added;
         }
         assert_eq!(replay, state.assignment);
@@ -469,9 +608,21 @@ mod tests {
         assert_eq!(state.iterations.len(), c.heldout.len());
         for (it, heldout) in state.iterations.iter().zip(&c.heldout) {
             let expected = heldout.iter().filter(|i| hopeless.contains(*i)).count();
-            assert_eq!(it.items_gold_above_pool, expected, "iteration {}", it.iteration);
+            assert_eq!(
+                it.items_gold_above_pool, expected,
+                "iteration {}",
+                it.iteration
+            );
         }
-        assert!(state.iterations.iter().map(|i| i.items_gold_above_pool).sum::<usize>() > 0, "the hopeless items were held out at least once");
+        assert!(
+            state
+                .iterations
+                .iter()
+                .map(|i| i.items_gold_above_pool)
+                .sum::<usize>()
+                > 0,
+            "the hopeless items were held out at least once"
+        );
     }
 
     /// A phase with its own swap-head is driven by that head, the others by `[filter] swap-head`.
@@ -483,7 +634,11 @@ mod tests {
         options.stages = vec![phase("plain", &["mlp"], 2), own];
         let mut state = FilterState::new(start);
         while state.step(&mut c, &groups, &options, SEED).unwrap() {}
-        let driven: Vec<&str> = state.iterations.iter().map(|i| i.driving_head.as_str()).collect();
+        let driven: Vec<&str> = state
+            .iterations
+            .iter()
+            .map(|i| i.driving_head.as_str())
+            .collect();
         assert_eq!(driven, ["joint", "joint", "bow", "bow"]);
     }
 
@@ -497,7 +652,8 @@ mod tests {
             part.step(&mut c, &groups, &options, SEED).unwrap();
         }
         // "Killed": only the serialised state survives.
-        let mut resumed: FilterState = serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
+        let mut resumed: FilterState =
+            serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
         while resumed.step(&mut c, &groups, &options, SEED).unwrap() {}
         for state in [&mut resumed, &mut whole] {
             state.iterations.iter_mut().for_each(|i| i.seconds = 0.0);
@@ -510,8 +666,17 @@ mod tests {
         let (mut c, groups, mut options, start) = setup();
         let mut plain = FilterState::new(start.clone());
         plain.step(&mut c, &groups, &options, SEED).unwrap();
-        assert_eq!(c.learning_rates, [None], "no range: the committee's own rate");
-        assert!(!serde_json::to_string(&plain.iterations[0]).unwrap().contains("learning_rate"), "and nothing new in state.json");
+        assert_eq!(
+            c.learning_rates,
+            [None],
+            "no range: the committee's own rate"
+        );
+        assert!(
+            !serde_json::to_string(&plain.iterations[0])
+                .unwrap()
+                .contains("learning_rate"),
+            "and nothing new in state.json"
+        );
 
         options.learning_rate_range = Some([1e-4, 1e-2]);
         options.stages = vec![phase("all", &["mlp"], 400)];
@@ -519,28 +684,54 @@ mod tests {
         c.learning_rates.clear();
         let mut state = FilterState::new(start.clone());
         while state.step(&mut c, &groups, &options, SEED).unwrap() {}
-        let drawn: Vec<f64> = c.learning_rates.iter().map(|r| r.expect("drawn every iteration")).collect();
+        let drawn: Vec<f64> = c
+            .learning_rates
+            .iter()
+            .map(|r| r.expect("drawn every iteration"))
+            .collect();
         assert_eq!(drawn.len(), 400);
-        let recorded: Vec<f64> = state.iterations.iter().map(|i| i.learning_rate.unwrap()).collect();
-        assert_eq!(recorded, drawn, "state.json records what the committee was told");
+        let recorded: Vec<f64> = state
+            .iterations
+            .iter()
+            .map(|i| i.learning_rate.unwrap())
+            .collect();
+        assert_eq!(
+            recorded, drawn,
+            "state.json records what the committee was told"
+        );
         assert!(drawn.iter().all(|r| (1e-4..=1e-2).contains(r)), "{drawn:?}");
         // Uniform in the logarithm: about a quarter in each quarter of the log-range.
         for q in 0..4 {
-            let (lo, hi) = (10f64.powf(-4.0 + 0.5 * q as f64), 10f64.powf(-3.5 + 0.5 * q as f64));
-            let share = drawn.iter().filter(|&&r| r >= lo && r < hi).count() as f64 / drawn.len() as f64;
+            let (lo, hi) = (
+                10f64.powf(-4.0 + 0.5 * q as f64),
+                10f64.powf(-3.5 + 0.5 * q as f64),
+            );
+            let share =
+                drawn.iter().filter(|&&r| r >= lo && r < hi).count() as f64 / drawn.len() as f64;
             assert!((share - 0.25).abs() < 0.08, "quarter {q}: {share}");
         }
         // The swaps are what they were without the range: its draws come from their own stream.
         assert_eq!(state.iterations[0].swaps, plain.iterations[0].swaps);
-        assert_eq!(state.assignment.distractors.len(), plain.assignment.distractors.len());
+        assert_eq!(
+            state.assignment.distractors.len(),
+            plain.assignment.distractors.len()
+        );
         // And a resumed run draws the same rates.
         let mut part = FilterState::new(start);
         for _ in 0..3 {
             part.step(&mut c, &groups, &options, SEED).unwrap();
         }
-        let mut resumed: FilterState = serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
+        let mut resumed: FilterState =
+            serde_json::from_str(&serde_json::to_string(&part).unwrap()).unwrap();
         while resumed.step(&mut c, &groups, &options, SEED).unwrap() {}
-        assert_eq!(resumed.iterations.iter().map(|i| i.learning_rate.unwrap()).collect::<Vec<_>>(), recorded);
+        assert_eq!(
+            resumed
+                .iterations
+                .iter()
+                .map(|i| i.learning_rate.unwrap())
+                .collect::<Vec<_>>(),
+            recorded
+        );
     }
 
     #[test]
@@ -555,7 +746,10 @@ mod tests {
         let stages: Vec<&str> = state.iterations.iter().map(|i| i.phase.as_str()).collect();
         assert_eq!(&stages[..5], ["mlp"; 5]);
         assert!(stages[5..].iter().all(|s| *s == "full"));
-        assert!(state.iterations.len() < 505, "the last stage ended at chance");
+        assert!(
+            state.iterations.len() < 505,
+            "the last stage ended at chance"
+        );
         assert_eq!(state.iterations[6].heads.len(), 3, "joint + two members");
     }
 
@@ -583,7 +777,10 @@ mod tests {
         assert_eq!(removed((SwapChoice::Softmax, 1e-3), 50), [0, 50, 0, 0]);
         // Temperature 1: in proportion to exp(-score): 0.846, 0.042 and 0.114 of the time.
         let c = removed((SwapChoice::Softmax, 1.0), 2000);
-        assert!((1620..1760).contains(&c[1]) && (50..120).contains(&c[2]) && (180..280).contains(&c[3]), "{c:?}");
+        assert!(
+            (1620..1760).contains(&c[1]) && (50..120).contains(&c[2]) && (180..280).contains(&c[3]),
+            "{c:?}"
+        );
         // Uniform: each about a third.
         let c = removed((SwapChoice::Uniform, 1.0), 3000);
         assert!(c[1..].iter().all(|&n| (900..1100).contains(&n)), "{c:?}");
@@ -597,7 +794,12 @@ mod tests {
         let mut state = FilterState::new(start);
         while state.step(&mut c, &groups, &options, SEED).unwrap() {}
         for it in &state.iterations {
-            let p = it.heads.iter().find(|h| h.head == it.driving_head).unwrap().pairwise_accuracy;
+            let p = it
+                .heads
+                .iter()
+                .find(|h| h.head == it.driving_head)
+                .unwrap()
+                .pairwise_accuracy;
             if p <= 0.525 {
                 assert_eq!(it.swaps, 0);
             }

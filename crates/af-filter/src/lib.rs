@@ -16,5 +16,6 @@ mod filter;
 
 pub use assignment::{Assignment, AssignmentError};
 pub use filter::{
-    chance, split_by_group, swap_budget, Committee, EpochRecord, FilterError, FilterState, HeadMetrics, HeadScores, ItemDynamics, ItemScores, IterationPlan, IterationRecord, Swap,
+    chance, split_by_group, swap_budget, Committee, EpochRecord, FilterError, FilterState,
+    HeadMetrics, HeadScores, ItemDynamics, ItemScores, IterationPlan, IterationRecord, Swap,
 };

@@ -12,12 +12,21 @@ pub fn read_conllu(path: &Path) -> Result<Vec<TaggedSentence>, ReadError> {
     let text = read_utf8(path)?;
     let text = crate::text::strip_bom(&text);
     let mut out = Vec::new();
-    let mut current = TaggedSentence { words: Vec::new(), tags: Vec::new() };
+    let mut current = TaggedSentence {
+        words: Vec::new(),
+        tags: Vec::new(),
+    };
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
         if line.trim().is_empty() {
             if !current.words.is_empty() {
-                out.push(std::mem::replace(&mut current, TaggedSentence { words: Vec::new(), tags: Vec::new() }));
+                out.push(std::mem::replace(
+                    &mut current,
+                    TaggedSentence {
+                        words: Vec::new(),
+                        tags: Vec::new(),
+                    },
+                ));
             }
             continue;
         }
@@ -44,7 +53,11 @@ pub fn read_conllu(path: &Path) -> Result<Vec<TaggedSentence>, ReadError> {
             });
         }
         if fields[3] == "_" || fields[3].is_empty() {
-            return Err(ReadError::Record { path: path.to_path_buf(), line: line_no, message: "field UPOS is empty".into() });
+            return Err(ReadError::Record {
+                path: path.to_path_buf(),
+                line: line_no,
+                message: "field UPOS is empty".into(),
+            });
         }
         current.words.push(fields[1].to_string());
         current.tags.push(training_tag(fields[3], fields[4]));
@@ -53,7 +66,10 @@ pub fn read_conllu(path: &Path) -> Result<Vec<TaggedSentence>, ReadError> {
         out.push(current);
     }
     if out.is_empty() {
-        return Err(ReadError::Invalid { path: path.to_path_buf(), message: "no sentences in this CoNLL-U file".into() });
+        return Err(ReadError::Invalid {
+            path: path.to_path_buf(),
+            message: "no sentences in this CoNLL-U file".into(),
+        });
     }
     Ok(out)
 }
@@ -83,6 +99,9 @@ mod tests {
         let p = dir.path().join("t.conllu");
         std::fs::write(&p, "# c\n1\tI\tI\tPRON\n").unwrap();
         let e = read_conllu(&p).unwrap_err().to_string();
-        assert!(e.ends_with("t.conllu:2: expected 10 tab-separated fields, found 4"), "{e}");
+        assert!(
+            e.ends_with("t.conllu:2: expected 10 tab-separated fields, found 4"),
+            "{e}"
+        );
     }
 }

@@ -11,12 +11,25 @@ pub enum ReadError {
         source: std::io::Error,
     },
     #[error("{path}:{line}: invalid UTF-8 at byte offset {offset}")]
-    Utf8 { path: PathBuf, line: usize, offset: usize },
+    Utf8 {
+        path: PathBuf,
+        line: usize,
+        offset: usize,
+    },
     #[error("{path}:{line}:{column}: malformed JSON: {message}")]
-    Json { path: PathBuf, line: usize, column: usize, message: String },
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     /// A record (CSV row, JSONL line, CoNLL-U token line) that is well-formed text but wrong.
     #[error("{path}:{line}: {message}")]
-    Record { path: PathBuf, line: usize, message: String },
+    Record {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     /// A problem with the file as a whole: empty, missing columns.
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
@@ -24,6 +37,11 @@ pub enum ReadError {
 
 impl ReadError {
     pub(crate) fn json(path: &Path, e: &serde_json::Error, line_offset: usize) -> Self {
-        ReadError::Json { path: path.to_path_buf(), line: e.line() + line_offset, column: e.column(), message: crate::text::json_message(e) }
+        ReadError::Json {
+            path: path.to_path_buf(),
+            line: e.line() + line_offset,
+            column: e.column(),
+            message: crate::text::json_message(e),
+        }
     }
 }

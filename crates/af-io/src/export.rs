@@ -21,9 +21,17 @@ pub fn tidy(text: &str) -> String {
 /// The question's endings in their published order, and the index of the right one there.
 pub fn shuffled(q: &Question) -> (Vec<String>, usize) {
     let mut order: Vec<usize> = (0..q.endings.len()).collect();
-    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(af_core::hash::fnv1a64(q.id.as_bytes())));
-    let label = order.iter().position(|&o| o == q.label).expect("the label is an option");
-    (order.into_iter().map(|o| tidy(&q.endings[o])).collect(), label)
+    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(
+        af_core::hash::fnv1a64(q.id.as_bytes()),
+    ));
+    let label = order
+        .iter()
+        .position(|&o| o == q.label)
+        .expect("the label is an option");
+    (
+        order.into_iter().map(|o| tidy(&q.endings[o])).collect(),
+        label,
+    )
 }
 
 fn split_of(q: &Question) -> &str {
@@ -43,7 +51,17 @@ fn csv_bytes(header: Vec<String>, rows: Vec<Vec<String>>) -> Result<Vec<u8>, csv
 /// `fold-ind` is the question's position in the pool (its `line` - 1).
 pub fn swag_regular(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
     let width = questions.iter().map(|q| q.endings.len()).max().unwrap_or(0);
-    let mut header: Vec<String> = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source"].map(String::from).to_vec();
+    let mut header: Vec<String> = [
+        "",
+        "video-id",
+        "fold-ind",
+        "startphrase",
+        "sent1",
+        "sent2",
+        "gold-source",
+    ]
+    .map(String::from)
+    .to_vec();
     header.extend((0..width).map(|e| format!("ending{e}")));
     header.push("label".into());
     let rows = questions
@@ -52,7 +70,15 @@ pub fn swag_regular(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
         .map(|(i, q)| {
             let (endings, label) = shuffled(q);
             let (sent1, sent2) = (tidy(&q.context), tidy(&q.prefix));
-            let mut row = vec![i.to_string(), q.group.clone(), q.line.saturating_sub(1).to_string(), join_text(&sent1, &sent2), sent1, sent2, "gold".into()];
+            let mut row = vec![
+                i.to_string(),
+                q.group.clone(),
+                q.line.saturating_sub(1).to_string(),
+                join_text(&sent1, &sent2),
+                sent1,
+                sent2,
+                "gold".into(),
+            ];
             row.extend(endings);
             row.resize(7 + width, String::new());
             row.push(label.to_string());
@@ -65,8 +91,14 @@ pub fn swag_regular(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
 /// SWAG's full layout: `video-id,fold-ind,startphrase,gold-ending,distractor-0..,gold-source,
 /// gold-type,distractor-N-type..,sent1,sent2`; types are annotation labels, `n/a` before one.
 pub fn swag_full(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
-    let k = questions.iter().map(|q| q.endings.len() - 1).max().unwrap_or(0);
-    let mut header: Vec<String> = ["video-id", "fold-ind", "startphrase", "gold-ending"].map(String::from).to_vec();
+    let k = questions
+        .iter()
+        .map(|q| q.endings.len() - 1)
+        .max()
+        .unwrap_or(0);
+    let mut header: Vec<String> = ["video-id", "fold-ind", "startphrase", "gold-ending"]
+        .map(String::from)
+        .to_vec();
     header.extend((0..k).map(|d| format!("distractor-{d}")));
     header.extend(["gold-source".into(), "gold-type".into()]);
     header.extend((0..k).map(|d| format!("distractor-{d}-type")));
@@ -75,8 +107,19 @@ pub fn swag_full(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
         .iter()
         .map(|q| {
             let (sent1, sent2) = (tidy(&q.context), tidy(&q.prefix));
-            let mut row = vec![q.group.clone(), q.line.saturating_sub(1).to_string(), join_text(&sent1, &sent2), tidy(&q.endings[q.label])];
-            let distractors: Vec<String> = q.endings.iter().enumerate().filter(|(e, _)| *e != q.label).map(|(_, d)| tidy(d)).collect();
+            let mut row = vec![
+                q.group.clone(),
+                q.line.saturating_sub(1).to_string(),
+                join_text(&sent1, &sent2),
+                tidy(&q.endings[q.label]),
+            ];
+            let distractors: Vec<String> = q
+                .endings
+                .iter()
+                .enumerate()
+                .filter(|(e, _)| *e != q.label)
+                .map(|(_, d)| tidy(d))
+                .collect();
             let n = distractors.len();
             row.extend(distractors);
             row.extend(std::iter::repeat_n(String::new(), k - n));
@@ -91,7 +134,10 @@ pub fn swag_full(questions: &[Question]) -> Result<Vec<u8>, csv::Error> {
 
 /// One JSON object per question and line; `line` gets the question's position, the question, and
 /// its endings in the published order with the right one's index there.
-fn jsonl(questions: &[Question], line: impl Fn(usize, &Question, Vec<String>, usize) -> serde_json::Value) -> String {
+fn jsonl(
+    questions: &[Question],
+    line: impl Fn(usize, &Question, Vec<String>, usize) -> serde_json::Value,
+) -> String {
     let mut out = String::new();
     for (i, q) in questions.iter().enumerate() {
         let (endings, label) = shuffled(q);
@@ -126,9 +172,10 @@ pub fn hf_jsonl(questions: &[Question]) -> String {
 
 /// The lm-eval documents: `query` (context and second-sentence start), `choices`, `label`.
 pub fn lm_eval_jsonl(questions: &[Question]) -> String {
-    jsonl(questions, |_, q, choices, label| {
-        json!({"id": q.id, "split": split_of(q), "query": join_text(&tidy(&q.context), &tidy(&q.prefix)), "choices": choices, "label": label})
-    })
+    jsonl(
+        questions,
+        |_, q, choices, label| json!({"id": q.id, "split": split_of(q), "query": join_text(&tidy(&q.context), &tidy(&q.prefix)), "choices": choices, "label": label}),
+    )
 }
 
 /// The lm-eval task: each split's JSONL by absolute path (lm-eval resolves `data_files` from
@@ -194,7 +241,11 @@ mod tests {
             group: "v1".into(),
             context: "A man stands in the kitchen .".into(),
             prefix: "The man 's wife".into(),
-            endings: vec!["laughs , then waves .".into(), "sits down.".into(), "eats, \"quickly\".".into()],
+            endings: vec![
+                "laughs , then waves .".into(),
+                "sits down.".into(),
+                "eats, \"quickly\".".into(),
+            ],
             label: 0,
             split: Some("validation".into()),
             blank: None,
@@ -204,7 +255,10 @@ mod tests {
 
     #[test]
     fn tidy_removes_tokenizer_spacing() {
-        assert_eq!(tidy("The man 's wife laughs , then waves ."), "The man's wife laughs, then waves.");
+        assert_eq!(
+            tidy("The man 's wife laughs , then waves ."),
+            "The man's wife laughs, then waves."
+        );
         assert_eq!(tidy("He said \" hi \" ."), "He said \"hi\".");
         assert_eq!(tidy("Already tidy, isn't it?"), "Already tidy, isn't it?");
     }
@@ -213,10 +267,28 @@ mod tests {
     fn every_layout_keeps_the_gold_at_the_shuffled_label() {
         let qs: Vec<Question> = (0..20).map(|i| q(&format!("q{i}"))).collect();
         let labels: Vec<usize> = qs.iter().map(|q| shuffled(q).1).collect();
-        assert!(labels.iter().any(|&l| l != 0), "the gold is not always first");
+        assert!(
+            labels.iter().any(|&l| l != 0),
+            "the gold is not always first"
+        );
         let regular = String::from_utf8(swag_regular(&qs).unwrap()).unwrap();
         let mut r = csv::Reader::from_reader(regular.as_bytes());
-        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1", "ending2", "label"]);
+        assert_eq!(
+            r.headers().unwrap().iter().collect::<Vec<_>>(),
+            [
+                "",
+                "video-id",
+                "fold-ind",
+                "startphrase",
+                "sent1",
+                "sent2",
+                "gold-source",
+                "ending0",
+                "ending1",
+                "ending2",
+                "label"
+            ]
+        );
         for (row, l) in r.records().zip(&labels) {
             let row = row.unwrap();
             let label: usize = row[10].parse().unwrap();
@@ -227,18 +299,36 @@ mod tests {
         }
         for line in hellaswag(&qs).lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert_eq!(v["endings"][v["label"].as_u64().unwrap() as usize], "laughs, then waves.");
+            assert_eq!(
+                v["endings"][v["label"].as_u64().unwrap() as usize],
+                "laughs, then waves."
+            );
             assert_eq!(v["split"], "validation");
         }
         let full = String::from_utf8(swag_full(&qs).unwrap()).unwrap();
-        assert!(full.lines().nth(1).unwrap().starts_with("v1,7,A man stands in the kitchen. The man's wife,\"laughs, then waves.\",sits down.,"));
+        assert!(full.lines().nth(1).unwrap().starts_with(
+            "v1,7,A man stands in the kitchen. The man's wife,\"laughs, then waves.\",sits down.,"
+        ));
     }
 
     #[test]
     fn lm_eval_yaml_names_every_split() {
-        let y = lm_eval_yaml("af-test", &[("train", "af-test_train.jsonl".into()), ("test", "te\"st.jsonl".into())]);
-        assert!(y.contains("    train: \"af-test_train.jsonl\"\n") && y.contains("    test: \"te\\\"st.jsonl\"\n"), "{y}");
-        assert!(y.contains("custom_dataset: !function af_test_data.load\n"), "{y}");
+        let y = lm_eval_yaml(
+            "af-test",
+            &[
+                ("train", "af-test_train.jsonl".into()),
+                ("test", "te\"st.jsonl".into()),
+            ],
+        );
+        assert!(
+            y.contains("    train: \"af-test_train.jsonl\"\n")
+                && y.contains("    test: \"te\\\"st.jsonl\"\n"),
+            "{y}"
+        );
+        assert!(
+            y.contains("custom_dataset: !function af_test_data.load\n"),
+            "{y}"
+        );
         assert!(y.contains("training_split: train\n") && y.contains("test_split: test\n"));
     }
 }

@@ -16,19 +16,27 @@ pub struct FeatureMatrix {
 
 /// Reads a feature matrix, the format chosen by the file's extension.
 pub fn read_features(path: &Path) -> Result<FeatureMatrix, ReadError> {
-    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let invalid = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
     let formats = "af reads .npy, .safetensors or .csv";
     match path.extension().map(|e| e.to_string_lossy()).as_deref() {
         Some("npy") => read_npy(path),
         Some("safetensors") => read_safetensors(path),
         Some("csv") => read_csv(path),
-        Some(other) => Err(invalid(format!("unknown feature file type `.{other}`: {formats}"))),
+        Some(other) => Err(invalid(format!(
+            "unknown feature file type `.{other}`: {formats}"
+        ))),
         None => Err(invalid(format!("no file extension: {formats}"))),
     }
 }
 
 fn bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
-    std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })
+    std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Decodes little-endian f32 or f64 values of a matrix `dim` wide. A value that is not finite as
@@ -48,8 +56,16 @@ fn decode(raw: &[u8], width: usize, dim: usize) -> Result<Vec<f32>, String> {
             }
         };
         if !v.is_finite() {
-            let what = if wide.is_finite() { format!("{wide:e} is beyond float32") } else { wide.to_string() };
-            return Err(format!("row {}, column {} (counting from 0) is not finite: {what}", i / dim, i % dim));
+            let what = if wide.is_finite() {
+                format!("{wide:e} is beyond float32")
+            } else {
+                wide.to_string()
+            };
+            return Err(format!(
+                "row {}, column {} (counting from 0) is not finite: {what}",
+                i / dim,
+                i % dim
+            ));
         }
         out.push(v);
     }
@@ -81,12 +97,19 @@ fn dtype_in_words(descr: &str) -> Option<String> {
         _ => return None,
     };
     let multibyte = matches!(kind, 'f' | 'i' | 'u' | 'c') && bytes.is_some_and(|b| b > 1);
-    Some(if order == '>' && multibyte { format!("big-endian {words}") } else { words })
+    Some(if order == '>' && multibyte {
+        format!("big-endian {words}")
+    } else {
+        words
+    })
 }
 
 /// NumPy's format: magic, version, a header dict (`descr`, `fortran_order`, `shape`), then data.
 fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
-    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let invalid = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
     let b = bytes(path)?;
     if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
         return Err(invalid("not a .npy file (no \\x93NUMPY magic)".into()));
@@ -95,13 +118,22 @@ fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
         1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
         2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
         2 | 3 => return Err(invalid("truncated header".into())),
-        v => return Err(invalid(format!("format version {v}: af reads versions 1, 2 and 3"))),
+        v => {
+            return Err(invalid(format!(
+                "format version {v}: af reads versions 1, 2 and 3"
+            )))
+        }
     };
-    let header = b.get(start..start + header_len).ok_or_else(|| invalid("truncated header".into()))?;
+    let header = b
+        .get(start..start + header_len)
+        .ok_or_else(|| invalid("truncated header".into()))?;
     let header = String::from_utf8_lossy(header);
     let field = |key: &str| -> Option<String> {
         let at = header.find(&format!("'{key}'"))?;
-        let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+        let rest = header[at + key.len() + 2..]
+            .trim_start()
+            .strip_prefix(':')?
+            .trim_start();
         let end = match rest.chars().next()? {
             '(' => rest.find(')')? + 1,
             '[' => rest.find(']')? + 1,
@@ -112,21 +144,33 @@ fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
     let descr = field("descr").ok_or_else(|| invalid("no dtype (`descr`) in the header".into()))?;
     let reads = "af reads float32 (`<f4`) or float64 (`<f8`)";
     if descr.starts_with('[') {
-        return Err(invalid(format!("a structured dtype (named fields): {reads}")));
+        return Err(invalid(format!(
+            "a structured dtype (named fields): {reads}"
+        )));
     }
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
     let width = match descr {
         "<f4" => 4,
         "<f8" => 8,
         other => {
-            let words = dtype_in_words(other).map(|w| format!(" ({w})")).unwrap_or_default();
+            let words = dtype_in_words(other)
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
             return Err(invalid(format!("dtype `{other}`{words}: {reads}")));
         }
     };
     match field("fortran_order").as_deref() {
         Some("False") => {}
-        Some("True") => return Err(invalid("Fortran-ordered array: save it with np.ascontiguousarray first".into())),
-        Some(other) => return Err(invalid(format!("fortran_order is `{other}`, expected True or False"))),
+        Some("True") => {
+            return Err(invalid(
+                "Fortran-ordered array: save it with np.ascontiguousarray first".into(),
+            ))
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "fortran_order is `{other}`, expected True or False"
+            )))
+        }
         None => return Err(invalid("no fortran_order in the header".into())),
     }
     let shape = field("shape").ok_or_else(|| invalid("no shape in the header".into()))?;
@@ -134,54 +178,129 @@ fn read_npy(path: &Path) -> Result<FeatureMatrix, ReadError> {
         .trim_matches(|c| c == '(' || c == ')')
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().map_err(|_| invalid(format!("shape {shape} is not numbers"))))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| invalid(format!("shape {shape} is not numbers")))
+        })
         .collect::<Result<_, _>>()?;
     let [rows, dim] = dims[..] else {
         let n = dims.len();
-        return Err(invalid(format!("shape {shape} has {n} dimension{}: af reads a 2-D matrix (instances, features)", if n == 1 { "" } else { "s" })));
+        return Err(invalid(format!(
+            "shape {shape} has {n} dimension{}: af reads a 2-D matrix (instances, features)",
+            if n == 1 { "" } else { "s" }
+        )));
     };
-    let need = rows.checked_mul(dim).and_then(|n| n.checked_mul(width)).ok_or_else(|| invalid(format!("shape ({rows}, {dim}) is too large")))?;
+    let need = rows
+        .checked_mul(dim)
+        .and_then(|n| n.checked_mul(width))
+        .ok_or_else(|| invalid(format!("shape ({rows}, {dim}) is too large")))?;
     let data = &b[start + header_len..];
     if data.len() != need {
         let dtype = if width == 4 { "float32" } else { "float64" };
-        return Err(invalid(format!("{} bytes of data: shape ({rows}, {dim}) of {dtype} needs {need}", data.len())));
+        return Err(invalid(format!(
+            "{} bytes of data: shape ({rows}, {dim}) of {dtype} needs {need}",
+            data.len()
+        )));
     }
-    Ok(FeatureMatrix { rows, dim, data: decode(data, width, dim).map_err(invalid)? })
+    Ok(FeatureMatrix {
+        rows,
+        dim,
+        data: decode(data, width, dim).map_err(invalid)?,
+    })
 }
 
 /// safetensors: an 8-byte header length, a JSON header naming each tensor's dtype, shape and byte
 /// range, then the data. The file must hold one 2-D F32 or F64 tensor.
 fn read_safetensors(path: &Path) -> Result<FeatureMatrix, ReadError> {
-    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let invalid = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
     let b = bytes(path)?;
-    let n = u64::from_le_bytes(b.get(..8).ok_or_else(|| invalid("shorter than a safetensors header".into()))?.try_into().expect("8 bytes")) as usize;
-    let start = 8usize.checked_add(n).filter(|&s| s <= b.len()).ok_or_else(|| invalid("truncated header".into()))?;
-    let text = std::str::from_utf8(&b[8..start]).map_err(|_| invalid("header is not UTF-8".into()))?;
-    let header: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(format!("header is not JSON: {e}")))?;
+    let n = u64::from_le_bytes(
+        b.get(..8)
+            .ok_or_else(|| invalid("shorter than a safetensors header".into()))?
+            .try_into()
+            .expect("8 bytes"),
+    ) as usize;
+    let start = 8usize
+        .checked_add(n)
+        .filter(|&s| s <= b.len())
+        .ok_or_else(|| invalid("truncated header".into()))?;
+    let text =
+        std::str::from_utf8(&b[8..start]).map_err(|_| invalid("header is not UTF-8".into()))?;
+    let header: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("header is not JSON: {e}")))?;
     // Parsed, so any error now is a repeated key: two tensors of one name would read as one.
-    unique_keys(text, "key").map_err(|e| invalid(format!("header: {}", crate::text::json_message(&e))))?;
-    let tensors: Vec<(&String, &serde_json::Value)> = header.as_object().into_iter().flatten().filter(|(k, _)| *k != "__metadata__").collect();
+    unique_keys(text, "key")
+        .map_err(|e| invalid(format!("header: {}", crate::text::json_message(&e))))?;
+    let tensors: Vec<(&String, &serde_json::Value)> = header
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "__metadata__")
+        .collect();
     let [(name, t)] = tensors[..] else {
-        return Err(invalid(format!("{} tensors in the file; af needs exactly one (the feature matrix)", tensors.len())));
+        return Err(invalid(format!(
+            "{} tensors in the file; af needs exactly one (the feature matrix)",
+            tensors.len()
+        )));
     };
     let width = match t["dtype"].as_str() {
         Some("F32") => 4,
         Some("F64") => 8,
-        Some(other) => return Err(invalid(format!("tensor `{name}` has dtype {other}: af reads F32 or F64"))),
-        None => return Err(invalid(format!("tensor `{name}` has no dtype: af reads F32 or F64"))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "tensor `{name}` has dtype {other}: af reads F32 or F64"
+            )))
+        }
+        None => {
+            return Err(invalid(format!(
+                "tensor `{name}` has no dtype: af reads F32 or F64"
+            )))
+        }
     };
-    let shape: Vec<usize> = t["shape"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
-    let [rows, dim] = shape[..] else { return Err(invalid(format!("tensor `{name}` has shape {}: expected 2-D", t["shape"]))) };
-    let offsets: Vec<usize> = t["data_offsets"].as_array().into_iter().flatten().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
-    let [a, z] = offsets[..] else { return Err(invalid(format!("tensor `{name}` has no data_offsets"))) };
+    let shape: Vec<usize> = t["shape"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_u64().map(|v| v as usize))
+        .collect();
+    let [rows, dim] = shape[..] else {
+        return Err(invalid(format!(
+            "tensor `{name}` has shape {}: expected 2-D",
+            t["shape"]
+        )));
+    };
+    let offsets: Vec<usize> = t["data_offsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_u64().map(|v| v as usize))
+        .collect();
+    let [a, z] = offsets[..] else {
+        return Err(invalid(format!("tensor `{name}` has no data_offsets")));
+    };
     let data = start
         .checked_add(a)
         .zip(start.checked_add(z))
         .and_then(|(a, z)| b.get(a..z))
         .ok_or_else(|| invalid(format!("tensor `{name}`'s data lies outside the file")))?;
-    let need = rows.checked_mul(dim).and_then(|n| n.checked_mul(width)).ok_or_else(|| invalid(format!("tensor `{name}` has shape [{rows}, {dim}], too large")))?;
+    let need = rows
+        .checked_mul(dim)
+        .and_then(|n| n.checked_mul(width))
+        .ok_or_else(|| {
+            invalid(format!(
+                "tensor `{name}` has shape [{rows}, {dim}], too large"
+            ))
+        })?;
     if data.len() != need {
-        return Err(invalid(format!("tensor `{name}`: {} bytes of data: shape [{rows}, {dim}] of {} needs {need}", data.len(), t["dtype"].as_str().unwrap_or_default())));
+        return Err(invalid(format!(
+            "tensor `{name}`: {} bytes of data: shape [{rows}, {dim}] of {} needs {need}",
+            data.len(),
+            t["dtype"].as_str().unwrap_or_default()
+        )));
     }
     let data = decode(data, width, dim).map_err(|e| invalid(format!("tensor `{name}`: {e}")))?;
     Ok(FeatureMatrix { rows, dim, data })
@@ -200,7 +319,8 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Result<Vec<f32>, _> = line.split(',').map(|v| v.trim().parse::<f32>()).collect();
+        let parsed: Result<Vec<f32>, _> =
+            line.split(',').map(|v| v.trim().parse::<f32>()).collect();
         let values = match parsed {
             Ok(v) => v,
             Err(_) if i == 0 => {
@@ -208,31 +328,52 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
                 continue;
             }
             Err(_) => {
-                let bad = line.split(',').position(|v| v.trim().parse::<f32>().is_err()).unwrap_or(0);
-                return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("column {} is not a number", bad + 1) });
+                let bad = line
+                    .split(',')
+                    .position(|v| v.trim().parse::<f32>().is_err())
+                    .unwrap_or(0);
+                return Err(ReadError::Record {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: format!("column {} is not a number", bad + 1),
+                });
             }
         };
         if let Some(c) = values.iter().position(|v| !v.is_finite()) {
-            return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("column {} is not finite", c + 1) });
+            return Err(ReadError::Record {
+                path: path.to_path_buf(),
+                line: i + 1,
+                message: format!("column {} is not finite", c + 1),
+            });
         }
         match dim {
             None => dim = Some(values.len()),
             Some(d) if d != values.len() => {
-                return Err(ReadError::Record { path: path.to_path_buf(), line: i + 1, message: format!("{} values, earlier rows have {d}", values.len()) })
+                return Err(ReadError::Record {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: format!("{} values, earlier rows have {d}", values.len()),
+                })
             }
             _ => {}
         }
         data.extend(values);
         rows += 1;
     }
-    let dim = dim.ok_or_else(|| ReadError::Invalid { path: path.to_path_buf(), message: "no rows of numbers".into() })?;
+    let dim = dim.ok_or_else(|| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message: "no rows of numbers".into(),
+    })?;
     Ok(FeatureMatrix { rows, dim, data })
 }
 
 /// Writes a [rows, dim] float32 matrix as `.npy` (version 1.0, C order), atomically.
 pub fn write_npy(path: &Path, m: &FeatureMatrix) -> std::io::Result<()> {
     let data: Vec<u8> = m.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", m.rows, m.dim);
+    let header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
+        m.rows, m.dim
+    );
     af_core::atomic::write(path, &npy_bytes(&header, &data))
 }
 
@@ -281,7 +422,11 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
         if line.trim().is_empty() {
             continue;
         }
-        let record = |message: String| ReadError::Record { path: path.to_path_buf(), line: i + 1, message };
+        let record = |message: String| ReadError::Record {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message,
+        };
         let v: serde_json::Value = parse_json(path, line, i)?;
         let text_of = |key: &str| -> Result<String, ReadError> {
             match &v[key] {
@@ -289,7 +434,9 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
                 serde_json::Value::Number(n) => Ok(n.to_string()),
                 serde_json::Value::Bool(b) => Ok(b.to_string()),
                 serde_json::Value::Null => Err(record(format!("no field `{key}`"))),
-                other => Err(record(format!("field `{key}` is {other}, expected text or a number"))),
+                other => Err(record(format!(
+                    "field `{key}` is {other}, expected text or a number"
+                ))),
             }
         };
         let id = text_of(&fields.id)?;
@@ -304,7 +451,10 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
                     serde_json::Value::Object(_) => "an object".to_string(),
                     scalar => scalar.to_string(),
                 };
-                return Err(record(format!("field `{}` is {found}, expected an integer or a string", fields.label)));
+                return Err(record(format!(
+                    "field `{}` is {found}, expected an integer or a string",
+                    fields.label
+                )));
             }
         };
         let group = match &fields.group {
@@ -312,10 +462,18 @@ pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instan
             None if fields.twins_from_id => crate::questions::twin_group(&id).to_string(),
             None => id.clone(),
         };
-        out.push(Instance { id, label, group, line: line.to_string() });
+        out.push(Instance {
+            id,
+            label,
+            group,
+            line: line.to_string(),
+        });
     }
     if out.is_empty() {
-        return Err(ReadError::Invalid { path: path.to_path_buf(), message: "no instances".into() });
+        return Err(ReadError::Invalid {
+            path: path.to_path_buf(),
+            message: "no instances".into(),
+        });
     }
     Ok(out)
 }
@@ -325,7 +483,10 @@ mod tests {
     use super::*;
 
     fn npy(shape: &str, descr: &str, data: &[u8]) -> Vec<u8> {
-        npy_bytes(&format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"), data)
+        npy_bytes(
+            &format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"),
+            data,
+        )
     }
 
     #[test]
@@ -333,16 +494,26 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let values = [1.0f32, 2.0, 3.0, 4.5, -1.0, 0.25];
         let le: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let want = FeatureMatrix { rows: 3, dim: 2, data: values.to_vec() };
+        let want = FeatureMatrix {
+            rows: 3,
+            dim: 2,
+            data: values.to_vec(),
+        };
 
         let p = d.path().join("f.npy");
         std::fs::write(&p, npy("(3, 2)", "<f4", &le)).unwrap();
         assert_eq!(read_features(&p).unwrap(), want);
-        let le64: Vec<u8> = values.iter().flat_map(|v| f64::from(*v).to_le_bytes()).collect();
+        let le64: Vec<u8> = values
+            .iter()
+            .flat_map(|v| f64::from(*v).to_le_bytes())
+            .collect();
         std::fs::write(&p, npy("(3, 2)", "<f8", &le64)).unwrap();
         assert_eq!(read_features(&p).unwrap(), want);
         std::fs::write(&p, npy("(3, 2)", "<i8", &le64)).unwrap();
-        assert!(read_features(&p).unwrap_err().to_string().contains("float32"));
+        assert!(read_features(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("float32"));
 
         write_npy(&p, &want).unwrap();
         assert_eq!(read_features(&p).unwrap(), want, "what af writes, af reads");
@@ -359,7 +530,10 @@ mod tests {
         std::fs::write(&p, "a,b\n1,2\n3,4.5\n-1,0.25\n").unwrap();
         assert_eq!(read_features(&p).unwrap(), want);
         std::fs::write(&p, "1,2\n3,x\n").unwrap();
-        assert_eq!(read_features(&p).unwrap_err().to_string(), format!("{}:2: column 2 is not a number", p.display()));
+        assert_eq!(
+            read_features(&p).unwrap_err().to_string(),
+            format!("{}:2: column 2 is not a number", p.display())
+        );
     }
 
     #[test]
@@ -367,11 +541,27 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("w.jsonl");
         std::fs::write(&p, "{\"qID\": \"AB-1\", \"answer\": \"1\"}\n{\"qID\": \"AB-2\", \"answer\": 2}\n{\"qID\": \"C\"}\n").unwrap();
-        let fields = InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true };
+        let fields = InstanceFields {
+            id: "qID".into(),
+            label: "answer".into(),
+            group: None,
+            twins_from_id: true,
+        };
         let e = read_instances(&p, &fields).unwrap_err().to_string();
         assert!(e.ends_with("w.jsonl:3: no field `answer`"), "{e}");
-        std::fs::write(&p, "{\"qID\": \"AB-1\", \"answer\": \"1\"}\n{\"qID\": \"AB-2\", \"answer\": 2}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"qID\": \"AB-1\", \"answer\": \"1\"}\n{\"qID\": \"AB-2\", \"answer\": 2}\n",
+        )
+        .unwrap();
         let v = read_instances(&p, &fields).unwrap();
-        assert_eq!((v[0].group.as_str(), v[1].group.as_str(), v[1].label.as_str()), ("AB", "AB", "2"));
+        assert_eq!(
+            (
+                v[0].group.as_str(),
+                v[1].group.as_str(),
+                v[1].label.as_str()
+            ),
+            ("AB", "AB", "2")
+        );
     }
 }

@@ -23,7 +23,11 @@ pub fn read_items(path: &Path) -> Result<Vec<Item>, ReadError> {
     // `Item` refuses repeated and unknown fields itself, so no `parse_json` pass is needed here.
     let text = crate::text::strip_bom(&text);
     let mut items = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         items.push(serde_json::from_str(line).map_err(|e| ReadError::json(path, &e, i))?);
     }
     Ok(items)

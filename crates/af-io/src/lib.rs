@@ -21,10 +21,17 @@ use std::path::Path;
 
 /// Reads a whole file as UTF-8, naming the line and byte offset of the first bad byte.
 pub fn read_utf8(path: &Path) -> Result<String, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
-        ReadError::Utf8 { path: path.to_path_buf(), line: line_at(e.as_bytes(), offset), offset }
+        ReadError::Utf8 {
+            path: path.to_path_buf(),
+            line: line_at(e.as_bytes(), offset),
+            offset,
+        }
     })
 }
 

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use af_core::{Candidate, LM_FEATURES};
-use arrow_array::{Array, ArrayRef, BooleanArray, Float32Array, RecordBatch, StringArray, UInt32Array};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float32Array, RecordBatch, StringArray, UInt32Array,
+};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -28,7 +30,11 @@ pub fn schema() -> Schema {
         Field::new("tokens", DataType::UInt32, false),
         Field::new("truncated", DataType::Boolean, false),
     ];
-    fields.extend(LM_FEATURES.iter().map(|n| Field::new(*n, DataType::Float32, false)));
+    fields.extend(
+        LM_FEATURES
+            .iter()
+            .map(|n| Field::new(*n, DataType::Float32, false)),
+    );
     Schema::new(fields)
 }
 
@@ -40,23 +46,40 @@ pub fn part_path(dir: &Path, block: usize) -> PathBuf {
 pub fn write_part(path: &Path, rows: &[Candidate]) -> std::io::Result<()> {
     let schema = Arc::new(schema());
     let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.item_index))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.item_id.as_str()))),
+        Arc::new(UInt32Array::from_iter_values(
+            rows.iter().map(|r| r.item_index),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.item_id.as_str()),
+        )),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.fold))),
-        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.candidate))),
-        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.is_gold())))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.ending.as_str()))),
+        Arc::new(UInt32Array::from_iter_values(
+            rows.iter().map(|r| r.candidate),
+        )),
+        Arc::new(BooleanArray::from_iter(
+            rows.iter().map(|r| Some(r.is_gold())),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.ending.as_str()),
+        )),
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.tokens))),
-        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.truncated)))),
+        Arc::new(BooleanArray::from_iter(
+            rows.iter().map(|r| Some(r.truncated)),
+        )),
     ];
     for f in 0..LM_FEATURES.len() {
-        columns.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.features[f]))));
+        columns.push(Arc::new(Float32Array::from_iter_values(
+            rows.iter().map(|r| r.features[f]),
+        )));
     }
     let batch = RecordBatch::try_new(schema.clone(), columns).map_err(std::io::Error::other)?;
     let tmp = path.with_extension("parquet.tmp");
     let file = File::create(&tmp)?;
-    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
-    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut writer =
+        ArrowWriter::try_new(file, schema, Some(props)).map_err(std::io::Error::other)?;
     writer.write(&batch).map_err(std::io::Error::other)?;
     writer.close().map_err(std::io::Error::other)?;
     std::fs::rename(&tmp, path)
@@ -64,8 +87,14 @@ pub fn write_part(path: &Path, rows: &[Candidate]) -> std::io::Result<()> {
 
 /// Reads one part back.
 pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
-    let bad = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
-    let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let bad = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| bad(format!("not a Parquet file: {e}")))?
         .build()
@@ -74,13 +103,22 @@ pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
     for batch in reader {
         let batch = batch.map_err(|e| bad(e.to_string()))?;
         let col = |name: &str| {
-            batch.column_by_name(name).cloned().ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")))
+            batch
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")))
         };
-        fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str, path: &Path) -> Result<&'a T, ReadError> {
-            a.as_any().downcast_ref::<T>().ok_or_else(|| ReadError::Invalid {
-                path: path.to_path_buf(),
-                message: format!("column `{name}` has type {}", a.data_type()),
-            })
+        fn typed<'a, T: 'static>(
+            a: &'a ArrayRef,
+            name: &str,
+            path: &Path,
+        ) -> Result<&'a T, ReadError> {
+            a.as_any()
+                .downcast_ref::<T>()
+                .ok_or_else(|| ReadError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!("column `{name}` has type {}", a.data_type()),
+                })
         }
         let (ii, id, fold, cand, ending, tokens, trunc) = (
             col("item_index")?,
@@ -98,9 +136,15 @@ pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
         let ending = typed::<StringArray>(&ending, "ending", path)?;
         let tokens = typed::<UInt32Array>(&tokens, "tokens", path)?;
         let trunc = typed::<BooleanArray>(&trunc, "truncated", path)?;
-        let feats: Vec<ArrayRef> = LM_FEATURES.iter().map(|n| col(n)).collect::<Result<_, _>>()?;
-        let feats: Vec<&Float32Array> =
-            feats.iter().zip(LM_FEATURES).map(|(a, n)| typed::<Float32Array>(a, n, path)).collect::<Result<_, _>>()?;
+        let feats: Vec<ArrayRef> = LM_FEATURES
+            .iter()
+            .map(|n| col(n))
+            .collect::<Result<_, _>>()?;
+        let feats: Vec<&Float32Array> = feats
+            .iter()
+            .zip(LM_FEATURES)
+            .map(|(a, n)| typed::<Float32Array>(a, n, path))
+            .collect::<Result<_, _>>()?;
         for r in 0..batch.num_rows() {
             let mut features = [0f32; 8];
             for (f, a) in features.iter_mut().zip(&feats) {
@@ -135,21 +179,57 @@ pub struct IndexRow {
 /// Reads only what an index needs of one part (four of its sixteen columns, and the ending text
 /// of gold rows only).
 pub fn read_index(path: &Path) -> Result<Vec<IndexRow>, ReadError> {
-    let bad = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
-    let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
-    let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), ["item_index", "item_id", "candidate", "ending"]);
-    let reader = builder.with_projection(mask).build().map_err(|e| bad(e.to_string()))?;
+    let bad = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| bad(format!("not a Parquet file: {e}")))?;
+    let mask = parquet::arrow::ProjectionMask::columns(
+        builder.parquet_schema(),
+        ["item_index", "item_id", "candidate", "ending"],
+    );
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| bad(e.to_string()))?;
     let mut out = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| bad(e.to_string()))?;
-        let col = |name: &str| batch.column_by_name(name).cloned().ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")));
-        let (ii, id, cand, ending) = (col("item_index")?, col("item_id")?, col("candidate")?, col("ending")?);
-        let typed = |a: &ArrayRef, name: &str| bad(format!("column `{name}` has type {}", a.data_type()));
-        let ii_t = ii.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| typed(&ii, "item_index"))?;
-        let id_t = id.as_any().downcast_ref::<StringArray>().ok_or_else(|| typed(&id, "item_id"))?;
-        let cand_t = cand.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| typed(&cand, "candidate"))?;
-        let ending_t = ending.as_any().downcast_ref::<StringArray>().ok_or_else(|| typed(&ending, "ending"))?;
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| bad(format!("no column `{name}`: not an af pool part")))
+        };
+        let (ii, id, cand, ending) = (
+            col("item_index")?,
+            col("item_id")?,
+            col("candidate")?,
+            col("ending")?,
+        );
+        let typed =
+            |a: &ArrayRef, name: &str| bad(format!("column `{name}` has type {}", a.data_type()));
+        let ii_t = ii
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(|| typed(&ii, "item_index"))?;
+        let id_t = id
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| typed(&id, "item_id"))?;
+        let cand_t = cand
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(|| typed(&cand, "candidate"))?;
+        let ending_t = ending
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| typed(&ending, "ending"))?;
         for r in 0..batch.num_rows() {
             let candidate = cand_t.value(r);
             out.push(IndexRow {
@@ -166,9 +246,16 @@ pub fn read_index(path: &Path) -> Result<Vec<IndexRow>, ReadError> {
 /// The part files of a pool directory, in block order.
 pub fn parts(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|source| ReadError::Io { path: dir.to_path_buf(), source })?
+        .map_err(|source| ReadError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+        })
         .collect();
     v.sort();
     Ok(v)
@@ -198,11 +285,22 @@ mod tests {
         assert_eq!(read_part(&p).unwrap(), rows);
         let index = read_index(&p).unwrap();
         assert_eq!(index.len(), 5);
-        assert_eq!(index[3], IndexRow { item_index: 7, item_id: "v-1".into(), candidate: 3, gold_ending: None });
+        assert_eq!(
+            index[3],
+            IndexRow {
+                item_index: 7,
+                item_id: "v-1".into(),
+                candidate: 3,
+                gold_ending: None
+            }
+        );
         assert_eq!(index[0].gold_ending.as_deref(), Some("does thing 0."));
         assert_eq!(parts(d.path()).unwrap(), vec![p]);
         let junk = d.path().join("part-000009.parquet");
         std::fs::write(&junk, b"junk").unwrap();
-        assert!(read_part(&junk).unwrap_err().to_string().contains("not a Parquet file"));
+        assert!(read_part(&junk)
+            .unwrap_err()
+            .to_string()
+            .contains("not a Parquet file"));
     }
 }

@@ -17,8 +17,14 @@ pub enum PoolError {
     Read(#[from] ReadError),
     #[error("{dir} has no pool parts: run the generate stage first")]
     NoParts { dir: PathBuf },
-    #[error("the pool part {part} does not match {items}: {what} (rerun `af run --force generate`)")]
-    Mismatch { part: PathBuf, items: PathBuf, what: String },
+    #[error(
+        "the pool part {part} does not match {items}: {what} (rerun `af run --force generate`)"
+    )]
+    Mismatch {
+        part: PathBuf,
+        items: PathBuf,
+        what: String,
+    },
     #[error("the pool changed while it was read ({before} rows, then {after})")]
     Changed { before: usize, after: usize },
 }
@@ -51,7 +57,11 @@ impl Pool {
         if parts.is_empty() {
             return Err(PoolError::NoParts { dir: pool_dir });
         }
-        let mismatch = |part: &Path, what: String| PoolError::Mismatch { part: part.to_path_buf(), items: items_path.clone(), what };
+        let mismatch = |part: &Path, what: String| PoolError::Mismatch {
+            part: part.to_path_buf(),
+            items: items_path.clone(),
+            what,
+        };
         // Parts are read and checked in parallel (a few in memory at once, four columns each),
         // each kept only as its runs of rows per item; the runs are then joined in order.
         let runs: Vec<Vec<ItemRun>> = parts
@@ -59,23 +69,54 @@ impl Pool {
             .map(|part| {
                 let mut runs: Vec<ItemRun> = Vec::new();
                 for c in crate::pool::read_index(part)? {
-                    let item = all_items
-                        .get(c.item_index as usize)
-                        .ok_or_else(|| mismatch(part, format!("row for item {} but there are {} items", c.item_index, all_items.len())))?;
+                    let item = all_items.get(c.item_index as usize).ok_or_else(|| {
+                        mismatch(
+                            part,
+                            format!(
+                                "row for item {} but there are {} items",
+                                c.item_index,
+                                all_items.len()
+                            ),
+                        )
+                    })?;
                     if item.id != c.item_id {
-                        return Err(mismatch(part, format!("item {} is `{}` in the items, `{}` in the pool", c.item_index, item.id, c.item_id)));
+                        return Err(mismatch(
+                            part,
+                            format!(
+                                "item {} is `{}` in the items, `{}` in the pool",
+                                c.item_index, item.id, c.item_id
+                            ),
+                        ));
                     }
-                    if c.gold_ending.as_ref().is_some_and(|gold| *gold != item.ending) {
-                        return Err(mismatch(part, format!("the gold ending of `{}` differs", item.id)));
+                    if c.gold_ending
+                        .as_ref()
+                        .is_some_and(|gold| *gold != item.ending)
+                    {
+                        return Err(mismatch(
+                            part,
+                            format!("the gold ending of `{}` differs", item.id),
+                        ));
                     }
                     match runs.last_mut() {
                         Some(run) if run.item_index == c.item_index && c.candidate != 0 => {
                             if c.candidate != run.first + run.rows as u32 {
-                                return Err(mismatch(part, format!("item `{}`: candidate {} follows candidate {}", c.item_id, c.candidate, run.first + run.rows as u32 - 1)));
+                                return Err(mismatch(
+                                    part,
+                                    format!(
+                                        "item `{}`: candidate {} follows candidate {}",
+                                        c.item_id,
+                                        c.candidate,
+                                        run.first + run.rows as u32 - 1
+                                    ),
+                                ));
                             }
                             run.rows += 1;
                         }
-                        _ => runs.push(ItemRun { item_index: c.item_index, first: c.candidate, rows: 1 }),
+                        _ => runs.push(ItemRun {
+                            item_index: c.item_index,
+                            first: c.candidate,
+                            rows: 1,
+                        }),
                     }
                 }
                 Ok(runs)
@@ -88,7 +129,10 @@ impl Pool {
                 let item = &all_items[run.item_index as usize];
                 if run.first == 0 {
                     if last_index.is_some_and(|l| l >= run.item_index) {
-                        return Err(mismatch(part, format!("item `{}` comes after an item that follows it", item.id)));
+                        return Err(mismatch(
+                            part,
+                            format!("item `{}` comes after an item that follows it", item.id),
+                        ));
                     }
                     last_index = Some(run.item_index);
                     items.push(item.clone());
@@ -96,17 +140,37 @@ impl Pool {
                     sizes.push(run.rows - 1);
                 } else {
                     // A run that continues an item from the part before.
-                    let last = items.len().checked_sub(1).filter(|&l| items[l].id == item.id);
-                    let Some(last) = last else { return Err(mismatch(part, format!("item `{}` has no gold row before its candidates", item.id))) };
+                    let last = items
+                        .len()
+                        .checked_sub(1)
+                        .filter(|&l| items[l].id == item.id);
+                    let Some(last) = last else {
+                        return Err(mismatch(
+                            part,
+                            format!("item `{}` has no gold row before its candidates", item.id),
+                        ));
+                    };
                     if run.first as usize != sizes[last] + 1 {
-                        return Err(mismatch(part, format!("item `{}`: candidate {} follows candidate {}", item.id, run.first, sizes[last])));
+                        return Err(mismatch(
+                            part,
+                            format!(
+                                "item `{}`: candidate {} follows candidate {}",
+                                item.id, run.first, sizes[last]
+                            ),
+                        ));
                     }
                     sizes[last] += run.rows;
                 }
                 row += run.rows;
             }
         }
-        Ok(Self { items, offsets, sizes, rows: row, parts })
+        Ok(Self {
+            items,
+            offsets,
+            sizes,
+            rows: row,
+            parts,
+        })
     }
 
     /// The row of candidate `c` of pool item `i`.
@@ -117,7 +181,10 @@ impl Pool {
     /// Calls `f` with each part's candidates in row order, with the row of the first. A reader
     /// thread decodes the next part while `f` works on this one, so at most three parts are in
     /// memory (the one in `f`, the one decoded, the one being decoded).
-    pub fn for_each_part<E: From<PoolError>>(&self, mut f: impl FnMut(usize, &[Candidate]) -> Result<(), E>) -> Result<(), E> {
+    pub fn for_each_part<E: From<PoolError>>(
+        &self,
+        mut f: impl FnMut(usize, &[Candidate]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
         std::thread::scope(|scope| {
             scope.spawn(move || {
@@ -136,14 +203,21 @@ impl Pool {
                 row += rows.len();
             }
             if row != self.rows {
-                return Err(PoolError::Changed { before: self.rows, after: row }.into());
+                return Err(PoolError::Changed {
+                    before: self.rows,
+                    after: row,
+                }
+                .into());
             }
             Ok(())
         })
     }
 
     /// The candidates at `rows` (any order, repeats allowed), read by streaming the parts.
-    pub fn fetch(&self, rows: impl IntoIterator<Item = i64>) -> Result<HashMap<i64, Candidate>, PoolError> {
+    pub fn fetch(
+        &self,
+        rows: impl IntoIterator<Item = i64>,
+    ) -> Result<HashMap<i64, Candidate>, PoolError> {
         let mut wanted: Vec<i64> = rows.into_iter().collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -176,10 +250,16 @@ struct ItemRun {
 /// Writes a synthetic run directory (`pairs/items.jsonl` and `generate/pool`): `items` items of
 /// `per_item` generated endings (3 to 20 tokens), `part_items` items per part. For tests and
 /// `af bench pool`, which need a pool of any size without an LM.
-pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_items: usize) -> std::io::Result<()> {
+pub fn write_synthetic_pool(
+    dir: &Path,
+    items: usize,
+    per_item: usize,
+    part_items: usize,
+) -> std::io::Result<()> {
     const WORDS: [&str; 24] = [
-        "the", "man", "walks", "a", "dog", "slowly", "runs", "away", "to", "park", "quickly", "sits",
-        "woman", "then", "ball", "water", "jumps", "over", "fence", "and", "smiles", "at", "camera", "again",
+        "the", "man", "walks", "a", "dog", "slowly", "runs", "away", "to", "park", "quickly",
+        "sits", "woman", "then", "ball", "water", "jumps", "over", "fence", "and", "smiles", "at",
+        "camera", "again",
     ];
     let all: Vec<Item> = (0..items)
         .map(|i| Item {
@@ -187,7 +267,11 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
             group: format!("g{}", i / 2),
             fold: (i % 2) as u32,
             context: "someone is outside .".into(),
-            noun_phrase: if i % 3 == 0 { "the man".into() } else { "a dog".into() },
+            noun_phrase: if i % 3 == 0 {
+                "the man".into()
+            } else {
+                "a dog".into()
+            },
             ending: format!("{} {} .", WORDS[i % 24], WORDS[(i * 5) % 24]),
             context_tokens: 4,
             noun_phrase_tokens: 2,
@@ -207,7 +291,11 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
                 let ending = if c == 0 {
                     item.ending.clone()
                 } else {
-                    (0..2 + (i * 7 + c * 3) % 18).map(|j| WORDS[(i * 3 + c * 7 + j * 5) % 24]).collect::<Vec<_>>().join(" ") + " ."
+                    (0..2 + (i * 7 + c * 3) % 18)
+                        .map(|j| WORDS[(i * 3 + c * 7 + j * 5) % 24])
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        + " ."
                 };
                 rows.push(Candidate {
                     item_index: i as u32,
@@ -226,7 +314,6 @@ pub fn write_synthetic_pool(dir: &Path, items: usize, per_item: usize, part_item
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,9 +330,16 @@ mod tests {
         let pool = dir.path().join("generate/pool");
         // Swap the two parts' names: items 3..6 now come first.
         std::fs::rename(pool.join("part-000000.parquet"), pool.join("tmp")).unwrap();
-        std::fs::rename(pool.join("part-000001.parquet"), pool.join("part-000000.parquet")).unwrap();
+        std::fs::rename(
+            pool.join("part-000001.parquet"),
+            pool.join("part-000000.parquet"),
+        )
+        .unwrap();
         std::fs::rename(pool.join("tmp"), pool.join("part-000001.parquet")).unwrap();
         let e = Pool::load(dir.path()).err().unwrap().to_string();
-        assert!(e.contains("part-000001.parquet") && e.contains("comes after an item that follows it"), "{e}");
+        assert!(
+            e.contains("part-000001.parquet") && e.contains("comes after an item that follows it"),
+            "{e}"
+        );
     }
 }

@@ -69,42 +69,79 @@ pub struct QuestionFile {
 pub fn read_question_input(spec: &af_core::config::InputSpec) -> Result<QuestionFile, ReadError> {
     let format = match spec.layout.as_deref() {
         None => None,
-        Some(name) => Some(QuestionFormat::parse(name).ok_or_else(|| ReadError::Invalid {
-            path: spec.path.clone(),
-            message: format!("layout `{name}` is not one af reads; the layouts are {}", QuestionFormat::NAMES),
-        })?),
+        Some(name) => Some(
+            QuestionFormat::parse(name).ok_or_else(|| ReadError::Invalid {
+                path: spec.path.clone(),
+                message: format!(
+                    "layout `{name}` is not one af reads; the layouts are {}",
+                    QuestionFormat::NAMES
+                ),
+            })?,
+        ),
     };
     read_questions(&spec.path, format, spec.skip_bad)
 }
 
 /// Reads a dataset, detecting its layout from the header (CSV) or the first line's keys (JSONL)
 /// unless `format` names it.
-pub fn read_questions(path: &Path, format: Option<QuestionFormat>, skip_bad: bool) -> Result<QuestionFile, ReadError> {
+pub fn read_questions(
+    path: &Path,
+    format: Option<QuestionFormat>,
+    skip_bad: bool,
+) -> Result<QuestionFile, ReadError> {
     let text = read_utf8(path)?;
     let text = strip_bom(&text);
-    let invalid = |message: String| ReadError::Invalid { path: path.to_path_buf(), message };
+    let invalid = |message: String| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
     let format = match format {
         Some(f) => f,
         None => detect(text).ok_or_else(|| {
-            invalid(format!("cannot tell the layout from the first line; name it with --format ({})", QuestionFormat::NAMES))
+            invalid(format!(
+                "cannot tell the layout from the first line; name it with --format ({})",
+                QuestionFormat::NAMES
+            ))
         })?,
     };
     let rows: Vec<(usize, Result<Question, String>)> = match format {
         QuestionFormat::Swag | QuestionFormat::SwagFull => csv_rows(path, text)?
             .into_iter()
-            .map(|(line, row)| (line, if format == QuestionFormat::Swag { swag(&row, line) } else { swag_full(&row, line) }))
+            .map(|(line, row)| {
+                (
+                    line,
+                    if format == QuestionFormat::Swag {
+                        swag(&row, line)
+                    } else {
+                        swag_full(&row, line)
+                    },
+                )
+            })
             .collect(),
         _ => {
             let mut rows = Vec::new();
-            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                let value = match unique_keys(line, "key").and_then(|()| serde_json::from_str::<Value>(line)) {
+            for (i, line) in text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                let value = match unique_keys(line, "key")
+                    .and_then(|()| serde_json::from_str::<Value>(line))
+                {
                     Ok(v) => v,
                     Err(e) if e.is_data() => {
                         rows.push((i + 1, Err(json_message(&e))));
                         continue;
                     }
                     Err(e) => {
-                        rows.push((i + 1, Err(format!("malformed JSON at column {}: {}", e.column(), json_message(&e)))));
+                        rows.push((
+                            i + 1,
+                            Err(format!(
+                                "malformed JSON at column {}: {}",
+                                e.column(),
+                                json_message(&e)
+                            )),
+                        ));
                         continue;
                     }
                 };
@@ -134,13 +171,27 @@ pub fn read_questions(path: &Path, format: Option<QuestionFormat>, skip_bad: boo
         match row {
             Ok(q) => questions.push(q),
             Err(reason) if skip_bad => skipped.push(SkippedRow { line, reason }),
-            Err(message) => return Err(ReadError::Record { path: path.to_path_buf(), line, message }),
+            Err(message) => {
+                return Err(ReadError::Record {
+                    path: path.to_path_buf(),
+                    line,
+                    message,
+                })
+            }
         }
     }
     if questions.is_empty() {
-        return Err(invalid(format!("no questions ({} rows skipped)", skipped.len())));
+        return Err(invalid(format!(
+            "no questions ({} rows skipped)",
+            skipped.len()
+        )));
     }
-    Ok(QuestionFile { path: path.to_path_buf(), format, questions, skipped })
+    Ok(QuestionFile {
+        path: path.to_path_buf(),
+        format,
+        questions,
+        skipped,
+    })
 }
 
 fn detect(text: &str) -> Option<QuestionFormat> {
@@ -173,9 +224,18 @@ fn detect(text: &str) -> Option<QuestionFormat> {
 type Row = HashMap<String, String>;
 
 fn csv_rows(path: &Path, text: &str) -> Result<Vec<(usize, Row)>, ReadError> {
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(text.as_bytes());
-    let header = reader.headers().map_err(|e| ReadError::Invalid { path: path.to_path_buf(), message: e.to_string() })?;
-    unique_columns(path, header.position().map_or(1, |p| p.line() as usize), header.iter())?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let header = reader.headers().map_err(|e| ReadError::Invalid {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    unique_columns(
+        path,
+        header.position().map_or(1, |p| p.line() as usize),
+        header.iter(),
+    )?;
     let header: Vec<String> = header.iter().map(str::to_string).collect();
     let mut rows = Vec::new();
     for record in reader.records() {
@@ -185,9 +245,20 @@ fn csv_rows(path: &Path, text: &str) -> Result<Vec<(usize, Row)>, ReadError> {
             message: e.to_string(),
         })?;
         let line = record.position().map_or(0, |p| p.line() as usize);
-        let mut row: Row = header.iter().cloned().zip(record.iter().map(str::to_string)).collect();
+        let mut row: Row = header
+            .iter()
+            .cloned()
+            .zip(record.iter().map(str::to_string))
+            .collect();
         if record.len() != header.len() {
-            row.insert("\u{0}fields".into(), format!("row has {} fields, the header has {}", record.len(), header.len()));
+            row.insert(
+                "\u{0}fields".into(),
+                format!(
+                    "row has {} fields, the header has {}",
+                    record.len(),
+                    header.len()
+                ),
+            );
         }
         rows.push((line, row));
     }
@@ -198,17 +269,25 @@ fn field<'a>(row: &'a Row, name: &str) -> Result<&'a str, String> {
     if let Some(problem) = row.get("\u{0}fields") {
         return Err(problem.clone());
     }
-    row.get(name).map(String::as_str).ok_or_else(|| format!("no column `{name}`"))
+    row.get(name)
+        .map(String::as_str)
+        .ok_or_else(|| format!("no column `{name}`"))
 }
 
 fn swag(row: &Row, line: usize) -> Result<Question, String> {
     // SWAG has ending0..ending3; af's exports of k + 1 options have as many columns.
     field(row, "ending0")?;
-    let endings: Vec<String> = (0..).map_while(|e| row.get(&format!("ending{e}")).cloned()).collect();
+    let endings: Vec<String> = (0..)
+        .map_while(|e| row.get(&format!("ending{e}")).cloned())
+        .collect();
     let label_text = field(row, "label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited or re-filtered".to_string())?;
     let label = parse_label(label_text, "label", endings.len(), 0)?;
     let group = field(row, "video-id")?.to_string();
-    let id = row.get("").filter(|s| !s.is_empty()).cloned().unwrap_or_else(|| format!("{group}:{line}"));
+    let id = row
+        .get("")
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .unwrap_or_else(|| format!("{group}:{line}"));
     Ok(Question {
         id,
         group,
@@ -277,15 +356,29 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn endings(v: &Value, key: &str) -> Result<Vec<String>, String> {
-    let Some(list) = v.get(key) else { return Err(format!("no field `{key}`")) };
-    let Value::Array(list) = list else { return Err(format!("field `{key}` is {}, expected a list of text", kind(list))) };
+    let Some(list) = v.get(key) else {
+        return Err(format!("no field `{key}`"));
+    };
+    let Value::Array(list) = list else {
+        return Err(format!(
+            "field `{key}` is {}, expected a list of text",
+            kind(list)
+        ));
+    };
     let endings: Vec<String> = list
         .iter()
         .enumerate()
-        .map(|(i, e)| e.as_str().map(str::to_string).ok_or_else(|| format!("`{key}[{i}]` is {}, expected text", kind(e))))
+        .map(|(i, e)| {
+            e.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("`{key}[{i}]` is {}, expected text", kind(e)))
+        })
         .collect::<Result<_, _>>()?;
     if endings.len() < 2 {
-        return Err(format!("field `{key}` has {} entries, a question needs at least 2", endings.len()));
+        return Err(format!(
+            "field `{key}` has {} entries, a question needs at least 2",
+            endings.len()
+        ));
     }
     Ok(endings)
 }
@@ -293,21 +386,31 @@ fn endings(v: &Value, key: &str) -> Result<Vec<String>, String> {
 /// A label as a number or numeric text, `base` for 0- or 1-based layouts.
 fn parse_label_value(v: &Value, key: &str, options: usize, base: usize) -> Result<usize, String> {
     match v.get(key) {
-        None | Some(Value::Null) => Err(format!("no field `{key}`: a file without answers cannot be audited or re-filtered")),
+        None | Some(Value::Null) => Err(format!(
+            "no field `{key}`: a file without answers cannot be audited or re-filtered"
+        )),
         Some(Value::Number(n)) => parse_label(&n.to_string(), key, options, base),
         Some(Value::String(s)) => parse_label(s, key, options, base),
-        Some(other) => Err(format!("field `{key}` is {}, expected a number", kind(other))),
+        Some(other) => Err(format!(
+            "field `{key}` is {}, expected a number",
+            kind(other)
+        )),
     }
 }
 
 fn parse_label(s: &str, key: &str, options: usize, base: usize) -> Result<usize, String> {
     let s = s.trim();
     if s.is_empty() {
-        return Err(format!("field `{key}` is empty: a file without answers cannot be audited or re-filtered"));
+        return Err(format!(
+            "field `{key}` is empty: a file without answers cannot be audited or re-filtered"
+        ));
     }
     match s.parse::<usize>() {
         Ok(n) if n >= base && n - base < options => Ok(n - base),
-        _ => Err(format!("field `{key}` is {s:?}, expected {base}..={}", options - 1 + base)),
+        _ => Err(format!(
+            "field `{key}` is {s:?}, expected {base}..={}",
+            options - 1 + base
+        )),
     }
 }
 
@@ -333,12 +436,18 @@ fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
     let sentence = text(v, "sentence")?;
     let blanks = sentence.matches('_').count();
     if blanks != 1 {
-        return Err(format!("field `sentence` has {blanks} blanks (`_`), expected exactly 1"));
+        return Err(format!(
+            "field `sentence` has {blanks} blanks (`_`), expected exactly 1"
+        ));
     }
     let (before, after) = sentence.split_once('_').expect("one blank");
     let options = vec![text(v, "option1")?, text(v, "option2")?];
     let label = parse_label_value(v, "answer", 2, 1)?;
-    let blank = Blank { before: before.trim().to_string(), after: after.trim().to_string(), options };
+    let blank = Blank {
+        before: before.trim().to_string(),
+        after: after.trim().to_string(),
+        options,
+    };
     Ok(Question {
         // Twins (`...-1`, `...-2`) share a group, so no split separates them.
         group: twin_group(&id).to_string(),
@@ -355,7 +464,9 @@ fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
 
 /// WinoGrande's twin group: the qID without its final `-1` / `-2`.
 pub fn twin_group(id: &str) -> &str {
-    id.strip_suffix("-1").or_else(|| id.strip_suffix("-2")).unwrap_or(id)
+    id.strip_suffix("-1")
+        .or_else(|| id.strip_suffix("-2"))
+        .unwrap_or(id)
 }
 
 fn generic(v: &Value, line: usize) -> Result<Question, String> {
@@ -378,7 +489,9 @@ fn generic(v: &Value, line: usize) -> Result<Question, String> {
 fn af(v: &Value, line: usize) -> Result<Question, String> {
     let gold = v.get("gold").ok_or("no field `gold`")?;
     let mut endings = vec![text(gold, "ending").map_err(|e| format!("gold: {e}"))?];
-    let Some(Value::Array(distractors)) = v.get("distractors") else { return Err("no list `distractors`".into()) };
+    let Some(Value::Array(distractors)) = v.get("distractors") else {
+        return Err("no list `distractors`".into());
+    };
     for (i, d) in distractors.iter().enumerate() {
         endings.push(text(d, "ending").map_err(|e| format!("distractors[{i}]: {e}"))?);
     }
@@ -420,7 +533,16 @@ mod tests {
         let f = read_questions(&swag, None, false).unwrap();
         assert_eq!(f.format, QuestionFormat::Swag);
         let q = &f.questions[0];
-        assert_eq!((q.id.as_str(), q.group.as_str(), q.context.as_str(), q.prefix.as_str(), q.label), ("0", "v1", "A man sits.", "He", 0));
+        assert_eq!(
+            (
+                q.id.as_str(),
+                q.group.as_str(),
+                q.context.as_str(),
+                q.prefix.as_str(),
+                q.label
+            ),
+            ("0", "v1", "A man sits.", "He", 0)
+        );
         assert_eq!(q.endings, ["stands, then.", "b", "c", "d"]);
 
         let full = write(
@@ -431,7 +553,11 @@ mod tests {
         );
         let f = read_questions(&full, None, false).unwrap();
         assert_eq!(f.format, QuestionFormat::SwagFull);
-        assert_eq!(f.questions[0].endings, ["stands.", "x", "y", "z"], "the empty distractor is dropped");
+        assert_eq!(
+            f.questions[0].endings,
+            ["stands.", "x", "y", "z"],
+            "the empty distractor is dropped"
+        );
 
         let hs = write(
             d.path(),
@@ -439,7 +565,10 @@ mod tests {
             r#"{"ind": 4, "ctx_a": "A man sits.", "ctx_b": "he", "split": "train", "label": 1, "endings": ["a", "b", "c", "d"], "source_id": "v~1"}"#,
         );
         let q = &read_questions(&hs, None, false).unwrap().questions[0];
-        assert_eq!((q.id.as_str(), q.group.as_str(), q.label, q.split.as_deref()), ("4", "v~1", 1, Some("train")));
+        assert_eq!(
+            (q.id.as_str(), q.group.as_str(), q.label, q.split.as_deref()),
+            ("4", "v~1", 1, Some("train"))
+        );
 
         let wg = write(
             d.path(),
@@ -447,10 +576,17 @@ mod tests {
             r#"{"qID": "ABC-2", "sentence": "Ian ate Dennis's menudo because _ liked it.", "option1": "Ian", "option2": "Dennis", "answer": "2"}"#,
         );
         let q = &read_questions(&wg, None, false).unwrap().questions[0];
-        assert_eq!((q.group.as_str(), q.label, q.context.as_str()), ("ABC", 1, "Ian ate Dennis's menudo because"));
+        assert_eq!(
+            (q.group.as_str(), q.label, q.context.as_str()),
+            ("ABC", 1, "Ian ate Dennis's menudo because")
+        );
         assert_eq!(q.endings, ["Ian liked it.", "Dennis liked it."]);
 
-        let generic = write(d.path(), "g.jsonl", r#"{"context": "c", "endings": ["a", "b", "c"], "label": 2}"#);
+        let generic = write(
+            d.path(),
+            "g.jsonl",
+            r#"{"context": "c", "endings": ["a", "b", "c"], "label": 2}"#,
+        );
         let q = &read_questions(&generic, None, false).unwrap().questions[0];
         assert_eq!((q.id.as_str(), q.label, q.endings.len()), ("line-1", 2, 3));
 
@@ -476,18 +612,38 @@ mod tests {
              not json\n",
         );
         let e = read_questions(&p, None, false).unwrap_err().to_string();
-        assert!(e.ends_with("w.jsonl:2: field `sentence` has 0 blanks (`_`), expected exactly 1"), "{e}");
+        assert!(
+            e.ends_with("w.jsonl:2: field `sentence` has 0 blanks (`_`), expected exactly 1"),
+            "{e}"
+        );
         let f = read_questions(&p, None, true).unwrap();
         assert_eq!(f.questions.len(), 1);
         let lines: Vec<usize> = f.skipped.iter().map(|s| s.line).collect();
         assert_eq!(lines, [2, 3, 4]);
-        assert!(f.skipped[1].reason.contains("`answer` is \"3\", expected 1..=2"), "{:?}", f.skipped[1]);
-        assert!(f.skipped[2].reason.starts_with("malformed JSON at column 2"), "{:?}", f.skipped[2]);
+        assert!(
+            f.skipped[1]
+                .reason
+                .contains("`answer` is \"3\", expected 1..=2"),
+            "{:?}",
+            f.skipped[1]
+        );
+        assert!(
+            f.skipped[2]
+                .reason
+                .starts_with("malformed JSON at column 2"),
+            "{:?}",
+            f.skipped[2]
+        );
 
         let test_split = write(d.path(), "t.csv", ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3\n0,v,1,s,a,b,gold,e,f,g,h\n");
-        let e = read_questions(&test_split, None, false).unwrap_err().to_string();
+        let e = read_questions(&test_split, None, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("t.csv:2: no column `label`"), "{e}");
         let unknown = write(d.path(), "u.jsonl", "{\"a\": 1}\n");
-        assert!(read_questions(&unknown, None, false).unwrap_err().to_string().contains("--format"));
+        assert!(read_questions(&unknown, None, false)
+            .unwrap_err()
+            .to_string()
+            .contains("--format"));
     }
 }

@@ -9,7 +9,11 @@ use crate::ReadError;
 /// serde_json's message without its " at line L column C": the error's fields carry those.
 pub(crate) fn json_message(e: &serde_json::Error) -> String {
     let message = e.to_string();
-    message.split(" at line ").next().unwrap_or(&message).to_string()
+    message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_string()
 }
 
 /// Skips a UTF-8 byte-order mark, which some editors put at the start of a file (the csv crate
@@ -20,15 +24,28 @@ pub(crate) fn strip_bom(text: &str) -> &str {
 
 /// Parses a JSON text (a whole file, or the line after `line_offset` lines of a JSONL file),
 /// refusing an object that repeats a key, which serde_json would resolve silently by keeping the last.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(path: &Path, json: &str, line_offset: usize) -> Result<T, ReadError> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    json: &str,
+    line_offset: usize,
+) -> Result<T, ReadError> {
     parse_json_naming(path, json, line_offset, "key")
 }
 
 /// [`parse_json`], naming the outermost object's keys `top` in the message (ActivityNet: "video id").
-pub(crate) fn parse_json_naming<T: serde::de::DeserializeOwned>(path: &Path, json: &str, line_offset: usize, top: &str) -> Result<T, ReadError> {
+pub(crate) fn parse_json_naming<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    json: &str,
+    line_offset: usize,
+    top: &str,
+) -> Result<T, ReadError> {
     unique_keys(json, top).map_err(|e| {
         if e.is_data() {
-            ReadError::Record { path: path.to_path_buf(), line: e.line() + line_offset, message: json_message(&e) }
+            ReadError::Record {
+                path: path.to_path_buf(),
+                line: e.line() + line_offset,
+                message: json_message(&e),
+            }
         } else {
             ReadError::json(path, &e, line_offset)
         }
@@ -87,7 +104,10 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys<'_> {
         let mut seen = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             if seen.contains(&key) {
-                return Err(serde::de::Error::custom(format!("duplicate {} `{key}`", self.name)));
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate {} `{key}`",
+                    self.name
+                )));
             }
             map.next_value_seed(UniqueKeys { name: "key" })?;
             seen.insert(key);
@@ -97,12 +117,24 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys<'_> {
 }
 
 /// A CSV header that names a column twice is ambiguous: a reader by name would take one silently.
-pub(crate) fn unique_columns<'a>(path: &Path, line: usize, columns: impl IntoIterator<Item = &'a str>) -> Result<(), ReadError> {
+pub(crate) fn unique_columns<'a>(
+    path: &Path,
+    line: usize,
+    columns: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ReadError> {
     let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, c) in columns.into_iter().enumerate() {
         if let Some(f) = first.insert(c, i + 1) {
-            let what = if c.is_empty() { "unnamed column".to_string() } else { format!("column `{c}`") };
-            return Err(ReadError::Record { path: path.to_path_buf(), line, message: format!("duplicate {what} (columns {f} and {})", i + 1) });
+            let what = if c.is_empty() {
+                "unnamed column".to_string()
+            } else {
+                format!("column `{c}`")
+            };
+            return Err(ReadError::Record {
+                path: path.to_path_buf(),
+                line,
+                message: format!("duplicate {what} (columns {f} and {})", i + 1),
+            });
         }
     }
     Ok(())

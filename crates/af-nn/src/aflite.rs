@@ -19,7 +19,11 @@ pub struct ProbeSettings {
 
 impl Default for ProbeSettings {
     fn default() -> Self {
-        Self { steps: 100, learning_rate: 0.05, weight_decay: 1e-4 }
+        Self {
+            steps: 100,
+            learning_rate: 0.05,
+            weight_decay: 1e-4,
+        }
     }
 }
 
@@ -34,8 +38,18 @@ pub struct BatchedProbes {
 
 impl BatchedProbes {
     /// `features`: row-major [rows, dim]; labels in 0..classes.
-    pub fn new(features: &[f32], rows: usize, dim: usize, labels: &[u32], classes: usize, settings: ProbeSettings, device: Device) -> Self {
-        let x = Tensor::from_slice(features).view([rows as i64, dim as i64]).to(device);
+    pub fn new(
+        features: &[f32],
+        rows: usize,
+        dim: usize,
+        labels: &[u32],
+        classes: usize,
+        settings: ProbeSettings,
+        device: Device,
+    ) -> Self {
+        let x = Tensor::from_slice(features)
+            .view([rows as i64, dim as i64])
+            .to(device);
         // Standardise per dimension: one learning rate then suits every feature scale.
         let mean = x.mean_dim([0].as_slice(), true, Kind::Float);
         let std = x.std_dim([0].as_slice(), false, true).clamp_min(1e-6);
@@ -51,46 +65,83 @@ impl BatchedProbes {
 
     /// Trains one classifier per row of `train` on the marked instances of `active` and predicts
     /// every active instance with each.
-    pub fn fit_predict(&self, active: &[usize], train: &[Vec<bool>]) -> Result<Vec<Vec<u32>>, NnError> {
-        let idx = Tensor::from_slice(&active.iter().map(|&i| i as i64).collect::<Vec<_>>()).to(self.device);
+    pub fn fit_predict(
+        &self,
+        active: &[usize],
+        train: &[Vec<bool>],
+    ) -> Result<Vec<Vec<u32>>, NnError> {
+        let idx = Tensor::from_slice(&active.iter().map(|&i| i as i64).collect::<Vec<_>>())
+            .to(self.device);
         let logits = self.fit_logits(active, &self.labels.index_select(0, &idx), train)?;
         let predicted = logits.argmax(-1, false).to_kind(Kind::Int).to(Device::Cpu);
         let flat = Vec::<i32>::try_from(&predicted.view([-1])).map_err(NnError::Torch)?;
-        Ok(flat.chunks(active.len()).map(|c| c.iter().map(|&p| p as u32).collect()).collect())
+        Ok(flat
+            .chunks(active.len())
+            .map(|c| c.iter().map(|&p| p as u32).collect())
+            .collect())
     }
 
     /// As [`Self::fit_predict`], but trained on `labels` (one per instance, not only the active
     /// ones: AFLite's null trains on permuted copies) and returning, per classifier, every active
     /// instance's class probabilities, row-major [active, classes].
-    pub fn fit_probabilities(&self, active: &[usize], labels: &[u32], train: &[Vec<bool>]) -> Result<Vec<Vec<f32>>, NnError> {
+    pub fn fit_probabilities(
+        &self,
+        active: &[usize],
+        labels: &[u32],
+        train: &[Vec<bool>],
+    ) -> Result<Vec<Vec<f32>>, NnError> {
         let y: Vec<i64> = active.iter().map(|&i| i64::from(labels[i])).collect();
         let logits = self.fit_logits(active, &Tensor::from_slice(&y).to(self.device), train)?;
         let p = logits.softmax(-1, Kind::Float).to(Device::Cpu);
         let flat = Vec::<f32>::try_from(&p.view([-1])).map_err(NnError::Torch)?;
-        Ok(flat.chunks(active.len() * self.classes as usize).map(<[f32]>::to_vec).collect())
+        Ok(flat
+            .chunks(active.len() * self.classes as usize)
+            .map(<[f32]>::to_vec)
+            .collect())
     }
 
     /// The m classifiers' logits for every active instance, [m, A, C]; `y`: the active
     /// instances' labels, [A].
-    fn fit_logits(&self, active: &[usize], y: &Tensor, train: &[Vec<bool>]) -> Result<Tensor, NnError> {
+    fn fit_logits(
+        &self,
+        active: &[usize],
+        y: &Tensor,
+        train: &[Vec<bool>],
+    ) -> Result<Tensor, NnError> {
         let m = train.len() as i64;
         let idx: Vec<i64> = active.iter().map(|&i| i as i64).collect();
         let idx = Tensor::from_slice(&idx).to(self.device);
         let x = self.x.index_select(0, &idx).unsqueeze(0); // [1, A, d]
-        // Each classifier trains on its own rows only: gather them ([m, t_max, d], padded and
-        // masked) rather than computing every classifier's logits over every instance.
-        let sides: Vec<Vec<i64>> = train.iter().map(|t| t.iter().enumerate().filter(|(_, &b)| b).map(|(a, _)| a as i64).collect()).collect();
+                                                           // Each classifier trains on its own rows only: gather them ([m, t_max, d], padded and
+                                                           // masked) rather than computing every classifier's logits over every instance.
+        let sides: Vec<Vec<i64>> = train
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b)
+                    .map(|(a, _)| a as i64)
+                    .collect()
+            })
+            .collect();
         let t_max = sides.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut rows = vec![0i64; train.len() * t_max];
         let mut mask = vec![0f32; train.len() * t_max];
         for (j, side) in sides.iter().enumerate() {
             rows[j * t_max..j * t_max + side.len()].copy_from_slice(side);
-            mask[j * t_max..j * t_max + side.len()].iter_mut().for_each(|v| *v = 1.0);
+            mask[j * t_max..j * t_max + side.len()]
+                .iter_mut()
+                .for_each(|v| *v = 1.0);
         }
         let rows = Tensor::from_slice(&rows).to(self.device);
-        let mask = Tensor::from_slice(&mask).view([m, t_max as i64]).to(self.device);
+        let mask = Tensor::from_slice(&mask)
+            .view([m, t_max as i64])
+            .to(self.device);
         let d = self.x.size()[1];
-        let x_train = x.squeeze_dim(0).index_select(0, &rows).view([m, t_max as i64, d]);
+        let x_train = x
+            .squeeze_dim(0)
+            .index_select(0, &rows)
+            .view([m, t_max as i64, d]);
         let target = y.index_select(0, &rows).view([m, t_max as i64, 1]);
         let per_classifier = mask.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0);
         let vs = nn::VarStore::new(self.device);
@@ -99,8 +150,12 @@ impl BatchedProbes {
         let mut opt = nn::Adam::default().build(&vs, self.settings.learning_rate)?;
         for _ in 0..self.settings.steps {
             let logits = x_train.bmm(&w) + &b; // [m, t_max, C]
-            let nll = -logits.log_softmax(-1, Kind::Float).gather(2, &target, false).squeeze_dim(-1); // [m, t_max]
-            let loss = ((nll * &mask).sum_dim_intlist(1, false, Kind::Float) / &per_classifier).sum(Kind::Float)
+            let nll = -logits
+                .log_softmax(-1, Kind::Float)
+                .gather(2, &target, false)
+                .squeeze_dim(-1); // [m, t_max]
+            let loss = ((nll * &mask).sum_dim_intlist(1, false, Kind::Float) / &per_classifier)
+                .sum(Kind::Float)
                 + w.square().sum(Kind::Float) * self.settings.weight_decay;
             opt.zero_grad();
             loss.backward();
@@ -132,16 +187,33 @@ mod tests {
     #[test]
     fn batched_probes_learn_a_planted_feature_and_are_deterministic() {
         let (x, labels) = planted(true);
-        let probes = BatchedProbes::new(&x, 600, 16, &labels, 2, ProbeSettings::default(), Device::Cpu);
+        let probes = BatchedProbes::new(
+            &x,
+            600,
+            16,
+            &labels,
+            2,
+            ProbeSettings::default(),
+            Device::Cpu,
+        );
         let active: Vec<usize> = (0..600).collect();
-        let train: Vec<Vec<bool>> = (0..4).map(|j| (0..600).map(|i| (i + j) % 2 == 0 || i % 3 == 0).collect()).collect();
+        let train: Vec<Vec<bool>> = (0..4)
+            .map(|j| (0..600).map(|i| (i + j) % 2 == 0 || i % 3 == 0).collect())
+            .collect();
         let p = probes.fit_predict(&active, &train).unwrap();
         assert_eq!(p.len(), 4);
         for row in &p {
             let planted_right = (0..150).filter(|&i| row[i] == labels[i]).count();
-            assert!(planted_right >= 140, "{planted_right} of 150 planted instances predicted");
+            assert!(
+                planted_right >= 140,
+                "{planted_right} of 150 planted instances predicted"
+            );
         }
-        assert_eq!(p, probes.fit_predict(&active, &train).unwrap(), "deterministic on CPU");
+        assert_eq!(
+            p,
+            probes.fit_predict(&active, &train).unwrap(),
+            "deterministic on CPU"
+        );
         // The probabilities agree with the predictions, and permuted labels give other classifiers.
         let probs = probes.fit_probabilities(&active, &labels, &train).unwrap();
         for (row, pr) in p.iter().zip(&probs) {
@@ -153,6 +225,9 @@ mod tests {
         }
         let flipped: Vec<u32> = labels.iter().map(|l| 1 - l).collect();
         let back = probes.fit_probabilities(&active, &flipped, &train).unwrap();
-        assert!((back[0][1] - probs[0][0]).abs() < 1e-4, "flipping every label mirrors the classifier");
+        assert!(
+            (back[0][1] - probs[0][0]).abs() < 1e-4,
+            "flipping every label mirrors the classifier"
+        );
     }
 }

@@ -46,7 +46,10 @@ impl BiLm {
             root / "embedding",
             shape.vocab,
             shape.embedding,
-            nn::EmbeddingConfig { padding_idx: PAD, ..Default::default() },
+            nn::EmbeddingConfig {
+                padding_idx: PAD,
+                ..Default::default()
+            },
         );
         let direction = |name: &str| {
             let p = root / name;
@@ -54,18 +57,39 @@ impl BiLm {
                 &p / "lstm",
                 shape.embedding,
                 shape.hidden,
-                nn::RNNConfig { num_layers: shape.layers, batch_first: true, ..Default::default() },
+                nn::RNNConfig {
+                    num_layers: shape.layers,
+                    batch_first: true,
+                    ..Default::default()
+                },
             );
-            let projection = (shape.hidden != shape.embedding)
-                .then(|| nn::linear(&p / "projection", shape.hidden, shape.embedding, Default::default()));
+            let projection = (shape.hidden != shape.embedding).then(|| {
+                nn::linear(
+                    &p / "projection",
+                    shape.hidden,
+                    shape.embedding,
+                    Default::default(),
+                )
+            });
             let bias = p.zeros("output_bias", &[shape.vocab]);
-            Direction { lstm, projection, bias }
+            Direction {
+                lstm,
+                projection,
+                bias,
+            }
         };
-        Self { shape, forward: direction("forward"), backward: direction("backward"), embedding }
+        Self {
+            shape,
+            forward: direction("forward"),
+            backward: direction("backward"),
+            embedding,
+        }
     }
 
     pub fn embed(&self, tokens: &Tensor, train: bool) -> Tensor {
-        self.embedding.forward(tokens).dropout(self.shape.dropout, train)
+        self.embedding
+            .forward(tokens)
+            .dropout(self.shape.dropout, train)
     }
 
     /// Logits over the vocabulary from top-layer LSTM outputs.
@@ -105,7 +129,12 @@ impl BiLm {
     /// top-layer output after its last real token.
     /// # Shapes
     /// `prefixes`: [B, T], `lengths`: [B] -> state ([L, B, H], [L, B, H]), top [B, H]
-    pub fn encode_prefixes(&self, dir: &Direction, prefixes: &Tensor, lengths: &Tensor) -> (nn::LSTMState, Tensor) {
+    pub fn encode_prefixes(
+        &self,
+        dir: &Direction,
+        prefixes: &Tensor,
+        lengths: &Tensor,
+    ) -> (nn::LSTMState, Tensor) {
         let (b, t) = (prefixes.size()[0], prefixes.size()[1]);
         let emb = self.embed(prefixes, false);
         let mut state = dir.lstm.zero_state(b);
@@ -117,7 +146,10 @@ impl BiLm {
             let nn::LSTMState((h, c)) = &state;
             let nn::LSTMState((nh, nc)) = &next;
             // Under autocast the step's state may come back in fp16.
-            state = nn::LSTMState((nh.where_self(&live, &h.to_kind(nh.kind())), nc.where_self(&live, &c.to_kind(nc.kind()))));
+            state = nn::LSTMState((
+                nh.where_self(&live, &h.to_kind(nh.kind())),
+                nc.where_self(&live, &c.to_kind(nc.kind())),
+            ));
         }
         let top = state.h().select(0, self.shape.layers - 1);
         (state, top)
@@ -132,18 +164,31 @@ impl BiLm {
 /// pass): enough to keep a GPU busy, small enough for a CPU's caches and memory (a batch of 4,096
 /// full sequences would need 5 GB of logits).
 pub fn logit_budget(device: Device) -> usize {
-    if device.is_cuda() { 1 << 30 } else { 1 << 25 }
+    if device.is_cuda() {
+        1 << 30
+    } else {
+        1 << 25
+    }
 }
 
 /// Cuts `items`, sorted by `len` ascending, into batches of at most `max_rows` whose
 /// rows x longest length x `vocab` stays within [`logit_budget`] (a single row always fits).
-pub fn budgeted_batches<T>(items: &[T], len: impl Fn(&T) -> usize, max_rows: usize, vocab: i64, device: Device) -> Vec<&[T]> {
+pub fn budgeted_batches<T>(
+    items: &[T],
+    len: impl Fn(&T) -> usize,
+    max_rows: usize,
+    vocab: i64,
+    device: Device,
+) -> Vec<&[T]> {
     let budget = logit_budget(device);
     let mut batches = Vec::new();
     let mut start = 0;
     while start < items.len() {
         let mut end = start + 1;
-        while end < items.len() && end - start < max_rows.max(1) && (end + 1 - start) * len(&items[end]) * vocab as usize <= budget {
+        while end < items.len()
+            && end - start < max_rows.max(1)
+            && (end + 1 - start) * len(&items[end]) * vocab as usize <= budget
+        {
             end += 1;
         }
         batches.push(&items[start..end]);
@@ -159,7 +204,9 @@ pub fn pad_batch(seqs: &[&[i64]], device: Device) -> Tensor {
     for (i, s) in seqs.iter().enumerate() {
         flat[i * t..i * t + s.len()].copy_from_slice(s);
     }
-    Tensor::from_slice(&flat).view([seqs.len() as i64, t as i64]).to_device(device)
+    Tensor::from_slice(&flat)
+        .view([seqs.len() as i64, t as i64])
+        .to_device(device)
 }
 
 #[cfg(test)]
@@ -172,22 +219,42 @@ mod tests {
         let lens: Vec<usize> = (1..=2000).map(|i| 1 + i / 40).collect();
         let vocab = 20_000;
         let batches = budgeted_batches(&lens, |&l| l, 64, vocab, Device::Cpu);
-        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), lens.len(), "every item once, in order");
+        assert_eq!(
+            batches.iter().map(|b| b.len()).sum::<usize>(),
+            lens.len(),
+            "every item once, in order"
+        );
         for b in &batches {
             let longest = *b.iter().max().unwrap();
-            assert!(b.len() <= 64 && (b.len() == 1 || b.len() * longest * vocab as usize <= budget), "{} rows of up to {longest}", b.len());
+            assert!(
+                b.len() <= 64 && (b.len() == 1 || b.len() * longest * vocab as usize <= budget),
+                "{} rows of up to {longest}",
+                b.len()
+            );
         }
         // Short rows fill whole batches; long rows get fewer per batch.
         assert_eq!(batches[0].len(), 64);
         assert!(batches.last().unwrap().len() < 64);
         // One row longer than the budget still gets a batch of its own.
-        assert_eq!(budgeted_batches(&[budget], |&l| l, 8, 2, Device::Cpu).len(), 1);
+        assert_eq!(
+            budgeted_batches(&[budget], |&l| l, 8, 2, Device::Cpu).len(),
+            1
+        );
     }
 
     fn tiny() -> (nn::VarStore, BiLm) {
         tch::manual_seed(1);
         let vs = nn::VarStore::new(Device::Cpu);
-        let lm = BiLm::new(&vs.root(), LmShape { vocab: 12, embedding: 8, hidden: 6, layers: 2, dropout: 0.0 });
+        let lm = BiLm::new(
+            &vs.root(),
+            LmShape {
+                vocab: 12,
+                embedding: 8,
+                hidden: 6,
+                layers: 2,
+                dropout: 0.0,
+            },
+        );
         (vs, lm)
     }
 
@@ -197,8 +264,15 @@ mod tests {
         let (_vs, lm) = tiny();
         let a: &[i64] = &[BOS, 5, 6, 7, EOS];
         let alone = lm.token_logprobs(&lm.forward, &pad_batch(&[a], Device::Cpu), false);
-        let padded = lm.token_logprobs(&lm.forward, &pad_batch(&[a, &[BOS, 4, 5, 6, 7, 8, 9, EOS]], Device::Cpu), false);
-        let diff = (alone - padded.get(0).narrow(0, 0, 4)).abs().max().double_value(&[]);
+        let padded = lm.token_logprobs(
+            &lm.forward,
+            &pad_batch(&[a, &[BOS, 4, 5, 6, 7, 8, 9, EOS]], Device::Cpu),
+            false,
+        );
+        let diff = (alone - padded.get(0).narrow(0, 0, 4))
+            .abs()
+            .max()
+            .double_value(&[]);
         assert!(diff < 1e-5, "{diff}");
     }
 
@@ -211,8 +285,14 @@ mod tests {
         let batch = pad_batch(&[long, short], Device::Cpu);
         let (_, top) = lm.encode_prefixes(&lm.forward, &batch, &Tensor::from_slice(&[6i64, 3]));
         // The short row's state must be the one after its own last token, not after padding.
-        let (out, _) = lm.forward.lstm.seq(&lm.embed(&pad_batch(&[short], Device::Cpu), false));
-        let diff = (top.get(1) - out.get(0).get(2)).abs().max().double_value(&[]);
+        let (out, _) = lm
+            .forward
+            .lstm
+            .seq(&lm.embed(&pad_batch(&[short], Device::Cpu), false));
+        let diff = (top.get(1) - out.get(0).get(2))
+            .abs()
+            .max()
+            .double_value(&[]);
         assert!(diff < 1e-5, "{diff}");
     }
 
@@ -232,7 +312,12 @@ mod tests {
         let last = lm.loss(&lm.forward, &batch, false).double_value(&[]);
         assert!(last < first * 0.5, "{first} -> {last}");
         let names: Vec<String> = vs.variables().into_keys().collect();
-        for n in ["embedding.weight", "forward.lstm.weight_ih_l0", "backward.output_bias", "forward.projection.weight"] {
+        for n in [
+            "embedding.weight",
+            "forward.lstm.weight_ih_l0",
+            "backward.output_bias",
+            "forward.projection.weight",
+        ] {
             assert!(names.contains(&n.to_string()), "{n} not in {names:?}");
         }
     }

@@ -32,20 +32,33 @@ pub enum NnError {
     Encoder(#[from] crate::encoder::EncoderError),
     /// The encoder a frozen-embedding member's settings name did not load.
     #[error("[committee.member.{member}] {key}: {error}")]
-    FrozenEncoder { member: &'static str, key: &'static str, error: crate::encoder::EncoderError },
+    FrozenEncoder {
+        member: &'static str,
+        key: &'static str,
+        error: crate::encoder::EncoderError,
+    },
     /// A NaN or infinite number where training needs finite ones: stopping beats training on.
     #[error("{what} is not finite ({value}); {kept}")]
-    NonFinite { what: String, value: f64, kept: String },
+    NonFinite {
+        what: String,
+        value: f64,
+        kept: String,
+    },
 }
 
 /// What happened to `libtorch_cuda.so`.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum CudaBackend {
-    Loaded { path: PathBuf },
+    Loaded {
+        path: PathBuf,
+    },
     /// This libtorch has no CUDA backend (a CPU-only build).
     Absent,
-    Failed { path: PathBuf, error: String },
+    Failed {
+        path: PathBuf,
+        error: String,
+    },
 }
 
 static CUDA_BACKEND: OnceLock<CudaBackend> = OnceLock::new();
@@ -53,7 +66,9 @@ static CUDA_BACKEND: OnceLock<CudaBackend> = OnceLock::new();
 /// Loads the CUDA backend once per process; every device query goes through here first.
 pub fn cuda_backend() -> &'static CudaBackend {
     CUDA_BACKEND.get_or_init(|| {
-        let Some(dir) = loaded_libtorch_dir() else { return CudaBackend::Absent };
+        let Some(dir) = loaded_libtorch_dir() else {
+            return CudaBackend::Absent;
+        };
         let path = dir.join("libtorch_cuda.so");
         if !path.exists() {
             return CudaBackend::Absent;
@@ -67,7 +82,10 @@ pub fn cuda_backend() -> &'static CudaBackend {
                 std::mem::forget(lib);
                 CudaBackend::Loaded { path }
             }
-            Err(e) => CudaBackend::Failed { path, error: e.to_string() },
+            Err(e) => CudaBackend::Failed {
+                path,
+                error: e.to_string(),
+            },
         }
     })
 }
@@ -93,7 +111,12 @@ fn libtorch_version(lib_dir: &Path) -> Option<String> {
     let py = std::fs::read_to_string(root.join("version.py")).ok()?;
     py.lines()
         .find_map(|l| l.strip_prefix("__version__"))
-        .map(|v| v.trim_start_matches([' ', '=']).trim().trim_matches(['\'', '"']).to_string())
+        .map(|v| {
+            v.trim_start_matches([' ', '='])
+                .trim()
+                .trim_matches(['\'', '"'])
+                .to_string()
+        })
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -116,7 +139,11 @@ pub fn libtorch_info() -> LibtorchInfo {
     let cuda_backend = cuda_backend().clone();
     let lib_dir = loaded_libtorch_dir();
     let cuda_available = tch::Cuda::is_available();
-    let cuda_devices = if cuda_available { tch::Cuda::device_count() } else { 0 };
+    let cuda_devices = if cuda_available {
+        tch::Cuda::device_count()
+    } else {
+        0
+    };
     let mut devices = vec!["cpu".to_string()];
     devices.extend((0..cuda_devices).map(|i| format!("cuda:{i}")));
     LibtorchInfo {
@@ -140,20 +167,31 @@ pub fn select_device(request: DeviceRequest) -> Result<Device, NnError> {
     let available = tch::Cuda::is_available();
     match request {
         DeviceRequest::Cpu => Ok(Device::Cpu),
-        DeviceRequest::Auto => Ok(if available { Device::Cuda(0) } else { Device::Cpu }),
+        DeviceRequest::Auto => Ok(if available {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }),
         DeviceRequest::Cuda(i) => {
             let requested = format!("cuda:{i}");
             if !available {
                 let why = match cuda_backend() {
                     CudaBackend::Absent => "this libtorch is a CPU-only build".to_string(),
-                    CudaBackend::Failed { path, error } => format!("loading {} failed: {error}", path.display()),
-                    CudaBackend::Loaded { .. } => "libtorch sees no GPU (driver missing or no device visible)".to_string(),
+                    CudaBackend::Failed { path, error } => {
+                        format!("loading {} failed: {error}", path.display())
+                    }
+                    CudaBackend::Loaded { .. } => {
+                        "libtorch sees no GPU (driver missing or no device visible)".to_string()
+                    }
                 };
                 return Err(NnError::CudaUnavailable { requested, why });
             }
             let count = tch::Cuda::device_count();
             if i as i64 >= count {
-                return Err(NnError::CudaUnavailable { requested, why: format!("only {count} CUDA device(s)") });
+                return Err(NnError::CudaUnavailable {
+                    requested,
+                    why: format!("only {count} CUDA device(s)"),
+                });
             }
             Ok(Device::Cuda(i))
         }
@@ -165,16 +203,23 @@ pub fn select_device(request: DeviceRequest) -> Result<Device, NnError> {
 /// caching allocator keeps what it once took, so after a stage this is close to the stage's peak
 /// (plus the CUDA context, a few hundred MB).
 pub fn device_bytes_in_use(device: Device) -> Option<u64> {
-    let Device::Cuda(index) = device else { return None };
+    let Device::Cuda(index) = device else {
+        return None;
+    };
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let path = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("/libcudart.so"))?.to_string();
+    let path = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libcudart.so"))?
+        .to_string();
     use libloading::os::unix::{Library, Symbol, RTLD_NOW};
     // SAFETY: the library is already mapped (libtorch loaded it); opening it again only takes a
     // reference. The two functions have these C signatures in every CUDA release.
     unsafe {
         let lib = Library::open(Some(&path), RTLD_NOW).ok()?;
         let set: Symbol<unsafe extern "C" fn(i32) -> i32> = lib.get(b"cudaSetDevice\0").ok()?;
-        let info: Symbol<unsafe extern "C" fn(*mut usize, *mut usize) -> i32> = lib.get(b"cudaMemGetInfo\0").ok()?;
+        let info: Symbol<unsafe extern "C" fn(*mut usize, *mut usize) -> i32> =
+            lib.get(b"cudaMemGetInfo\0").ok()?;
         if set(index as i32) != 0 {
             return None;
         }
@@ -212,7 +257,13 @@ mod tests {
         let info = libtorch_info();
         let dir = info.lib_dir.expect("libtorch_cpu.so is mapped");
         assert!(dir.join("libtorch_cpu.so").exists());
-        assert!(info.version.as_deref().is_some_and(|v| v.starts_with("2.11.0")), "{:?}", info.version);
+        assert!(
+            info.version
+                .as_deref()
+                .is_some_and(|v| v.starts_with("2.11.0")),
+            "{:?}",
+            info.version
+        );
         assert!(info.torch_threads >= 1);
         assert_eq!(info.devices[0], "cpu");
     }
@@ -234,7 +285,12 @@ mod tests {
         if tch::Cuda::is_available() {
             return; // on a GPU machine this is a different test: scripts/gpu-check covers it.
         }
-        let e = select_device(DeviceRequest::Cuda(0)).unwrap_err().to_string();
-        assert!(e.starts_with("CUDA was requested (cuda:0) but is not available"), "{e}");
+        let e = select_device(DeviceRequest::Cuda(0))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("CUDA was requested (cuda:0) but is not available"),
+            "{e}"
+        );
     }
 }

@@ -42,7 +42,12 @@ pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<
 }
 
 /// [`sample`], with finished rows leaving the batch or not: the endings are the same.
-fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, compact: bool) -> Vec<Vec<Vec<i64>>> {
+fn sample_dropping_finished(
+    lm: &BiLm,
+    jobs: &[SampleJob],
+    s: &SampleSettings,
+    compact: bool,
+) -> Vec<Vec<Vec<i64>>> {
     let _guard = tch::no_grad_guard();
     let total: usize = jobs.iter().map(|j| j.count).sum();
     if total == 0 {
@@ -50,11 +55,23 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
     }
     let dev = s.device;
     let prefixes: Vec<&[i64]> = jobs.iter().map(|j| j.prefix).collect();
-    let lengths = Tensor::from_slice(&jobs.iter().map(|j| j.prefix.len() as i64).collect::<Vec<_>>());
+    let lengths = Tensor::from_slice(
+        &jobs
+            .iter()
+            .map(|j| j.prefix.len() as i64)
+            .collect::<Vec<_>>(),
+    );
     let (state, top) = lm.encode_prefixes(&lm.forward, &pad_batch(&prefixes, dev), &lengths);
     let t_max = s.max_tokens;
     // The uniforms of the rows still drawing, compacted with them.
-    let (rows, mut uniforms) = expand_jobs(&jobs.iter().map(|j| (j.count, j.uniforms)).collect::<Vec<_>>(), t_max, dev);
+    let (rows, mut uniforms) = expand_jobs(
+        &jobs
+            .iter()
+            .map(|j| (j.count, j.uniforms))
+            .collect::<Vec<_>>(),
+        t_max,
+        dev,
+    );
     let tch::nn::LSTMState((h, c)) = &state;
     let mut state = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
     let mut top = top.index_select(0, &rows);
@@ -68,13 +85,24 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
     let drawn = Tensor::full([total as i64, t_max as i64], EOS, (Kind::Int64, dev));
     let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
     for t in 0..t_max {
-        let mut token = draw(bans.logits(lm, &top, s.temperature, t == 0), s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
-        let _ = drawn.narrow(1, t as i64, 1).index_copy_(0, &alive, &token.unsqueeze(1));
+        let mut token = draw(
+            bans.logits(lm, &top, s.temperature, t == 0),
+            s.top_k,
+            s.top_p,
+            &uniforms.narrow(1, t as i64, 1),
+        );
+        let _ = drawn
+            .narrow(1, t as i64, 1)
+            .index_copy_(0, &alive, &token.unsqueeze(1));
         if t + 1 == t_max {
             break;
         }
         if compact {
-            let going = ends.index_select(0, &token).logical_not().nonzero().squeeze_dim(1);
+            let going = ends
+                .index_select(0, &token)
+                .logical_not()
+                .nonzero()
+                .squeeze_dim(1);
             if going.size()[0] == 0 {
                 break;
             }
@@ -90,7 +118,8 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
         top = state.h().select(0, lm.shape.layers - 1);
     }
     // One host copy for the whole batch.
-    let flat: Vec<i64> = Vec::<i64>::try_from(drawn.to_device(Device::Cpu).flatten(0, -1)).expect("int64 tokens");
+    let flat: Vec<i64> =
+        Vec::<i64>::try_from(drawn.to_device(Device::Cpu).flatten(0, -1)).expect("int64 tokens");
 
     let mut out: Vec<Vec<Vec<i64>>> = jobs.iter().map(|j| Vec::with_capacity(j.count)).collect();
     let mut row = 0;
@@ -117,15 +146,28 @@ fn sample_dropping_finished(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings, c
 /// A batch of sampling jobs as rows: which job each row draws for ([R] int64, job by job, each
 /// repeated `count` times, for `index_select` on per-job state) and the rows' uniforms [R, t_max],
 /// from each job's `(count, uniforms)` (`count * t_max` numbers).
-pub(crate) fn expand_jobs(jobs: &[(usize, &[f32])], t_max: usize, device: Device) -> (Tensor, Tensor) {
+pub(crate) fn expand_jobs(
+    jobs: &[(usize, &[f32])],
+    t_max: usize,
+    device: Device,
+) -> (Tensor, Tensor) {
     let total: usize = jobs.iter().map(|(count, _)| count).sum();
-    let rows: Vec<i64> = jobs.iter().enumerate().flat_map(|(j, (count, _))| std::iter::repeat_n(j as i64, *count)).collect();
+    let rows: Vec<i64> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(j, (count, _))| std::iter::repeat_n(j as i64, *count))
+        .collect();
     let mut uniforms = Vec::with_capacity(total * t_max);
     for (count, u) in jobs {
         assert_eq!(u.len(), count * t_max, "one uniform per sequence and step");
         uniforms.extend_from_slice(u);
     }
-    (Tensor::from_slice(&rows).to_device(device), Tensor::from_slice(&uniforms).view([total as i64, t_max as i64]).to_device(device))
+    (
+        Tensor::from_slice(&rows).to_device(device),
+        Tensor::from_slice(&uniforms)
+            .view([total as i64, t_max as i64])
+            .to_device(device),
+    )
 }
 
 /// One token per row from next-token `logits` (over the temperature, banned tokens at -inf),
@@ -134,11 +176,16 @@ pub(crate) fn expand_jobs(jobs: &[(usize, &[f32])], t_max: usize, device: Device
 /// `logits`: [B, V], `uniforms`: [B, 1] -> [B]
 pub(crate) fn draw(logits: Tensor, top_k: usize, top_p: f64, uniforms: &Tensor) -> Tensor {
     let vocab = logits.size()[1];
-    let cdf = truncate(logits, top_k, top_p).softmax(-1, Kind::Float).cumsum(1, Kind::Float);
+    let cdf = truncate(logits, top_k, top_p)
+        .softmax(-1, Kind::Float)
+        .cumsum(1, Kind::Float);
     let target = uniforms * cdf.narrow(1, vocab - 1, 1);
     // "right": the first token whose cumulative probability exceeds the target, so a token of
     // probability zero (banned) is never chosen, even for a uniform of exactly 0.
-    target.searchsorted(&cdf, false, true, "right", None::<Tensor>).clamp_max(vocab - 1).squeeze_dim(1)
+    target
+        .searchsorted(&cdf, false, true, "right", None::<Tensor>)
+        .clamp_max(vocab - 1)
+        .squeeze_dim(1)
 }
 
 /// Top-k, then nucleus (top-p) truncation of next-token logits: the tokens outside are set to
@@ -154,7 +201,11 @@ fn truncate(logits: Tensor, top_k: usize, top_p: f64) -> Tensor {
         logits = logits.masked_fill(&logits.lt_tensor(&kth), f64::NEG_INFINITY);
     }
     if top_p < 1.0 {
-        logits = if logits.device().is_cuda() { nucleus_by_sort(logits, top_p) } else { nucleus_among_top(logits, top_p, NUCLEUS_CANDIDATES) };
+        logits = if logits.device().is_cuda() {
+            nucleus_by_sort(logits, top_p)
+        } else {
+            nucleus_among_top(logits, top_p, NUCLEUS_CANDIDATES)
+        };
     }
     logits
 }
@@ -170,8 +221,13 @@ const NUCLEUS_CANDIDATES: i64 = 512;
 fn nucleus_by_sort(logits: Tensor, top_p: f64) -> Tensor {
     let (sorted, order) = logits.sort(1, true);
     let probs = sorted.softmax(-1, Kind::Float);
-    let outside_sorted = (probs.cumsum(1, Kind::Float) - &probs).ge(top_p).to_kind(Kind::Float);
-    let outside = outside_sorted.zeros_like().scatter(1, &order, &outside_sorted).gt(0.5);
+    let outside_sorted = (probs.cumsum(1, Kind::Float) - &probs)
+        .ge(top_p)
+        .to_kind(Kind::Float);
+    let outside = outside_sorted
+        .zeros_like()
+        .scatter(1, &order, &outside_sorted)
+        .gt(0.5);
     logits.masked_fill(&outside, f64::NEG_INFINITY)
 }
 
@@ -191,9 +247,18 @@ fn nucleus_among_top(logits: Tensor, top_p: f64, candidates: i64) -> Tensor {
     let inside = (&reached - &probs).lt(top_p).to_kind(Kind::Float);
     let kept = logits.zeros_like().scatter(1, &order, &inside).gt(0.5);
     let mut out = logits.masked_fill(&kept.logical_not(), f64::NEG_INFINITY);
-    let short = reached.narrow(1, candidates - 1, 1).squeeze_dim(1).lt(top_p).nonzero().squeeze_dim(1);
+    let short = reached
+        .narrow(1, candidates - 1, 1)
+        .squeeze_dim(1)
+        .lt(top_p)
+        .nonzero()
+        .squeeze_dim(1);
     if short.size()[0] > 0 {
-        out = out.index_copy(0, &short, &nucleus_by_sort(logits.index_select(0, &short), top_p));
+        out = out.index_copy(
+            0,
+            &short,
+            &nucleus_by_sort(logits.index_select(0, &short), top_p),
+        );
     }
     out
 }
@@ -208,8 +273,16 @@ struct Bans {
 impl Bans {
     fn new(vocab: i64, stop: &[i64], device: Device) -> Self {
         let never: Vec<i64> = [PAD, UNK, BOS].into_iter().filter(|&t| t < vocab).collect();
-        let not_first: Vec<i64> = stop.iter().copied().chain([EOS]).filter(|&t| t < vocab).collect();
-        Self { never: Tensor::from_slice(&never).to_device(device), not_first: Tensor::from_slice(&not_first).to_device(device) }
+        let not_first: Vec<i64> = stop
+            .iter()
+            .copied()
+            .chain([EOS])
+            .filter(|&t| t < vocab)
+            .collect();
+        Self {
+            never: Tensor::from_slice(&never).to_device(device),
+            not_first: Tensor::from_slice(&not_first).to_device(device),
+        }
     }
 
     /// Next-token logits (fp32, over the temperature) with the banned tokens at -inf.
@@ -254,11 +327,21 @@ fn backward_sequence(s: &[i64], n: &[i64], v: &[i64]) -> Vec<i64> {
 
 /// Next-token log-probabilities of padded sequences under one direction, on the host, row-major,
 /// with the row width.
-fn logprob_rows(lm: &BiLm, dir: &crate::lm::Direction, seqs: &[Vec<i64>], device: Device) -> (Vec<f32>, usize) {
+fn logprob_rows(
+    lm: &BiLm,
+    dir: &crate::lm::Direction,
+    seqs: &[Vec<i64>],
+    device: Device,
+) -> (Vec<f32>, usize) {
     let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
-    let lp = lm.token_logprobs(dir, &pad_batch(&refs, device), false).to_device(Device::Cpu);
+    let lp = lm
+        .token_logprobs(dir, &pad_batch(&refs, device), false)
+        .to_device(Device::Cpu);
     let width = lp.size()[1] as usize;
-    (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
+    (
+        Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"),
+        width,
+    )
 }
 
 /// The features of [`af_core::LM_FEATURES`] for every input, batched by `batch` sequences: a forward pass
@@ -268,8 +351,14 @@ pub fn features(lm: &BiLm, inputs: &[FeatureInput], batch: usize, device: Device
     let _guard = tch::no_grad_guard();
     let mut out = Vec::with_capacity(inputs.len());
     for chunk in inputs.chunks(batch.max(1)) {
-        let fwd: Vec<Vec<i64>> = chunk.iter().map(|x| [&[BOS][..], x.s, x.n, x.v].concat()).collect();
-        let bwd: Vec<Vec<i64>> = chunk.iter().map(|x| backward_sequence(x.s, x.n, x.v)).collect();
+        let fwd: Vec<Vec<i64>> = chunk
+            .iter()
+            .map(|x| [&[BOS][..], x.s, x.n, x.v].concat())
+            .collect();
+        let bwd: Vec<Vec<i64>> = chunk
+            .iter()
+            .map(|x| backward_sequence(x.s, x.n, x.v))
+            .collect();
         let (f, fw) = logprob_rows(lm, &lm.forward, &fwd, device);
         let (b, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
         for (i, x) in chunk.iter().enumerate() {
@@ -305,35 +394,62 @@ pub struct ItemEndings<'a> {
 ///   `batch` (the GPU sees large batches of similar lengths, not one item's at a time).
 ///
 /// Returns per item its endings' features, in order.
-pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: Device) -> Vec<Vec<[f32; 8]>> {
+pub fn items_features(
+    lm: &BiLm,
+    items: &[ItemEndings],
+    batch: usize,
+    device: Device,
+) -> Vec<Vec<[f32; 8]>> {
     let _guard = tch::no_grad_guard();
-    let mut out: Vec<Vec<[f32; 8]>> = items.iter().map(|it| vec![[0f32; 8]; it.endings.len()]).collect();
+    let mut out: Vec<Vec<[f32; 8]>> = items
+        .iter()
+        .map(|it| vec![[0f32; 8]; it.endings.len()])
+        .collect();
     if items.iter().all(|it| it.endings.is_empty()) {
         return out;
     }
     // The prefixes `<bos> s n`: their log-probabilities (for the log-perplexity of s) and their
     // final states, one padded batch.
-    let prefixes: Vec<Vec<i64>> = items.iter().map(|it| [&[BOS][..], it.s, it.n].concat()).collect();
+    let prefixes: Vec<Vec<i64>> = items
+        .iter()
+        .map(|it| [&[BOS][..], it.s, it.n].concat())
+        .collect();
     let refs: Vec<&[i64]> = prefixes.iter().map(Vec::as_slice).collect();
     let padded = pad_batch(&refs, device);
     let (prefix_lp, pw) = {
-        let lp = lm.token_logprobs(&lm.forward, &padded, false).to_device(Device::Cpu);
+        let lp = lm
+            .token_logprobs(&lm.forward, &padded, false)
+            .to_device(Device::Cpu);
         let width = lp.size()[1] as usize;
-        (Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"), width)
+        (
+            Vec::<f32>::try_from(lp.flatten(0, -1)).expect("f32 log-probabilities"),
+            width,
+        )
     };
-    let fwd_s: Vec<f32> = items.iter().enumerate().map(|(i, it)| mean_nll(&prefix_lp[i * pw..i * pw + it.s.len()])).collect();
+    let fwd_s: Vec<f32> = items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| mean_nll(&prefix_lp[i * pw..i * pw + it.s.len()]))
+        .collect();
     let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
     let (state, top) = lm.encode_prefixes(&lm.forward, &padded, &lengths);
     let tch::nn::LSTMState((h, c)) = &state;
 
-    let backward_len = |&(i, e): &(usize, usize)| items[i].s.len() + items[i].n.len() + items[i].endings[e].len() + 1;
-    let mut order: Vec<(usize, usize)> = items.iter().enumerate().flat_map(|(i, it)| (0..it.endings.len()).map(move |e| (i, e))).collect();
+    let backward_len = |&(i, e): &(usize, usize)| {
+        items[i].s.len() + items[i].n.len() + items[i].endings[e].len() + 1
+    };
+    let mut order: Vec<(usize, usize)> = items
+        .iter()
+        .enumerate()
+        .flat_map(|(i, it)| (0..it.endings.len()).map(move |e| (i, e)))
+        .collect();
     order.sort_by_key(|x| (backward_len(x), x.0, x.1));
     // Batches of similar lengths, at most `batch` sequences and a device-sized budget of logits
     // (the backward pass's are the largest).
     let chunks = crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, device);
     for chunk in chunks {
-        let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>()).to_device(device);
+        let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>())
+            .to_device(device);
         let endings: Vec<&[i64]> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
         let v = pad_batch(&endings, device);
         let lv = v.size()[1];
@@ -341,18 +457,34 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
         let first = top.index_select(0, &rows).unsqueeze(1);
         let outputs = if lv > 1 {
             let expanded = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
-            let (rest, _) = tch::nn::RNN::seq_init(&lm.forward.lstm, &lm.embed(&v.narrow(1, 0, lv - 1), false), &expanded);
+            let (rest, _) = tch::nn::RNN::seq_init(
+                &lm.forward.lstm,
+                &lm.embed(&v.narrow(1, 0, lv - 1), false),
+                &expanded,
+            );
             // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
             Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
         } else {
             first
         };
-        let lp = lm.logits(&lm.forward, &outputs).log_softmax(-1, Kind::Float).gather(2, &v.unsqueeze(2), false).squeeze_dim(2);
-        let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1)).expect("f32 log-probabilities");
-        let bwd: Vec<Vec<i64>> = chunk.iter().map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e])).collect();
+        let lp = lm
+            .logits(&lm.forward, &outputs)
+            .log_softmax(-1, Kind::Float)
+            .gather(2, &v.unsqueeze(2), false)
+            .squeeze_dim(2);
+        let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1))
+            .expect("f32 log-probabilities");
+        let bwd: Vec<Vec<i64>> = chunk
+            .iter()
+            .map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e]))
+            .collect();
         let (blp, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
         for (r, &(i, e)) in chunk.iter().enumerate() {
-            let (ls, ln, nv) = (items[i].s.len(), items[i].n.len(), items[i].endings[e].len());
+            let (ls, ln, nv) = (
+                items[i].s.len(),
+                items[i].n.len(),
+                items[i].endings[e].len(),
+            );
             let frow = &lp[r * lv as usize..r * lv as usize + nv];
             let brow = &blp[r * bw..(r + 1) * bw];
             out[i][e] = [
@@ -372,13 +504,19 @@ pub fn items_features(lm: &BiLm, items: &[ItemEndings], batch: usize, device: De
 
 /// Each prefix's distribution of the first sampled token (banned tokens removed, as in
 /// [`sample`]), on the host: for checking reduced precision against fp32.
-pub fn first_token_distribution(lm: &BiLm, prefixes: &[&[i64]], s: &SampleSettings) -> Vec<Vec<f32>> {
+pub fn first_token_distribution(
+    lm: &BiLm,
+    prefixes: &[&[i64]],
+    s: &SampleSettings,
+) -> Vec<Vec<f32>> {
     let _guard = tch::no_grad_guard();
     let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
     let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
     let vocab = lm.shape.vocab;
     let logits = Bans::new(vocab, &s.stop, s.device).logits(lm, &top, s.temperature, true);
-    let p = truncate(logits, s.top_k, s.top_p).softmax(-1, Kind::Float).to_device(Device::Cpu);
+    let p = truncate(logits, s.top_k, s.top_p)
+        .softmax(-1, Kind::Float)
+        .to_device(Device::Cpu);
     let flat = Vec::<f32>::try_from(p.flatten(0, -1)).expect("f32 probabilities");
     flat.chunks(vocab as usize).map(<[f32]>::to_vec).collect()
 }
@@ -392,30 +530,79 @@ mod tests {
     fn model() -> (nn::VarStore, BiLm) {
         tch::manual_seed(11);
         let vs = nn::VarStore::new(Device::Cpu);
-        let lm = BiLm::new(&vs.root(), LmShape { vocab: 20, embedding: 8, hidden: 8, layers: 1, dropout: 0.0 });
+        let lm = BiLm::new(
+            &vs.root(),
+            LmShape {
+                vocab: 20,
+                embedding: 8,
+                hidden: 8,
+                layers: 1,
+                dropout: 0.0,
+            },
+        );
         (vs, lm)
     }
 
     fn settings() -> SampleSettings {
-        SampleSettings { max_tokens: 6, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![4], device: Device::Cpu }
+        SampleSettings {
+            max_tokens: 6,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            stop: vec![4],
+            device: Device::Cpu,
+        }
     }
 
     #[test]
     fn samples_respect_bans_stops_and_do_not_depend_on_batch_mates() {
         let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
-        let u1: Vec<f32> = (0..5 * 6).map(|i| ((i * 37) % 100) as f32 / 100.0).collect();
-        let u2: Vec<f32> = (0..3 * 6).map(|i| ((i * 53) % 100) as f32 / 100.0).collect();
+        let u1: Vec<f32> = (0..5 * 6)
+            .map(|i| ((i * 37) % 100) as f32 / 100.0)
+            .collect();
+        let u2: Vec<f32> = (0..3 * 6)
+            .map(|i| ((i * 53) % 100) as f32 / 100.0)
+            .collect();
         let p1: &[i64] = &[BOS, 5, 6, 7];
         let p2: &[i64] = &[BOS, 8, 9];
-        let together = sample(&lm, &[SampleJob { prefix: p1, count: 5, uniforms: &u1 }, SampleJob { prefix: p2, count: 3, uniforms: &u2 }], &settings());
-        let alone = sample(&lm, &[SampleJob { prefix: p2, count: 3, uniforms: &u2 }], &settings());
-        assert_eq!(together[1], alone[0], "an item's samples do not depend on its batch mates");
+        let together = sample(
+            &lm,
+            &[
+                SampleJob {
+                    prefix: p1,
+                    count: 5,
+                    uniforms: &u1,
+                },
+                SampleJob {
+                    prefix: p2,
+                    count: 3,
+                    uniforms: &u2,
+                },
+            ],
+            &settings(),
+        );
+        let alone = sample(
+            &lm,
+            &[SampleJob {
+                prefix: p2,
+                count: 3,
+                uniforms: &u2,
+            }],
+            &settings(),
+        );
+        assert_eq!(
+            together[1], alone[0],
+            "an item's samples do not depend on its batch mates"
+        );
         for e in together.iter().flatten() {
             assert!(!e.is_empty() && e.len() <= 6);
             assert!(e.iter().all(|&t| t > EOS), "no special token in {e:?}");
             assert!(e[0] != 4, "no stop token first");
-            assert!(e[..e.len() - 1].iter().all(|&t| t != 4), "stops at the first stop token");
+            assert!(
+                e[..e.len() - 1].iter().all(|&t| t != 4),
+                "stops at the first stop token"
+            );
         }
     }
 
@@ -425,21 +612,50 @@ mod tests {
         let (_vs, lm) = model();
         let prefix: &[i64] = &[BOS, 5, 6];
         let n = 4000;
-        let u: Vec<f32> = (0..n).flat_map(|i| [(i as f32 + 0.5) / n as f32, 0.0]).collect();
-        let s = SampleSettings { max_tokens: 2, temperature: 1.0, top_k: 0, top_p: 1.0, stop: vec![], device: Device::Cpu };
-        let drawn = sample(&lm, &[SampleJob { prefix, count: n, uniforms: &u }], &s);
+        let u: Vec<f32> = (0..n)
+            .flat_map(|i| [(i as f32 + 0.5) / n as f32, 0.0])
+            .collect();
+        let s = SampleSettings {
+            max_tokens: 2,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            stop: vec![],
+            device: Device::Cpu,
+        };
+        let drawn = sample(
+            &lm,
+            &[SampleJob {
+                prefix,
+                count: n,
+                uniforms: &u,
+            }],
+            &s,
+        );
         let mut counts = [0f64; 20];
         for e in &drawn[0] {
             counts[e[0] as usize] += 1.0;
         }
         // The model's own first-token distribution, with the banned tokens removed.
-        let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(&[prefix], Device::Cpu), &Tensor::from_slice(&[3i64]));
+        let (_, top) = lm.encode_prefixes(
+            &lm.forward,
+            &pad_batch(&[prefix], Device::Cpu),
+            &Tensor::from_slice(&[3i64]),
+        );
         let mut logits = lm.logits(&lm.forward, &top).get(0);
-        let _ = logits.index_fill_(0, &Tensor::from_slice(&[PAD, UNK, BOS, EOS]), f64::NEG_INFINITY);
+        let _ = logits.index_fill_(
+            0,
+            &Tensor::from_slice(&[PAD, UNK, BOS, EOS]),
+            f64::NEG_INFINITY,
+        );
         let p = Vec::<f32>::try_from(logits.softmax(0, Kind::Float)).unwrap();
         for t in 0..20 {
             let expected = f64::from(p[t]);
-            assert!((counts[t] / n as f64 - expected).abs() < 0.01, "token {t}: {} vs {expected}", counts[t] / n as f64);
+            assert!(
+                (counts[t] / n as f64 - expected).abs() < 0.01,
+                "token {t}: {} vs {expected}",
+                counts[t] / n as f64
+            );
         }
     }
 
@@ -448,7 +664,18 @@ mod tests {
         let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let prefix: &[i64] = &[BOS, 5, 6];
-        let with = |top_k, top_p| first_token_distribution(&lm, &[prefix], &SampleSettings { top_k, top_p, ..settings() }).remove(0);
+        let with = |top_k, top_p| {
+            first_token_distribution(
+                &lm,
+                &[prefix],
+                &SampleSettings {
+                    top_k,
+                    top_p,
+                    ..settings()
+                },
+            )
+            .remove(0)
+        };
         let full = with(0, 1.0);
         let mut ranked: Vec<usize> = (0..full.len()).collect();
         ranked.sort_by(|&a, &b| full[b].total_cmp(&full[a]));
@@ -457,12 +684,23 @@ mod tests {
         let mass: f32 = ranked[..3].iter().map(|&t| full[t]).sum();
         for (rank, &t) in ranked.iter().enumerate() {
             let want = if rank < 3 { full[t] / mass } else { 0.0 };
-            assert!((k3[t] - want).abs() < 1e-5, "token {t}: {} vs {want}", k3[t]);
+            assert!(
+                (k3[t] - want).abs() < 1e-5,
+                "token {t}: {} vs {want}",
+                k3[t]
+            );
         }
         // Nucleus 0.5: the fewest tokens whose mass reaches 0.5.
         let p = with(0, 0.5);
         let mut cum = 0.0;
-        let kept = ranked.iter().take_while(|&&t| { let before = cum; cum += full[t]; before < 0.5 }).count();
+        let kept = ranked
+            .iter()
+            .take_while(|&&t| {
+                let before = cum;
+                cum += full[t];
+                before < 0.5
+            })
+            .count();
         assert!(kept >= 1 && kept < ranked.len(), "{kept}");
         let mass: f32 = ranked[..kept].iter().map(|&t| full[t]).sum();
         for (rank, &t) in ranked.iter().enumerate() {
@@ -474,9 +712,24 @@ mod tests {
         assert!((one[ranked[0]] - 1.0).abs() < 1e-6);
         assert_eq!(with(0, 1.0), full);
         // And the sampler draws only kept tokens.
-        let u: Vec<f32> = (0..500).flat_map(|i| [(i as f32 + 0.5) / 500.0; 6]).collect();
-        let drawn = sample(&lm, &[SampleJob { prefix, count: 500, uniforms: &u }], &SampleSettings { top_k: 3, ..settings() });
-        assert!(drawn[0].iter().all(|e| ranked[..3].contains(&(e[0] as usize))));
+        let u: Vec<f32> = (0..500)
+            .flat_map(|i| [(i as f32 + 0.5) / 500.0; 6])
+            .collect();
+        let drawn = sample(
+            &lm,
+            &[SampleJob {
+                prefix,
+                count: 500,
+                uniforms: &u,
+            }],
+            &SampleSettings {
+                top_k: 3,
+                ..settings()
+            },
+        );
+        assert!(drawn[0]
+            .iter()
+            .all(|e| ranked[..3].contains(&(e[0] as usize))));
     }
 
     #[test]
@@ -485,16 +738,25 @@ mod tests {
         tch::manual_seed(5);
         // Flat and peaked rows, some with banned tokens, so that some nuclei fit in 16
         // candidates and others need the whole sort.
-        let scale = Tensor::from_slice(&[0.3f32, 1.0, 3.0, 8.0]).repeat([16]).unsqueeze(1);
+        let scale = Tensor::from_slice(&[0.3f32, 1.0, 3.0, 8.0])
+            .repeat([16])
+            .unsqueeze(1);
         let logits = Tensor::randn([64, 300], (Kind::Float, Device::Cpu)) * scale;
-        let _ = logits.narrow(0, 0, 8).narrow(1, 0, 50).fill_(f64::NEG_INFINITY);
+        let _ = logits
+            .narrow(0, 0, 8)
+            .narrow(1, 0, 50)
+            .fill_(f64::NEG_INFINITY);
         for top_p in [0.05, 0.5, 0.9, 0.99] {
             let sorted = nucleus_by_sort(logits.shallow_clone(), top_p).isfinite();
             let kept_16 = nucleus_among_top(logits.shallow_clone(), top_p, 16).isfinite();
             assert!(sorted.equal(&kept_16), "top-p {top_p}");
-            let sizes = Vec::<i64>::try_from(sorted.sum_dim_intlist(1, false, Kind::Int64)).unwrap();
+            let sizes =
+                Vec::<i64>::try_from(sorted.sum_dim_intlist(1, false, Kind::Int64)).unwrap();
             if top_p == 0.9 {
-                assert!(sizes.iter().any(|&n| n <= 16) && sizes.iter().any(|&n| n > 16), "both paths taken: {sizes:?}");
+                assert!(
+                    sizes.iter().any(|&n| n <= 16) && sizes.iter().any(|&n| n > 16),
+                    "both paths taken: {sizes:?}"
+                );
             }
         }
     }
@@ -504,16 +766,41 @@ mod tests {
         let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let n = 300;
-        let u: Vec<f32> = (0..n * 12).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
+        let u: Vec<f32> = (0..n * 12)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
+            .collect();
         let (p1, p2): (&[i64], &[i64]) = (&[BOS, 5, 6], &[BOS, 8]);
-        let jobs = [SampleJob { prefix: p1, count: n / 2, uniforms: &u[..n * 6] }, SampleJob { prefix: p2, count: n / 2, uniforms: &u[n * 6..] }];
+        let jobs = [
+            SampleJob {
+                prefix: p1,
+                count: n / 2,
+                uniforms: &u[..n * 6],
+            },
+            SampleJob {
+                prefix: p2,
+                count: n / 2,
+                uniforms: &u[n * 6..],
+            },
+        ];
         // Three stop tokens: rows end at every step, some run to `max_tokens`.
         for top_p in [1.0, 0.8] {
-            let s = SampleSettings { max_tokens: 12, stop: vec![4, 7, 9], top_p, ..settings() };
+            let s = SampleSettings {
+                max_tokens: 12,
+                stop: vec![4, 7, 9],
+                top_p,
+                ..settings()
+            };
             let dropping = sample_dropping_finished(&lm, &jobs, &s, true);
             let lengths: Vec<usize> = dropping.iter().flatten().map(Vec::len).collect();
-            assert!(lengths.iter().any(|&l| l < 4) && lengths.iter().any(|&l| l == 12), "{lengths:?}");
-            assert_eq!(dropping, sample_dropping_finished(&lm, &jobs, &s, false), "top-p {top_p}");
+            assert!(
+                lengths.iter().any(|&l| l < 4) && lengths.iter().any(|&l| l == 12),
+                "{lengths:?}"
+            );
+            assert_eq!(
+                dropping,
+                sample_dropping_finished(&lm, &jobs, &s, false),
+                "top-p {top_p}"
+            );
         }
     }
 
@@ -522,7 +809,16 @@ mod tests {
         let _torch_rng = crate::torch_rng_lock();
         let (_vs, one_layer) = model();
         let vs2 = nn::VarStore::new(Device::Cpu);
-        let two_layers = BiLm::new(&vs2.root(), LmShape { vocab: 20, embedding: 8, hidden: 6, layers: 2, dropout: 0.0 });
+        let two_layers = BiLm::new(
+            &vs2.root(),
+            LmShape {
+                vocab: 20,
+                embedding: 8,
+                hidden: 6,
+                layers: 2,
+                dropout: 0.0,
+            },
+        );
         for lm in [&one_layer, &two_layers] {
             check_item_features(lm);
         }
@@ -535,11 +831,30 @@ mod tests {
         // of 2 that mix the items.
         let (s2, n2): (&[i64], &[i64]) = (&[7, 6, 5, 9, 9, 10, 11], &[12]);
         let endings2: Vec<&[i64]> = vec![&[13, 14], &[4], &[15, 16, 17, 4]];
-        let items = [ItemEndings { s, n, endings: endings.clone() }, ItemEndings { s: s2, n: n2, endings: endings2.clone() }];
+        let items = [
+            ItemEndings {
+                s,
+                n,
+                endings: endings.clone(),
+            },
+            ItemEndings {
+                s: s2,
+                n: n2,
+                endings: endings2.clone(),
+            },
+        ];
         let fast = items_features(lm, &items, 2, Device::Cpu);
         assert_eq!(fast.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3]);
         for (item, got) in items.iter().zip(&fast) {
-            let inputs: Vec<FeatureInput> = item.endings.iter().map(|v| FeatureInput { s: item.s, n: item.n, v }).collect();
+            let inputs: Vec<FeatureInput> = item
+                .endings
+                .iter()
+                .map(|v| FeatureInput {
+                    s: item.s,
+                    n: item.n,
+                    v,
+                })
+                .collect();
             let general = features(lm, &inputs, 8, Device::Cpu);
             for (a, b) in got.iter().zip(&general) {
                 for (x, y) in a.iter().zip(b) {
@@ -554,13 +869,33 @@ mod tests {
         let _torch_rng = crate::torch_rng_lock();
         let (_vs, lm) = model();
         let (s, n, v): (&[i64], &[i64], &[i64]) = (&[5, 6, 7], &[8], &[9, 10, 4]);
-        let f = features(&lm, &[FeatureInput { s, n, v }, FeatureInput { s: &[5], n: &[6], v: &[7] }], 8, Device::Cpu);
+        let f = features(
+            &lm,
+            &[
+                FeatureInput { s, n, v },
+                FeatureInput {
+                    s: &[5],
+                    n: &[6],
+                    v: &[7],
+                },
+            ],
+            8,
+            Device::Cpu,
+        );
         // fwd log-ppl of s alone is the same whatever follows.
-        let alone = lm.token_logprobs(&lm.forward, &pad_batch(&[&[BOS, 5, 6, 7]], Device::Cpu), false);
+        let alone = lm.token_logprobs(
+            &lm.forward,
+            &pad_batch(&[&[BOS, 5, 6, 7]], Device::Cpu),
+            false,
+        );
         let nll = -alone.sum(Kind::Float).double_value(&[]) / 3.0;
         assert!((f[0][3] as f64 - nll).abs() < 1e-5);
         // bwd log-ppl of v alone: the backward model over <bos> rev(v).
-        let bv = lm.token_logprobs(&lm.backward, &pad_batch(&[&[BOS, 4, 10, 9]], Device::Cpu), false);
+        let bv = lm.token_logprobs(
+            &lm.backward,
+            &pad_batch(&[&[BOS, 4, 10, 9]], Device::Cpu),
+            false,
+        );
         assert!((f[0][1] as f64 + bv.sum(Kind::Float).double_value(&[]) / 3.0).abs() < 1e-5);
         assert_eq!(&f[0][5..], &[3.0, 1.0, 3.0]);
         assert!(f[0][4] < 0.0, "a log-probability");

@@ -69,7 +69,13 @@ impl EncodedRows {
     }
 
     fn to_device(&self, device: Device) -> Self {
-        Self { text: self.text.to(device), contexts: self.contexts.as_ref().map(|(c, of)| (c.to(device), of.to(device))) }
+        Self {
+            text: self.text.to(device),
+            contexts: self
+                .contexts
+                .as_ref()
+                .map(|(c, of)| (c.to(device), of.to(device))),
+        }
     }
 
     fn tensors(&self) -> Vec<&Tensor> {
@@ -90,13 +96,28 @@ struct FlatTokens {
 
 /// The narrowest integer kind that holds ids below `n`.
 fn id_kind(n: i64) -> Kind {
-    if n <= i64::from(i16::MAX) { Kind::Int16 } else { Kind::Int }
+    if n <= i64::from(i16::MAX) {
+        Kind::Int16
+    } else {
+        Kind::Int
+    }
 }
 
 impl CandidateTable {
     /// A table from flat token tensors and per-row lengths (on the host).
-    fn from_flat(tokens: FlatTokens, features: Tensor, lengths: Vec<u16>, vocab: i64, pos_vocab: i64, min_len: i64) -> Self {
-        let FlatTokens { words, pos, indicator } = tokens;
+    fn from_flat(
+        tokens: FlatTokens,
+        features: Tensor,
+        lengths: Vec<u16>,
+        vocab: i64,
+        pos_vocab: i64,
+        min_len: i64,
+    ) -> Self {
+        let FlatTokens {
+            words,
+            pos,
+            indicator,
+        } = tokens;
         let device = words.device();
         let lens: Vec<i64> = lengths.iter().map(|&l| i64::from(l)).collect();
         let mut starts = Vec::with_capacity(lens.len());
@@ -129,15 +150,28 @@ impl CandidateTable {
         let bad = |message: String| NnError::InvalidSettings(format!("encoded rows: {message}"));
         let size = encoded.text.size();
         if size.len() != 2 || size[0] != self.rows {
-            return Err(bad(format!("text embeddings are {size:?}, the table has {} rows", self.rows)));
+            return Err(bad(format!(
+                "text embeddings are {size:?}, the table has {} rows",
+                self.rows
+            )));
         }
         if let Some((contexts, of)) = &encoded.contexts {
             let (cs, os) = (contexts.size(), of.size());
             if cs.len() != 2 || cs[1] != size[1] || os != [self.rows] || of.kind() != Kind::Int64 {
-                return Err(bad(format!("contexts {cs:?} and their index {os:?} {:?} do not fit {} rows of {}-d text", of.kind(), self.rows, size[1])));
+                return Err(bad(format!(
+                    "contexts {cs:?} and their index {os:?} {:?} do not fit {} rows of {}-d text",
+                    of.kind(),
+                    self.rows,
+                    size[1]
+                )));
             }
-            if self.rows > 0 && (of.min().int64_value(&[]) < 0 || of.max().int64_value(&[]) >= cs[0]) {
-                return Err(bad(format!("a row's context index is outside the {} contexts", cs[0])));
+            if self.rows > 0
+                && (of.min().int64_value(&[]) < 0 || of.max().int64_value(&[]) >= cs[0])
+            {
+                return Err(bad(format!(
+                    "a row's context index is outside the {} contexts",
+                    cs[0]
+                )));
             }
         }
         self.encoded = Some(encoded.to_device(self.device));
@@ -145,13 +179,33 @@ impl CandidateTable {
     }
 
     /// A table from padded [C, T] tensors (on any device); row lengths are read from `indicator`.
-    pub fn from_tensors(words: Tensor, pos: Tensor, indicator: Tensor, features: Tensor, vocab: i64, pos_vocab: i64, min_len: usize) -> Self {
+    pub fn from_tensors(
+        words: Tensor,
+        pos: Tensor,
+        indicator: Tensor,
+        features: Tensor,
+        vocab: i64,
+        pos_vocab: i64,
+        min_len: usize,
+    ) -> Self {
         let present = indicator.ne(i64::from(INDICATOR_PAD));
-        let lengths = Vec::<i64>::try_from(present.sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu)).expect("i64 lengths");
+        let lengths = Vec::<i64>::try_from(
+            present
+                .sum_dim_intlist(1, false, Kind::Int64)
+                .to_device(Device::Cpu),
+        )
+        .expect("i64 lengths");
         Self::from_flat(
-            FlatTokens { words: words.masked_select(&present), pos: pos.masked_select(&present), indicator: indicator.masked_select(&present) },
+            FlatTokens {
+                words: words.masked_select(&present),
+                pos: pos.masked_select(&present),
+                indicator: indicator.masked_select(&present),
+            },
             features,
-            lengths.into_iter().map(|l| u16::try_from(l).expect("a row is at most max-tokens (< 2^15) long")).collect(),
+            lengths
+                .into_iter()
+                .map(|l| u16::try_from(l).expect("a row is at most max-tokens (< 2^15) long"))
+                .collect(),
             vocab,
             pos_vocab,
             min_len as i64,
@@ -174,23 +228,37 @@ impl CandidateTable {
             min_len: self.min_len,
             device,
             encoded: self.encoded.as_ref().map(|e| e.to_device(device)),
-            full_view: self.full_view.as_ref().map(|t| Box::new(t.to_device(device))),
+            full_view: self
+                .full_view
+                .as_ref()
+                .map(|t| Box::new(t.to_device(device))),
         }
     }
 
     /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
     pub(crate) fn width_of(&self, rows: &[i64]) -> i64 {
-        let longest = rows.iter().map(|&r| i64::from(self.lengths[r as usize])).max().unwrap_or(0);
+        let longest = rows
+            .iter()
+            .map(|&r| i64::from(self.lengths[r as usize]))
+            .max()
+            .unwrap_or(0);
         longest.max(self.min_len)
     }
 
     /// Bytes the table's tensors take on its device.
     pub fn bytes(&self) -> u64 {
-        [&self.words, &self.pos, &self.indicator, &self.starts, &self.lengths_on_device, &self.features]
-            .into_iter()
-            .chain(self.encoded.iter().flat_map(EncodedRows::tensors))
-            .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
-            .sum::<u64>()
+        [
+            &self.words,
+            &self.pos,
+            &self.indicator,
+            &self.starts,
+            &self.lengths_on_device,
+            &self.features,
+        ]
+        .into_iter()
+        .chain(self.encoded.iter().flat_map(EncodedRows::tensors))
+        .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
+        .sum::<u64>()
             + self.full_view.as_ref().map_or(0, |t| t.bytes())
     }
 
@@ -220,21 +288,43 @@ impl CandidateTable {
     /// Writes the table to `dir` as `table.json` and `part-NNN.safetensors` files of at most
     /// `rows_per_file` rows each, so that the host holds one file's rows at a time.
     pub fn save(&self, dir: &std::path::Path, rows_per_file: i64) -> Result<(), NnError> {
-        let bad = |path: &std::path::Path, e: &dyn std::fmt::Display| NnError::Checkpoint { path: path.to_path_buf(), message: e.to_string() };
+        let bad = |path: &std::path::Path, e: &dyn std::fmt::Display| NnError::Checkpoint {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
         std::fs::create_dir_all(dir).map_err(|e| bad(dir, &e))?;
         let per = rows_per_file.max(1);
         let files = (self.rows + per - 1) / per;
-        let lengths = Tensor::from_slice(&self.lengths.iter().map(|&l| i16::try_from(l).expect("a row is at most max-tokens (< 2^15) long")).collect::<Vec<_>>());
+        let lengths = Tensor::from_slice(
+            &self
+                .lengths
+                .iter()
+                .map(|&l| i16::try_from(l).expect("a row is at most max-tokens (< 2^15) long"))
+                .collect::<Vec<_>>(),
+        );
         let mut token = 0i64;
         for f in 0..files {
             let (start, n) = (f * per, per.min(self.rows - f * per));
-            let count: i64 = self.lengths[start as usize..(start + n) as usize].iter().map(|&l| i64::from(l)).sum();
-            let flat = |t: &Tensor| t.narrow(0, token, count).to_device(Device::Cpu).contiguous();
+            let count: i64 = self.lengths[start as usize..(start + n) as usize]
+                .iter()
+                .map(|&l| i64::from(l))
+                .sum();
+            let flat = |t: &Tensor| {
+                t.narrow(0, token, count)
+                    .to_device(Device::Cpu)
+                    .contiguous()
+            };
             let named = [
                 ("words", flat(&self.words)),
                 ("pos", flat(&self.pos)),
                 ("indicator", flat(&self.indicator)),
-                ("features", self.features.narrow(0, start, n).to_device(Device::Cpu).contiguous()),
+                (
+                    "features",
+                    self.features
+                        .narrow(0, start, n)
+                        .to_device(Device::Cpu)
+                        .contiguous(),
+                ),
                 ("lengths", lengths.narrow(0, start, n).contiguous()),
             ];
             let path = dir.join(format!("part-{f:03}.safetensors"));
@@ -258,15 +348,24 @@ impl CandidateTable {
         }
         let path = dir.join("table.json");
         // Written last: a directory without it is an interrupted save.
-        std::fs::write(&path, serde_json::to_string_pretty(&meta).expect("plain struct")).map_err(|e| bad(&path, &e))
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&meta).expect("plain struct"),
+        )
+        .map_err(|e| bad(&path, &e))
     }
 
     /// Reads a table written by [`CandidateTable::save`] onto `device`, one file at a time.
     pub fn load(dir: &std::path::Path, device: Device) -> Result<Self, NnError> {
-        let bad = |path: &std::path::Path, message: String| NnError::Checkpoint { path: path.to_path_buf(), message };
+        let bad = |path: &std::path::Path, message: String| NnError::Checkpoint {
+            path: path.to_path_buf(),
+            message,
+        };
         let meta_path = dir.join("table.json");
-        let text = std::fs::read_to_string(&meta_path).map_err(|e| bad(&meta_path, e.to_string()))?;
-        let meta: SavedTable = serde_json::from_str(&text).map_err(|e| bad(&meta_path, format!("not a saved table: {e}")))?;
+        let text =
+            std::fs::read_to_string(&meta_path).map_err(|e| bad(&meta_path, e.to_string()))?;
+        let meta: SavedTable = serde_json::from_str(&text)
+            .map_err(|e| bad(&meta_path, format!("not a saved table: {e}")))?;
         let words = Tensor::zeros([meta.tokens], (id_kind(meta.vocab), device));
         let pos = Tensor::zeros([meta.tokens], (id_kind(meta.pos_vocab), device));
         let indicator = Tensor::zeros([meta.tokens], (Kind::Int8, device));
@@ -275,37 +374,90 @@ impl CandidateTable {
         let (mut row, mut token) = (0i64, 0i64);
         for f in 0..meta.files {
             let path = dir.join(format!("part-{f:03}.safetensors"));
-            let named: HashMap<String, Tensor> = Tensor::read_safetensors(&path).map_err(|e| bad(&path, e.to_string()))?.into_iter().collect();
-            let get = |name: &str| named.get(name).ok_or_else(|| bad(&path, format!("no tensor `{name}`")));
-            let file_lengths: Vec<i16> = Vec::<i16>::try_from(get("lengths")?).map_err(|e: tch::TchError| bad(&path, e.to_string()))?;
+            let named: HashMap<String, Tensor> = Tensor::read_safetensors(&path)
+                .map_err(|e| bad(&path, e.to_string()))?
+                .into_iter()
+                .collect();
+            let get = |name: &str| {
+                named
+                    .get(name)
+                    .ok_or_else(|| bad(&path, format!("no tensor `{name}`")))
+            };
+            let file_lengths: Vec<i16> = Vec::<i16>::try_from(get("lengths")?)
+                .map_err(|e: tch::TchError| bad(&path, e.to_string()))?;
             let n = file_lengths.len() as i64;
             let count: i64 = file_lengths.iter().map(|&l| i64::from(l)).sum();
             if row + n > meta.rows || token + count > meta.tokens {
-                return Err(bad(&path, format!("more rows or tokens than the {} and {} of table.json", meta.rows, meta.tokens)));
+                return Err(bad(
+                    &path,
+                    format!(
+                        "more rows or tokens than the {} and {} of table.json",
+                        meta.rows, meta.tokens
+                    ),
+                ));
             }
-            for (dst, name, at, len) in [(&words, "words", token, count), (&pos, "pos", token, count), (&indicator, "indicator", token, count), (&features, "features", row, n)] {
+            for (dst, name, at, len) in [
+                (&words, "words", token, count),
+                (&pos, "pos", token, count),
+                (&indicator, "indicator", token, count),
+                (&features, "features", row, n),
+            ] {
                 let src = get(name)?;
-                if src.size()[0] != len || src.kind() != dst.kind() || src.size()[1..] != dst.size()[1..] {
-                    return Err(bad(&path, format!("`{name}` is {:?} {:?}, expected {len} rows of {:?}", src.size(), src.kind(), dst.kind())));
+                if src.size()[0] != len
+                    || src.kind() != dst.kind()
+                    || src.size()[1..] != dst.size()[1..]
+                {
+                    return Err(bad(
+                        &path,
+                        format!(
+                            "`{name}` is {:?} {:?}, expected {len} rows of {:?}",
+                            src.size(),
+                            src.kind(),
+                            dst.kind()
+                        ),
+                    ));
                 }
                 dst.narrow(0, at, len).copy_(src);
             }
             if let Some(l) = file_lengths.iter().find(|&&l| l < 0) {
-                return Err(bad(&path, format!("a row of {l} tokens: not a table this af wrote")));
+                return Err(bad(
+                    &path,
+                    format!("a row of {l} tokens: not a table this af wrote"),
+                ));
             }
             lengths.extend(file_lengths.into_iter().map(|l| l as u16));
             row += n;
             token += count;
         }
         if row != meta.rows || token != meta.tokens {
-            return Err(bad(dir, format!("{row} rows and {token} tokens in the files, {} and {} in table.json", meta.rows, meta.tokens)));
+            return Err(bad(
+                dir,
+                format!(
+                    "{row} rows and {token} tokens in the files, {} and {} in table.json",
+                    meta.rows, meta.tokens
+                ),
+            ));
         }
-        let mut table = Self::from_flat(FlatTokens { words, pos, indicator }, features, lengths, meta.vocab, meta.pos_vocab, meta.min_len);
+        let mut table = Self::from_flat(
+            FlatTokens {
+                words,
+                pos,
+                indicator,
+            },
+            features,
+            lengths,
+            meta.vocab,
+            meta.pos_vocab,
+            meta.min_len,
+        );
         let full = dir.join(FULL_VIEW_DIR);
         if full.join("table.json").exists() {
             let view = Self::load(&full, device)?;
             if view.rows != table.rows {
-                return Err(bad(&full, format!("{} full-view rows for {} rows", view.rows, table.rows)));
+                return Err(bad(
+                    &full,
+                    format!("{} full-view rows for {} rows", view.rows, table.rows),
+                ));
             }
             table.full_view = Some(Box::new(view));
         }
@@ -348,7 +500,11 @@ pub struct Vocabularies {
 
 impl TableAssembler {
     pub fn new(device: Device) -> Self {
-        Self { device, chunks: Vec::new(), lengths: Vec::new() }
+        Self {
+            device,
+            chunks: Vec::new(),
+            lengths: Vec::new(),
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -367,23 +523,42 @@ impl TableAssembler {
         for c in rows {
             interned.extend(c.interned.iter().map(|&id| id as i32));
             tags.extend_from_slice(c.tags);
-            indicator.extend((0..c.interned.len()).map(|j| if c.marked.contains(&j) { INDICATOR_NOUN_PHRASE as i8 } else { INDICATOR_ENDING as i8 }));
+            indicator.extend((0..c.interned.len()).map(|j| {
+                if c.marked.contains(&j) {
+                    INDICATOR_NOUN_PHRASE as i8
+                } else {
+                    INDICATOR_ENDING as i8
+                }
+            }));
             features.extend_from_slice(&c.features);
             // The table builder cuts rows to `[committee] max-tokens`, which validation keeps
             // below 2^15 (lengths are saved as i16).
-            self.lengths.push(u16::try_from(c.interned.len()).ok().filter(|&l| l <= i16::MAX as u16).expect("rows are cut to max-tokens"));
+            self.lengths.push(
+                u16::try_from(c.interned.len())
+                    .ok()
+                    .filter(|&l| l <= i16::MAX as u16)
+                    .expect("rows are cut to max-tokens"),
+            );
         }
         self.chunks.push((
             Tensor::from_slice(&interned).to(self.device),
             Tensor::from_slice(&tags).to(self.device),
             Tensor::from_slice(&indicator).to(self.device),
-            Tensor::from_slice(&features).view([rows.len() as i64, 8]).to(self.device),
+            Tensor::from_slice(&features)
+                .view([rows.len() as i64, 8])
+                .to(self.device),
         ));
     }
 
     /// The table: ids mapped, features standardised with `mean` and `std`; batches are cut to at
     /// least `min_len` tokens. Chunks are freed as they are copied in.
-    pub fn finish(self, v: &Vocabularies, mean: [f32; 8], std: [f32; 8], min_len: usize) -> CandidateTable {
+    pub fn finish(
+        self,
+        v: &Vocabularies,
+        mean: [f32; 8],
+        std: [f32; 8],
+        min_len: usize,
+    ) -> CandidateTable {
         let _guard = tch::no_grad_guard();
         let dev = self.device;
         let rows = self.lengths.len() as i64;
@@ -395,21 +570,37 @@ impl TableAssembler {
         let features = Tensor::zeros([rows, 8], (Kind::Float, dev));
         let word_of = Tensor::from_slice(&v.word_of).to(dev);
         let pos_word_of = Tensor::from_slice(&v.pos_word_of).to(dev);
-        let (mean, std) = (Tensor::from_slice(&mean).to(dev), Tensor::from_slice(&std).to(dev));
+        let (mean, std) = (
+            Tensor::from_slice(&mean).to(dev),
+            Tensor::from_slice(&std).to(dev),
+        );
         let (mut row, mut token) = (0, 0);
         for (interned, tags, ind, feats) in self.chunks {
             let (n, count) = (feats.size()[0], interned.size()[0]);
             let ids = interned.to_kind(Kind::Int64);
             let kept = pos_word_of.index_select(0, &ids);
             let tag = tags.to_kind(Kind::Int) + i64::from(v.tag_base);
-            words.narrow(0, token, count).copy_(&word_of.index_select(0, &ids).to_kind(word_kind));
-            pos.narrow(0, token, count).copy_(&kept.where_self(&kept.ge(0), &tag).to_kind(pos_kind));
+            words
+                .narrow(0, token, count)
+                .copy_(&word_of.index_select(0, &ids).to_kind(word_kind));
+            pos.narrow(0, token, count)
+                .copy_(&kept.where_self(&kept.ge(0), &tag).to_kind(pos_kind));
             indicator.narrow(0, token, count).copy_(&ind);
             features.narrow(0, row, n).copy_(&((feats - &mean) / &std));
             row += n;
             token += count;
         }
-        CandidateTable::from_flat(FlatTokens { words, pos, indicator }, features, self.lengths, v.vocab, v.pos_vocab, min_len as i64)
+        CandidateTable::from_flat(
+            FlatTokens {
+                words,
+                pos,
+                indicator,
+            },
+            features,
+            self.lengths,
+            v.vocab,
+            v.pos_vocab,
+            min_len as i64,
+        )
     }
 }
-

@@ -42,7 +42,11 @@ impl MemberNet for CountWordNet {
     }
 
     fn represent(&self, b: &Batch, _train: bool) -> Tensor {
-        b.words.eq(self.0).logical_and(&b.mask).to_kind(Kind::Float).sum_dim_intlist(1, true, Kind::Float)
+        b.words
+            .eq(self.0)
+            .logical_and(&b.mask)
+            .to_kind(Kind::Float)
+            .sum_dim_intlist(1, true, Kind::Float)
     }
 }
 
@@ -62,12 +66,29 @@ fn planted(questions: usize) -> (CandidateTable, Vec<Vec<i64>>) {
         }
         qs.push(options);
     }
-    let tags: Vec<Vec<u8>> = words.iter().map(|w| w.iter().map(|&x| (x % 20) as u8).collect()).collect();
-    let raw: Vec<RawCandidate> =
-        words.iter().zip(&tags).map(|(w, t)| RawCandidate { interned: w, tags: t, marked: 0..2, features: [0.0; 8] }).collect();
+    let tags: Vec<Vec<u8>> = words
+        .iter()
+        .map(|w| w.iter().map(|&x| (x % 20) as u8).collect())
+        .collect();
+    let raw: Vec<RawCandidate> = words
+        .iter()
+        .zip(&tags)
+        .map(|(w, t)| RawCandidate {
+            interned: w,
+            tags: t,
+            marked: 0..2,
+            features: [0.0; 8],
+        })
+        .collect();
     let mut assembler = TableAssembler::new(Device::Cpu);
     assembler.push(&raw);
-    let vocabularies = Vocabularies { word_of: (0..40).collect(), pos_word_of: vec![-1; 40], tag_base: 0, vocab: 40, pos_vocab: 20 };
+    let vocabularies = Vocabularies {
+        word_of: (0..40).collect(),
+        pos_word_of: vec![-1; 40],
+        tag_base: 0,
+        vocab: 40,
+        pos_vocab: 20,
+    };
     (assembler.finish(&vocabularies, [0.0; 8], [1.0; 8], 5), qs)
 }
 
@@ -77,30 +98,62 @@ fn a_registered_member_trains_and_scores_beside_a_builtin_one() {
     registry.register(CountWord(5)).unwrap();
     assert_eq!(registry.names().last(), Some(&"count-word"));
     assert!(registry.text_members().contains(&"count-word"));
-    assert!(matches!(registry.register(CountWord(6)), Err(NnError::DuplicateMember(_))));
+    assert!(matches!(
+        registry.register(CountWord(6)),
+        Err(NnError::DuplicateMember(_))
+    ));
 
     tch::manual_seed(3);
     let (table, qs) = planted(150);
     // Enough steps for the count's score weight to turn positive from its initial value (down to
     // about -2.4 for one input).
-    let config = CommitteeConfig { embedding: 16, joint_hidden: 8, epochs: 12, validation_share: 0.0, batch_items: 16, learning_rate: 5e-2, ..Default::default() };
+    let config = CommitteeConfig {
+        embedding: 16,
+        joint_hidden: 8,
+        epochs: 12,
+        validation_share: 0.0,
+        batch_items: 16,
+        learning_rate: 5e-2,
+        ..Default::default()
+    };
     let vs = nn::VarStore::new(Device::Cpu);
     let members = [MemberName::new("bow"), MemberName::new("count-word")];
-    let model = CommitteeModel::new(&vs.root(), &config, &registry, &members, true, &table).unwrap();
-    assert_eq!(model.heads().into_iter().map(|h| h.0).collect::<Vec<_>>(), ["joint", "bow", "count-word"]);
+    let model =
+        CommitteeModel::new(&vs.root(), &config, &registry, &members, true, &table).unwrap();
+    assert_eq!(
+        model.heads().into_iter().map(|h| h.0).collect::<Vec<_>>(),
+        ["joint", "bow", "count-word"]
+    );
     assert!(vs.variables().contains_key("count-word.score.weight"));
 
     let (fit, held) = qs.split_at(100);
     train(&vs, &model, &table, fit, &config, 1).unwrap();
     let rows: Vec<i64> = held.iter().flatten().copied().collect();
     for (head, scores) in score(&model, &table, &rows, af_core::ScoreBatch::Candidates(32)) {
-        let right = scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64;
+        let right = scores
+            .chunks(4)
+            .filter(|s| s[1..].iter().all(|&d| s[0] > d))
+            .count() as f64
+            / held.len() as f64;
         // The count is the whole signal: once its weight is positive, the right answer wins.
         let least = if head == "count-word" { 0.99 } else { 0.5 };
         assert!(right > least, "{head}: {right}");
     }
 
     // Without it, the name is unknown.
-    let e = CommitteeModel::new(&nn::VarStore::new(Device::Cpu).root(), &config, &Registry::builtin(), &members, true, &table).err().unwrap().to_string();
-    assert!(e.contains("`count-word`") && e.contains("mlp, bow, cnn, pos-lstm, ngram, lstm"), "{e}");
+    let e = CommitteeModel::new(
+        &nn::VarStore::new(Device::Cpu).root(),
+        &config,
+        &Registry::builtin(),
+        &members,
+        true,
+        &table,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("`count-word`") && e.contains("mlp, bow, cnn, pos-lstm, ngram, lstm"),
+        "{e}"
+    );
 }

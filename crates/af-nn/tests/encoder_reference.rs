@@ -54,7 +54,8 @@ fn fixture() -> Fixture {
 
 fn cosines(a: &Tensor, b: &Tensor) -> Vec<f64> {
     let dots = (a * b).sum_dim_intlist(1, false, Kind::Double);
-    let norms = a.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false) * b.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false);
+    let norms = a.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)
+        * b.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false);
     Vec::<f64>::try_from(dots / norms).unwrap()
 }
 
@@ -62,29 +63,69 @@ fn cosines(a: &Tensor, b: &Tensor) -> Vec<f64> {
 fn minilm_matches_sentence_transformers_on_every_fixture_sentence() {
     let fx = fixture();
     assert!(fx.items.len() >= 20);
-    assert!(fx.items.iter().any(|i| i.tokens_untruncated > fx.max_seq_length), "the fixture must hold a text that is truncated");
-    let encoder = Encoder::load(&model_dir(), Device::Cpu, &EncoderOptions { batch_size: 8, ..Default::default() }).unwrap();
+    assert!(
+        fx.items
+            .iter()
+            .any(|i| i.tokens_untruncated > fx.max_seq_length),
+        "the fixture must hold a text that is truncated"
+    );
+    let encoder = Encoder::load(
+        &model_dir(),
+        Device::Cpu,
+        &EncoderOptions {
+            batch_size: 8,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(encoder.max_length(), fx.max_seq_length);
     let texts: Vec<&str> = fx.items.iter().map(|i| i.sentence.as_str()).collect();
     let ours = encoder.encode(&texts).unwrap();
     let dim = encoder.dim() as i64;
-    let flat: Vec<f32> = fx.items.iter().flat_map(|i| i.embedding.iter().copied()).collect();
+    let flat: Vec<f32> = fx
+        .items
+        .iter()
+        .flat_map(|i| i.embedding.iter().copied())
+        .collect();
     let reference = Tensor::from_slice(&flat).view([texts.len() as i64, dim]);
     let cos = cosines(&ours, &reference);
-    let (worst, min) = cos.iter().enumerate().fold((0, f64::MAX), |acc, (i, &c)| if c < acc.1 { (i, c) } else { acc });
-    eprintln!("encoder vs sentence-transformers: minimum cosine {min:.9} (1 - {:.1e}), sentence {worst}", 1.0 - min);
+    let (worst, min) =
+        cos.iter().enumerate().fold(
+            (0, f64::MAX),
+            |acc, (i, &c)| if c < acc.1 { (i, c) } else { acc },
+        );
+    eprintln!(
+        "encoder vs sentence-transformers: minimum cosine {min:.9} (1 - {:.1e}), sentence {worst}",
+        1.0 - min
+    );
     for (i, c) in cos.iter().enumerate() {
-        assert!(*c >= 0.9999, "sentence {i} {:?}: cosine {c:.6} < 0.9999", texts[i]);
+        assert!(
+            *c >= 0.9999,
+            "sentence {i} {:?}: cosine {c:.6} < 0.9999",
+            texts[i]
+        );
     }
     // Unit length, as the reference normalises.
-    let norms = Vec::<f64>::try_from(ours.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)).unwrap();
+    let norms =
+        Vec::<f64>::try_from(ours.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)).unwrap();
     assert!(norms.iter().all(|n| (n - 1.0).abs() < 1e-5), "{norms:?}");
 
     // One text per batch (no padding) gives the same vectors as the length-sorted, padded batches.
-    let single = Encoder::load(&model_dir(), Device::Cpu, &EncoderOptions { batch_size: 1, ..Default::default() }).unwrap();
+    let single = Encoder::load(
+        &model_dir(),
+        Device::Cpu,
+        &EncoderOptions {
+            batch_size: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let alone = single.encode(&texts).unwrap();
     let same = cosines(&ours, &alone);
-    assert!(same.iter().all(|&c| c > 0.99999), "padding changed a vector: {same:?}");
+    assert!(
+        same.iter().all(|&c| c > 0.99999),
+        "padding changed a vector: {same:?}"
+    );
 }
 
 /// A tiny random BERT written with the legacy names of old checkpoints (`bert.` prefix,
@@ -102,11 +143,26 @@ fn legacy_tensor_names_load_like_current_ones() {
     let _rng = rng_lock();
     tch::manual_seed(7);
     let mut tensors: Vec<(String, Tensor)> = vec![
-        ("embeddings.word_embeddings.weight".into(), Tensor::randn([vocab, h], (Kind::Float, Device::Cpu))),
-        ("embeddings.position_embeddings.weight".into(), Tensor::randn([positions, h], (Kind::Float, Device::Cpu))),
-        ("embeddings.token_type_embeddings.weight".into(), Tensor::randn([2, h], (Kind::Float, Device::Cpu))),
-        ("embeddings.LayerNorm.weight".into(), Tensor::rand([h], (Kind::Float, Device::Cpu)) + 0.5),
-        ("embeddings.LayerNorm.bias".into(), Tensor::randn([h], (Kind::Float, Device::Cpu))),
+        (
+            "embeddings.word_embeddings.weight".into(),
+            Tensor::randn([vocab, h], (Kind::Float, Device::Cpu)),
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            Tensor::randn([positions, h], (Kind::Float, Device::Cpu)),
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            Tensor::randn([2, h], (Kind::Float, Device::Cpu)),
+        ),
+        (
+            "embeddings.LayerNorm.weight".into(),
+            Tensor::rand([h], (Kind::Float, Device::Cpu)) + 0.5,
+        ),
+        (
+            "embeddings.LayerNorm.bias".into(),
+            Tensor::randn([h], (Kind::Float, Device::Cpu)),
+        ),
     ];
     for l in 0..layers {
         let p = format!("encoder.layer.{l}");
@@ -118,18 +174,32 @@ fn legacy_tensor_names_load_like_current_ones() {
             ("intermediate.dense", inter, h),
             ("output.dense", h, inter),
         ] {
-            tensors.push((format!("{p}.{name}.weight"), Tensor::randn([o, i], (Kind::Float, Device::Cpu)) * 0.3));
-            tensors.push((format!("{p}.{name}.bias"), Tensor::randn([o], (Kind::Float, Device::Cpu)) * 0.1));
+            tensors.push((
+                format!("{p}.{name}.weight"),
+                Tensor::randn([o, i], (Kind::Float, Device::Cpu)) * 0.3,
+            ));
+            tensors.push((
+                format!("{p}.{name}.bias"),
+                Tensor::randn([o], (Kind::Float, Device::Cpu)) * 0.1,
+            ));
         }
         for ln in ["attention.output.LayerNorm", "output.LayerNorm"] {
-            tensors.push((format!("{p}.{ln}.weight"), Tensor::rand([h], (Kind::Float, Device::Cpu)) + 0.5));
-            tensors.push((format!("{p}.{ln}.bias"), Tensor::randn([h], (Kind::Float, Device::Cpu)) * 0.1));
+            tensors.push((
+                format!("{p}.{ln}.weight"),
+                Tensor::rand([h], (Kind::Float, Device::Cpu)) + 0.5,
+            ));
+            tensors.push((
+                format!("{p}.{ln}.bias"),
+                Tensor::randn([h], (Kind::Float, Device::Cpu)) * 0.1,
+            ));
         }
     }
     let legacy: Vec<(String, Tensor)> = tensors
         .iter()
         .map(|(n, t)| {
-            let n = n.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta");
+            let n = n
+                .replace("LayerNorm.weight", "LayerNorm.gamma")
+                .replace("LayerNorm.bias", "LayerNorm.beta");
             (format!("bert.{n}"), t.shallow_clone())
         })
         .collect();
@@ -143,18 +213,36 @@ fn legacy_tensor_names_load_like_current_ones() {
     };
     let current = write("current", &tensors);
     let old = write("legacy", &legacy);
-    let texts = ["A man plays the guitar.", "She dives into the pool and swims a length."];
-    let a = Encoder::load(&current, Device::Cpu, &EncoderOptions::default()).unwrap().encode(&texts).unwrap();
-    let b = Encoder::load(&old, Device::Cpu, &EncoderOptions::default()).unwrap().encode(&texts).unwrap();
+    let texts = [
+        "A man plays the guitar.",
+        "She dives into the pool and swims a length.",
+    ];
+    let a = Encoder::load(&current, Device::Cpu, &EncoderOptions::default())
+        .unwrap()
+        .encode(&texts)
+        .unwrap();
+    let b = Encoder::load(&old, Device::Cpu, &EncoderOptions::default())
+        .unwrap()
+        .encode(&texts)
+        .unwrap();
     assert_eq!(a.size(), [2, h]);
-    assert!(a.allclose(&b, 0.0, 0.0, false), "legacy names changed the output");
+    assert!(
+        a.allclose(&b, 0.0, 0.0, false),
+        "legacy names changed the output"
+    );
 
     // A missing tensor is named, with the file.
     let mut short = legacy;
     short.retain(|(n, _)| !n.ends_with("encoder.layer.1.output.LayerNorm.gamma"));
     let broken = write("broken", &short);
-    let err = Encoder::load(&broken, Device::Cpu, &EncoderOptions::default()).unwrap_err().to_string();
-    assert!(err.contains("model.safetensors") && err.contains("encoder.layer.1.output.LayerNorm.weight"), "{err}");
+    let err = Encoder::load(&broken, Device::Cpu, &EncoderOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("model.safetensors")
+            && err.contains("encoder.layer.1.output.LayerNorm.weight"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -164,25 +252,44 @@ fn missing_and_malformed_model_files_name_the_file() {
     assert!(matches!(err, EncoderError::Dir { .. }), "{err}");
     assert!(err.to_string().contains("has no config.json"), "{err}");
 
-    std::fs::write(tmp.path().join("config.json"), "{\"hidden_size\": 8,\n \"vocab_size\": }").unwrap();
-    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default()).unwrap_err().to_string();
-    assert!(err.contains("config.json") && err.contains("line 2"), "{err}");
+    std::fs::write(
+        tmp.path().join("config.json"),
+        "{\"hidden_size\": 8,\n \"vocab_size\": }",
+    )
+    .unwrap();
+    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("config.json") && err.contains("line 2"),
+        "{err}"
+    );
 
     let cfg = r#"{"model_type": "bert", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16}"#;
     std::fs::write(tmp.path().join("config.json"), cfg).unwrap();
     std::fs::write(tmp.path().join("pytorch_model.bin"), b"pickle").unwrap();
-    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default()).unwrap_err().to_string();
-    assert!(err.contains("has no model.safetensors") && err.contains("pytorch_model.bin"), "{err}");
+    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("has no model.safetensors") && err.contains("pytorch_model.bin"),
+        "{err}"
+    );
 
     std::fs::write(tmp.path().join("model.safetensors"), b"not safetensors").unwrap();
     std::fs::write(tmp.path().join("tokenizer.json"), b"{}").unwrap();
-    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default()).unwrap_err().to_string();
+    let err = Encoder::load(tmp.path(), Device::Cpu, &EncoderOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("tokenizer.json"), "{err}");
 
     let cfg = r#"{"model_type": "roberta", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16}"#;
     std::fs::write(tmp.path().join("config.json"), cfg).unwrap();
     let err = af_nn::encoder::inspect(tmp.path()).unwrap_err().to_string();
-    assert!(err.contains("config.json") && err.contains("roberta"), "{err}");
+    assert!(
+        err.contains("config.json") && err.contains("roberta"),
+        "{err}"
+    );
 }
 
 /// The benchmark's stand-in for a model whose weights cannot travel: the architecture and the
@@ -194,15 +301,27 @@ fn random_weights_need_only_config_and_tokenizer() {
     for f in ["config.json", "tokenizer.json", "sentence_bert_config.json"] {
         std::fs::copy(model.join(f), tmp.path().join(f)).unwrap();
     }
-    let texts = ["A man plays the guitar.", "Two boys kick a ball across the field."];
+    let texts = [
+        "A man plays the guitar.",
+        "Two boys kick a ball across the field.",
+    ];
     let options = EncoderOptions::default();
     let _rng = rng_lock();
-    let a = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3).unwrap().encode(&texts).unwrap();
-    let b = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3).unwrap().encode(&texts).unwrap();
+    let a = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3)
+        .unwrap()
+        .encode(&texts)
+        .unwrap();
+    let b = Encoder::load_with_random_weights(tmp.path(), Device::Cpu, &options, 3)
+        .unwrap()
+        .encode(&texts)
+        .unwrap();
     assert_eq!(a.size(), [2, 384]);
     assert!(a.allclose(&b, 0.0, 0.0, false));
-    let norms = Vec::<f64>::try_from(a.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)).unwrap();
+    let norms =
+        Vec::<f64>::try_from(a.to_kind(Kind::Double).norm_scalaropt_dim(2, [1], false)).unwrap();
     assert!(norms.iter().all(|n| (n - 1.0).abs() < 1e-5), "{norms:?}");
-    let err = Encoder::load(tmp.path(), Device::Cpu, &options).unwrap_err().to_string();
+    let err = Encoder::load(tmp.path(), Device::Cpu, &options)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("has no model.safetensors"), "{err}");
 }

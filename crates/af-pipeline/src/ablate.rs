@@ -174,7 +174,11 @@ const CROSS_VERSION: u32 = 2;
 
 /// Runs every composition that is not up to date, then the cross-matrix; `done` hears of each
 /// composition as it is settled.
-pub fn run(request: &AblateRequest, progress: &dyn Progress, done: impl FnMut(&CompositionRun)) -> anyhow::Result<AblateRun> {
+pub fn run(
+    request: &AblateRequest,
+    progress: &dyn Progress,
+    done: impl FnMut(&CompositionRun),
+) -> anyhow::Result<AblateRun> {
     let config = request.config;
     let generate = StageName::Generate;
     if !runner::up_to_date(config, generate)? {
@@ -185,7 +189,8 @@ pub fn run(request: &AblateRequest, progress: &dyn Progress, done: impl FnMut(&C
     }
     let upstream = runner::fingerprint(config, generate)?;
     let load = || -> anyhow::Result<(Pool, CandidateTable, tch::Device)> {
-        let (pool, table, _summary, device) = crate::committee::load(config, request.registry, progress)?;
+        let (pool, table, _summary, device) =
+            crate::committee::load(config, request.registry, progress)?;
         Ok((pool, table, device))
     };
     run_on(request, &upstream, load, progress, done)
@@ -210,7 +215,10 @@ pub fn run_on(
     for c in &compositions {
         let cdir = dir.join(&c.name);
         let stamp = composition_stamp(&composition_config(config, c), upstream)?;
-        if !request.force && cdir.join("started.json").exists() && !runner::started_with(&cdir, &stamp) {
+        if !request.force
+            && cdir.join("started.json").exists()
+            && !runner::started_with(&cdir, &stamp)
+        {
             anyhow::bail!(
                 "{} holds the run of composition `{}` started with another config (committee, schedule, seed or pool differ); resuming it would mix the two: pass --force to start the compositions over",
                 cdir.display(),
@@ -228,28 +236,77 @@ pub fn run_on(
     let mut runs = Vec::new();
     for (c, stamp) in compositions.iter().zip(&stamps) {
         bar.set_message(c.name.clone());
-        let run = run_composition(config, c, stamp, &dir.join(&c.name), request, &pool, &table, device, progress)?;
+        let run = run_composition(
+            config,
+            c,
+            stamp,
+            &dir.join(&c.name),
+            request,
+            &pool,
+            &table,
+            device,
+            progress,
+        )?;
         done(&run);
         runs.push(run);
         bar.inc(1);
     }
     bar.finish();
 
-    let (cells, pairs, split) = cross_matrix(config, request, &compositions, &runs, &stamps, upstream, &pool, &table, device, &dir, progress)?;
-    let summary = summarise(&compositions, &runs, &cells, af_filter::chance(config.filter.k));
+    let (cells, pairs, split) = cross_matrix(
+        config,
+        request,
+        &compositions,
+        &runs,
+        &stamps,
+        upstream,
+        &pool,
+        &table,
+        device,
+        &dir,
+        progress,
+    )?;
+    let summary = summarise(
+        &compositions,
+        &runs,
+        &cells,
+        af_filter::chance(config.filter.k),
+    );
     let seconds = start.elapsed().as_secs_f64();
-    write_outputs(&dir, config, &runs, &cells, &pairs, &summary, split, seconds)?;
-    Ok(AblateRun { dir, compositions: runs, cells, pairs, summary, seconds })
+    write_outputs(
+        &dir, config, &runs, &cells, &pairs, &summary, split, seconds,
+    )?;
+    Ok(AblateRun {
+        dir,
+        compositions: runs,
+        cells,
+        pairs,
+        summary,
+        seconds,
+    })
 }
 
 /// The compositions of `[ablate]`, each member checked against the registry.
 pub fn plan(config: &Config, registry: &Registry) -> anyhow::Result<Vec<Composition>> {
-    let compositions = config.ablate.compositions(&config.filter).map_err(anyhow::Error::msg)?;
+    let compositions = config
+        .ablate
+        .compositions(&config.filter)
+        .map_err(anyhow::Error::msg)?;
     for c in &compositions {
-        for m in c.members.iter().chain(c.stages.iter().flat_map(|p| &p.members)) {
-            registry.lookup(m).with_context(|| format!("[ablate] composition `{}`", c.name))?;
+        for m in c
+            .members
+            .iter()
+            .chain(c.stages.iter().flat_map(|p| &p.members))
+        {
+            registry
+                .lookup(m)
+                .with_context(|| format!("[ablate] composition `{}`", c.name))?;
         }
-        if let Some(p) = c.stages.iter().find(|p| p.members.iter().all(|m| registry.is_fine_tuned(m.as_str()))) {
+        if let Some(p) = c
+            .stages
+            .iter()
+            .find(|p| p.members.iter().all(|m| registry.is_fine_tuned(m.as_str())))
+        {
             anyhow::bail!(
                 "[ablate] composition `{}`, stage `{}`: only fine-tuned members ({}) are left, and they re-score what other members shortlist; give the composition its own `stages` or leave it out",
                 c.name,
@@ -269,7 +326,10 @@ fn composition_config(config: &Config, c: &Composition) -> Config {
 }
 
 /// What a composition's run depends on: what the filter stage's does, with its schedule.
-fn composition_stamp(config: &Config, upstream: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
+fn composition_stamp(
+    config: &Config,
+    upstream: &serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
     use crate::runner::Stage;
     let mut stamp = crate::stages::filter::Filter.inputs(config)?;
     stamp["upstream"] = upstream.clone();
@@ -290,18 +350,33 @@ fn run_composition(
 ) -> anyhow::Result<CompositionRun> {
     let own = composition_config(config, c);
     let report_path = cdir.join("report.json");
-    let finished = |outcome, report| CompositionRun { name: c.name.clone(), members: c.members.clone(), stages: c.stages.clone(), outcome, report, dir: cdir.to_path_buf() };
+    let finished = |outcome, report| CompositionRun {
+        name: c.name.clone(),
+        members: c.members.clone(),
+        stages: c.stages.clone(),
+        outcome,
+        report,
+        dir: cdir.to_path_buf(),
+    };
     if !request.force && runner::is_up_to_date(&cdir.join("stage.json"), stamp) {
-        let text = std::fs::read_to_string(&report_path).with_context(|| format!("cannot read {}", report_path.display()))?;
-        let report: FilterReport = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", report_path.display()))?;
+        let text = std::fs::read_to_string(&report_path)
+            .with_context(|| format!("cannot read {}", report_path.display()))?;
+        let report: FilterReport = serde_json::from_str(&text)
+            .with_context(|| format!("{} is corrupted: pass --force", report_path.display()))?;
         return Ok(finished(Outcome::UpToDate, report));
     }
     runner::prepare_dir(cdir, None, stamp, request.force, false)?;
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();
-    let ctx = StageContext { config: &own, dir: cdir.to_path_buf(), shard: None, progress };
-    let report = filter_pool(&ctx, pool, table, device, request.registry).with_context(|| format!("composition `{}`", c.name))?;
+    let ctx = StageContext {
+        config: &own,
+        dir: cdir.to_path_buf(),
+        shard: None,
+        progress,
+    };
+    let report = filter_pool(&ctx, pool, table, device, request.registry)
+        .with_context(|| format!("composition `{}`", c.name))?;
     af_core::atomic::write(cdir.join("config.toml"), own.to_toml().as_bytes())?;
     let record = StageRecord {
         stage: StageName::Filter,
@@ -310,7 +385,10 @@ fn run_composition(
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         resources: crate::resources::measure(host_at_start, Some(device)),
     };
-    af_core::atomic::write(cdir.join("stage.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    af_core::atomic::write(
+        cdir.join("stage.json"),
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )?;
     Ok(finished(Outcome::Ran, report))
 }
 
@@ -332,14 +410,30 @@ fn cross_matrix(
     let members = config.ablate.members(&config.filter);
     let random = random_assignment(pool, config.filter.k, config.run.seed)?;
     // (name, assignment, its last scores (none for the random one), what it was made from)
-    type Dataset<'n> = (&'n str, Assignment, Option<Vec<Option<af_filter::ItemScores>>>, serde_json::Value);
-    let mut datasets: Vec<Dataset> =
-        vec![(RANDOM, random, None, json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}))];
+    type Dataset<'n> = (
+        &'n str,
+        Assignment,
+        Option<Vec<Option<af_filter::ItemScores>>>,
+        serde_json::Value,
+    );
+    let mut datasets: Vec<Dataset> = vec![(
+        RANDOM,
+        random,
+        None,
+        json!({"random-assignment": {"k": config.filter.k, "seed": config.run.seed}, "upstream": upstream}),
+    )];
     for (run, stamp) in runs.iter().zip(stamps) {
         let path = run.dir.join("state.json");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let state: af_filter::FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
-        datasets.push((&run.name, state.assignment, Some(state.last_scores), stamp.clone()));
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let state: af_filter::FilterState = serde_json::from_str(&text)
+            .with_context(|| format!("{} is corrupted: pass --force", path.display()))?;
+        datasets.push((
+            &run.name,
+            state.assignment,
+            Some(state.last_scores),
+            stamp.clone(),
+        ));
     }
     // One group split for every dataset and detector, or group folds (`[audit] eval-folds`).
     let groups = pool.groups();
@@ -348,7 +442,11 @@ fn cross_matrix(
         af_audit::cross_fit_folds(&refs, config.audit.eval_folds, config.run.seed)
     } else {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6162_6c61);
-        vec![af_filter::split_by_group(&groups, 1.0 - config.audit.eval_share, &mut rng)]
+        vec![af_filter::split_by_group(
+            &groups,
+            1.0 - config.audit.eval_share,
+            &mut rng,
+        )]
     };
     anyhow::ensure!(
         folds.iter().all(|(t, e)| !t.is_empty() && !e.is_empty()),
@@ -357,7 +455,8 @@ fn cross_matrix(
         groups.iter().collect::<std::collections::HashSet<_>>().len()
     );
     let split = SplitSizes {
-        train: (folds.iter().map(|(t, _)| t.len()).sum::<usize>() as f64 / folds.len() as f64).round() as usize,
+        train: (folds.iter().map(|(t, _)| t.len()).sum::<usize>() as f64 / folds.len() as f64)
+            .round() as usize,
         eval: folds.iter().map(|(_, e)| e.len()).sum(),
         folds: folds.len(),
     };
@@ -393,11 +492,34 @@ fn cross_matrix(
         let detectors = match kept {
             Some(file) => file.detectors,
             None => {
-                let mut detectors = committee_detectors(config, request.registry, &members, pool, table, device, assignment, &folds)?;
+                let mut detectors = committee_detectors(
+                    config,
+                    request.registry,
+                    &members,
+                    pool,
+                    table,
+                    device,
+                    assignment,
+                    &folds,
+                )?;
                 let questions = pool_questions(&chosen, assignment, &vec![""; pool.items.len()]);
-                detectors.extend(audit_detectors(config, request.registry, name, &questions, &folds, &tagger, device, dir, progress)?);
+                detectors.extend(audit_detectors(
+                    config,
+                    request.registry,
+                    name,
+                    &questions,
+                    &folds,
+                    &tagger,
+                    device,
+                    dir,
+                    progress,
+                )?);
                 std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
-                let file = CrossFile { fingerprint, split, detectors };
+                let file = CrossFile {
+                    fingerprint,
+                    split,
+                    detectors,
+                };
                 af_core::atomic::write(&path, serde_json::to_string_pretty(&file)?.as_bytes())?;
                 file.detectors
             }
@@ -413,13 +535,23 @@ fn cross_matrix(
     for (i, (before, on_before)) in scores.iter().enumerate() {
         for (after, on_after) in &scores[i + 1..] {
             for a in on_after {
-                if let Some(change) = on_before.iter().find(|b| b.detector == a.detector).and_then(|b| af_audit::paired_edge_change(&b.per_question, &a.per_question)) {
-                    pairs.push(PairedChange { before: before.clone(), after: after.clone(), detector: a.detector.clone(), change });
+                if let Some(change) = on_before
+                    .iter()
+                    .find(|b| b.detector == a.detector)
+                    .and_then(|b| af_audit::paired_edge_change(&b.per_question, &a.per_question))
+                {
+                    pairs.push(PairedChange {
+                        before: before.clone(),
+                        after: after.clone(),
+                        detector: a.detector.clone(),
+                        change,
+                    });
                 }
             }
         }
     }
-    let (from_random, pairs): (Vec<PairedChange>, Vec<PairedChange>) = pairs.into_iter().partition(|p| p.before == RANDOM);
+    let (from_random, pairs): (Vec<PairedChange>, Vec<PairedChange>) =
+        pairs.into_iter().partition(|p| p.before == RANDOM);
     let from_random = &from_random;
     let cells = scores
         .into_iter()
@@ -427,9 +559,20 @@ fn cross_matrix(
             let composition = compositions.iter().find(|c| c.name == name);
             detectors.into_iter().map(move |mut score| {
                 score.per_question = Vec::new();
-                let edge_change = from_random.iter().find(|p| p.after == name && p.detector == score.detector).map(|p| p.change);
+                let edge_change = from_random
+                    .iter()
+                    .find(|p| p.after == name && p.detector == score.detector)
+                    .map(|p| p.change);
                 Cell {
-                    in_composition: composition.is_some_and(|c| held_by(c, &score, members, request.registry, &request.config.committee)),
+                    in_composition: composition.is_some_and(|c| {
+                        held_by(
+                            c,
+                            &score,
+                            members,
+                            request.registry,
+                            &request.config.committee,
+                        )
+                    }),
                     composition: name.clone(),
                     score,
                     edge_change,
@@ -443,14 +586,22 @@ fn cross_matrix(
 /// Whether a composition's committee held this detector: the member itself (alone, or every
 /// ablated member for the joint committee), or an audit detector of the same architecture on
 /// the view that member reads.
-fn held_by(c: &Composition, score: &DetectorScore, members: &[MemberName], registry: &Registry, committee: &af_core::CommitteeConfig) -> bool {
+fn held_by(
+    c: &Composition,
+    score: &DetectorScore,
+    members: &[MemberName],
+    registry: &Registry,
+    committee: &af_core::CommitteeConfig,
+) -> bool {
     match (score.family.as_str(), score.model.as_deref()) {
         ("committee", Some(af_core::JOINT_HEAD)) => members.iter().all(|m| c.members.contains(m)),
         ("committee", Some(model)) => c.members.iter().any(|m| m == model),
-        ("learned", Some(model)) => c
-            .members
-            .iter()
-            .any(|m| m == model && registry.lookup(m).is_ok_and(|member| Some(member.view(committee).name()) == score.view.as_deref())),
+        ("learned", Some(model)) => c.members.iter().any(|m| {
+            m == model
+                && registry.lookup(m).is_ok_and(|member| {
+                    Some(member.view(committee).name()) == score.view.as_deref()
+                })
+        }),
         _ => false,
     }
 }
@@ -468,13 +619,30 @@ fn committee_detectors(
     assignment: &Assignment,
     folds: &[(Vec<usize>, Vec<usize>)],
 ) -> anyhow::Result<Vec<DetectorScore>> {
-    let alone = CommitteeConfig { joint: false, ..config.committee.clone() };
-    let joint = CommitteeConfig { joint: true, ..config.committee.clone() };
+    let alone = CommitteeConfig {
+        joint: false,
+        ..config.committee.clone()
+    };
+    let joint = CommitteeConfig {
+        joint: true,
+        ..config.committee.clone()
+    };
     // A fine-tuned member (`encoder-ft`) has no detector of its own here: it is not a member of
     // a joint committee, and training it per composition would cost more than the ablation.
-    let members: Vec<MemberName> = members.iter().filter(|m| !registry.is_fine_tuned(m.as_str())).cloned().collect();
-    let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members.iter().map(|m| (m.clone(), vec![m.clone()], &alone)).collect();
-    runs.push((MemberName::new(af_core::JOINT_HEAD), members.to_vec(), &joint));
+    let members: Vec<MemberName> = members
+        .iter()
+        .filter(|m| !registry.is_fine_tuned(m.as_str()))
+        .cloned()
+        .collect();
+    let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members
+        .iter()
+        .map(|m| (m.clone(), vec![m.clone()], &alone))
+        .collect();
+    runs.push((
+        MemberName::new(af_core::JOINT_HEAD),
+        members.to_vec(),
+        &joint,
+    ));
     let width = assignment.k + 1;
     let chance = af_filter::chance(assignment.k);
     let mut out = Vec::new();
@@ -483,19 +651,32 @@ fn committee_detectors(
         let committee = TorchCommittee::new(pool, table, committee_config, registry, device);
         let mut per_question = Vec::new();
         for (fold, (train, eval)) in folds.iter().enumerate() {
-            let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
+            let questions: Vec<Vec<i64>> = train
+                .iter()
+                .map(|&i| committee.question(i, assignment))
+                .collect();
             // Fold 0 keeps the seed one split gives (the measured runs reproduce).
-            let seed = (config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes())).wrapping_add(fold as u64);
-            let (_vs, model) = committee.train(&on, &questions, seed).with_context(|| format!("detector {name}"))?;
-            let rows: Vec<i64> = eval.iter().flat_map(|&i| committee.question(i, assignment)).collect();
+            let seed = (config.run.seed ^ af_core::hash::fnv1a64(name.as_bytes()))
+                .wrapping_add(fold as u64);
+            let (_vs, model) = committee
+                .train(&on, &questions, seed)
+                .with_context(|| format!("detector {name}"))?;
+            let rows: Vec<i64> = eval
+                .iter()
+                .flat_map(|&i| committee.question(i, assignment))
+                .collect();
             let flat = nnc::score(&model, table, &rows, committee_config.score_batch)
                 .into_iter()
                 .find(|(h, _)| h.as_str() == head.as_str())
                 .with_context(|| format!("detector {name}: the committee has no head `{head}`"))?
                 .1;
-            per_question.extend(
-                eval.iter().zip(flat.chunks(width)).map(|(&i, s)| af_audit::QuestionCredit { id: pool.items[i].id.clone(), credit: af_audit::credit(s, 0), chance }),
-            );
+            per_question.extend(eval.iter().zip(flat.chunks(width)).map(|(&i, s)| {
+                af_audit::QuestionCredit {
+                    id: pool.items[i].id.clone(),
+                    credit: af_audit::credit(s, 0),
+                    chance,
+                }
+            }));
         }
         let right: f64 = per_question.iter().map(|q| q.credit).sum();
         let measured = per_question.len();
@@ -537,15 +718,46 @@ fn audit_detectors(
     let file = |idx: &[usize], part: &str| af_io::questions::QuestionFile {
         path: dir.join(name).join(format!("{part} questions")),
         format: af_io::questions::QuestionFormat::Af,
-        questions: idx.iter().map(|&i| af_core::Question { split: None, ..questions[i].clone() }).collect(),
+        questions: idx
+            .iter()
+            .map(|&i| af_core::Question {
+                split: None,
+                ..questions[i].clone()
+            })
+            .collect(),
         skipped: Vec::new(),
     };
     let (report, _) = match folds {
-        [(train, eval)] => crate::audit::audit_questions(&file(train, "training"), Some(&file(eval, "evaluation")), config, registry, &[], config.run.seed, tagger, device, progress)?,
+        [(train, eval)] => crate::audit::audit_questions(
+            &file(train, "training"),
+            Some(&file(eval, "evaluation")),
+            config,
+            registry,
+            &[],
+            config.run.seed,
+            tagger,
+            device,
+            progress,
+        )?,
         _ => {
             let every: Vec<usize> = (0..questions.len()).collect();
-            let (report, cut) = crate::audit::audit_questions(&file(&every, "all"), None, config, registry, &[], config.run.seed, tagger, device, progress)?;
-            anyhow::ensure!(report.split.folds == folds.len(), "the audit made {} folds where {} were asked", report.split.folds, folds.len());
+            let (report, cut) = crate::audit::audit_questions(
+                &file(&every, "all"),
+                None,
+                config,
+                registry,
+                &[],
+                config.run.seed,
+                tagger,
+                device,
+                progress,
+            )?;
+            anyhow::ensure!(
+                report.split.folds == folds.len(),
+                "the audit made {} folds where {} were asked",
+                report.split.folds,
+                folds.len()
+            );
             (report, cut)
         }
     };
@@ -573,14 +785,28 @@ fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-fn summarise(compositions: &[Composition], runs: &[CompositionRun], cells: &[Cell], chance: f64) -> Vec<SummaryRow> {
+fn summarise(
+    compositions: &[Composition],
+    runs: &[CompositionRun],
+    cells: &[Cell],
+    chance: f64,
+) -> Vec<SummaryRow> {
     let row = |name: &str, members: String, run: Option<&CompositionRun>| {
         let mine: Vec<&Cell> = cells.iter().filter(|c| c.composition == name).collect();
         // The random baseline is a check of the scoring, not a detector anything could fool.
-        let (inside, outside): (Vec<&Cell>, Vec<&Cell>) = mine.into_iter().filter(|c| c.score.detector != "random").partition(|c| c.in_composition);
+        let (inside, outside): (Vec<&Cell>, Vec<&Cell>) = mine
+            .into_iter()
+            .filter(|c| c.score.detector != "random")
+            .partition(|c| c.in_composition);
         let edges = |v: &[&Cell]| v.iter().map(|c| c.score.edge).collect::<Vec<_>>();
-        let changes: Vec<af_audit::EdgeChange> = inside.iter().chain(&outside).filter_map(|c| c.edge_change).collect();
-        let count = |f: fn(&af_audit::EdgeChange) -> bool| run.map(|_| changes.iter().filter(|e| f(e)).count());
+        let changes: Vec<af_audit::EdgeChange> = inside
+            .iter()
+            .chain(&outside)
+            .filter_map(|c| c.edge_change)
+            .collect();
+        let count = |f: fn(&af_audit::EdgeChange) -> bool| {
+            run.map(|_| changes.iter().filter(|e| f(e)).count())
+        };
         SummaryRow {
             composition: name.to_string(),
             members,
@@ -596,7 +822,17 @@ fn summarise(compositions: &[Composition], runs: &[CompositionRun], cells: &[Cel
         }
     };
     std::iter::once(row(RANDOM, String::new(), None))
-        .chain(compositions.iter().zip(runs).map(|(c, r)| row(&c.name, c.members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), Some(r))))
+        .chain(compositions.iter().zip(runs).map(|(c, r)| {
+            row(
+                &c.name,
+                c.members
+                    .iter()
+                    .map(MemberName::as_str)
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                Some(r),
+            )
+        }))
         .collect()
 }
 
@@ -605,8 +841,18 @@ fn opt(x: Option<f64>) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[Cell], pairs: &[PairedChange], summary: &[SummaryRow], split: SplitSizes, seconds: f64) -> anyhow::Result<()> {
-    let csv_bytes = |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"));
+fn write_outputs(
+    dir: &Path,
+    config: &Config,
+    runs: &[CompositionRun],
+    cells: &[Cell],
+    pairs: &[PairedChange],
+    summary: &[SummaryRow],
+    split: SplitSizes,
+    seconds: f64,
+) -> anyhow::Result<()> {
+    let csv_bytes =
+        |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"));
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
         "composition",
@@ -676,10 +922,26 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
     }
     af_core::atomic::write(dir.join("summary.csv"), &csv_bytes(w)?)?;
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["before", "after", "detector", "questions", "edge_change", "edge_change_ci_low", "edge_change_ci_high"])?;
+    w.write_record([
+        "before",
+        "after",
+        "detector",
+        "questions",
+        "edge_change",
+        "edge_change_ci_low",
+        "edge_change_ci_high",
+    ])?;
     for p in pairs {
         let [change, low, high] = crate::refilter::edge_change_fields(Some(p.change));
-        w.write_record([p.before.clone(), p.after.clone(), p.detector.clone(), p.change.questions.to_string(), change, low, high])?;
+        w.write_record([
+            p.before.clone(),
+            p.after.clone(),
+            p.detector.clone(),
+            p.change.questions.to_string(),
+            change,
+            low,
+            high,
+        ])?;
     }
     af_core::atomic::write(dir.join("composition-pairs.csv"), &csv_bytes(w)?)?;
     let record = json!({
@@ -694,12 +956,18 @@ fn write_outputs(dir: &Path, config: &Config, runs: &[CompositionRun], cells: &[
         "pairs": pairs,
         "seconds": seconds,
     });
-    af_core::atomic::write(dir.join("ablate.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    af_core::atomic::write(
+        dir.join("ablate.json"),
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )?;
     let map = heatmap(summary, cells);
     let svg = af_report::heatmap_svg(&map)?;
     af_core::atomic::write(dir.join("cross-matrix.svg"), svg.as_bytes())?;
     af_report::heatmap_png(&map, &dir.join("cross-matrix.png"))?;
-    af_core::atomic::write(dir.join("ablate.html"), html(summary, cells, pairs, runs, &svg, split).as_bytes())?;
+    af_core::atomic::write(
+        dir.join("ablate.html"),
+        html(summary, cells, pairs, runs, &svg, split).as_bytes(),
+    )?;
     Ok(())
 }
 
@@ -712,9 +980,29 @@ fn heatmap(summary: &[SummaryRow], cells: &[Cell]) -> af_report::Heatmap<'static
             rows.push(c.score.detector.clone());
         }
     }
-    let find = |d: &str, comp: &str| cells.iter().find(|c| c.score.detector == d && c.composition == comp);
-    let values = rows.iter().map(|d| columns.iter().map(|comp| find(d, comp).map(|c| c.score.edge)).collect()).collect();
-    let marked = rows.iter().map(|d| columns.iter().map(|comp| find(d, comp).is_some_and(|c| c.in_composition)).collect()).collect();
+    let find = |d: &str, comp: &str| {
+        cells
+            .iter()
+            .find(|c| c.score.detector == d && c.composition == comp)
+    };
+    let values = rows
+        .iter()
+        .map(|d| {
+            columns
+                .iter()
+                .map(|comp| find(d, comp).map(|c| c.score.edge))
+                .collect()
+        })
+        .collect();
+    let marked = rows
+        .iter()
+        .map(|d| {
+            columns
+                .iter()
+                .map(|comp| find(d, comp).is_some_and(|c| c.in_composition))
+                .collect()
+        })
+        .collect();
     af_report::Heatmap {
         title: "Cross-matrix: each detector's edge over chance on each dataset",
         legend: "red: the detector beats chance, blue: below it; outlined: the composition's committee held this detector",
@@ -725,7 +1013,14 @@ fn heatmap(summary: &[SummaryRow], cells: &[Cell]) -> af_report::Heatmap<'static
     }
 }
 
-fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[CompositionRun], svg: &str, split: SplitSizes) -> String {
+fn html(
+    summary: &[SummaryRow],
+    cells: &[Cell],
+    pairs: &[PairedChange],
+    runs: &[CompositionRun],
+    svg: &str,
+    split: SplitSizes,
+) -> String {
     let pair_rows: Vec<Vec<String>> = pairs
         .iter()
         .map(|p| {
@@ -737,7 +1032,13 @@ fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[
             } else {
                 "no difference measured".into()
             };
-            vec![p.before.clone(), p.after.clone(), p.detector.clone(), c.to_string(), verdict]
+            vec![
+                p.before.clone(),
+                p.after.clone(),
+                p.detector.clone(),
+                c.to_string(),
+                verdict,
+            ]
         })
         .collect();
     let summary_rows: Vec<Vec<String>> = summary
@@ -746,10 +1047,16 @@ fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[
             vec![
                 r.composition.clone(),
                 r.members.clone(),
-                r.driving_head_first.zip(r.driving_head_last).map_or("-".into(), |(a, b)| format!("{a:.3} → {b:.3}")),
-                r.mean_edge_inside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_inside)),
-                r.mean_edge_outside.map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_outside)),
-                r.detectors_down.zip(r.detectors_up).map_or("-".into(), |(down, up)| format!("{down} / {up}")),
+                r.driving_head_first
+                    .zip(r.driving_head_last)
+                    .map_or("-".into(), |(a, b)| format!("{a:.3} → {b:.3}")),
+                r.mean_edge_inside
+                    .map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_inside)),
+                r.mean_edge_outside
+                    .map_or("-".into(), |x| format!("{x:+.3} ({})", r.detectors_outside)),
+                r.detectors_down
+                    .zip(r.detectors_up)
+                    .map_or("-".into(), |(down, up)| format!("{down} / {up}")),
             ]
         })
         .collect();
@@ -772,7 +1079,22 @@ fn html(summary: &[SummaryRow], cells: &[Cell], pairs: &[PairedChange], runs: &[
     let schedules: String = runs
         .iter()
         .map(|r| {
-            let phases: Vec<String> = r.stages.iter().map(|p| format!("{} ({}, up to {} iterations)", p.name, p.members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), p.iterations)).collect();
+            let phases: Vec<String> = r
+                .stages
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} ({}, up to {} iterations)",
+                        p.name,
+                        p.members
+                            .iter()
+                            .map(MemberName::as_str)
+                            .collect::<Vec<_>>()
+                            .join("+"),
+                        p.iterations
+                    )
+                })
+                .collect();
             format!(
                 "<li><b>{}</b>: {}; ran {} iterations, {} swaps, {:.0} s</li>",
                 af_report::escape(&r.name),
@@ -828,11 +1150,29 @@ impl std::fmt::Display for AblateRun {
         write!(f, "ablate: {} compositions; mean edge over chance of the detectors inside / outside each committee", self.compositions.len())?;
         let show = |x: Option<f64>| x.map_or("    -".to_string(), |x| format!("{x:+.3}"));
         for r in &self.summary {
-            let driving = r.driving_head_last.map_or(String::new(), |x| format!("  own driving head -> {x:.3}"));
-            let moved = r.detectors_down.zip(r.detectors_up).map_or(String::new(), |(down, up)| format!("  detectors down {down}, up {up}"));
-            write!(f, "\n  {:<22} inside {}  outside {}{driving}{moved}", r.composition, show(r.mean_edge_inside), show(r.mean_edge_outside))?;
+            let driving = r
+                .driving_head_last
+                .map_or(String::new(), |x| format!("  own driving head -> {x:.3}"));
+            let moved = r
+                .detectors_down
+                .zip(r.detectors_up)
+                .map_or(String::new(), |(down, up)| {
+                    format!("  detectors down {down}, up {up}")
+                });
+            write!(
+                f,
+                "\n  {:<22} inside {}  outside {}{driving}{moved}",
+                r.composition,
+                show(r.mean_edge_inside),
+                show(r.mean_edge_outside)
+            )?;
         }
         write!(f, "\n  (down / up: edge lower / higher than on the random assignment, paired on the same items, 95% interval excluding 0)")?;
-        write!(f, "\nablate: {:.1} s; cross-matrix in {}", self.seconds, self.dir.join("ablate.html").display())
+        write!(
+            f,
+            "\nablate: {:.1} s; cross-matrix in {}",
+            self.seconds,
+            self.dir.join("ablate.html").display()
+        )
     }
 }

@@ -64,7 +64,13 @@ struct Probes<'a>(&'a BatchedProbes);
 
 impl LinearProbes for Probes<'_> {
     type Error = af_nn::NnError;
-    fn fit_probabilities(&mut self, active: &[usize], labels: &[u32], train: &[Vec<bool>], _seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
+    fn fit_probabilities(
+        &mut self,
+        active: &[usize],
+        labels: &[u32],
+        train: &[Vec<bool>],
+        _seed: u64,
+    ) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
         self.0.fit_probabilities(active, labels, train)
     }
 }
@@ -87,13 +93,32 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
         let mut names: Vec<&str> = instances.iter().map(|i| i.label.as_str()).collect();
         names.sort_unstable();
         names.dedup();
-        names.into_iter().enumerate().map(|(i, n)| (n, i as u32)).collect()
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, i as u32))
+            .collect()
     };
-    anyhow::ensure!(classes.len() >= 2, "{}: every instance has the same label", a.instances.display());
-    let labels: Vec<u32> = instances.iter().map(|i| classes[i.label.as_str()]).collect();
+    anyhow::ensure!(
+        classes.len() >= 2,
+        "{}: every instance has the same label",
+        a.instances.display()
+    );
+    let labels: Vec<u32> = instances
+        .iter()
+        .map(|i| classes[i.label.as_str()])
+        .collect();
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
     let device = crate::setup::device_named(&a.device)?;
-    let batched = BatchedProbes::new(&features.data, features.rows, features.dim, &labels, classes.len(), a.probe.clone(), device);
+    let batched = BatchedProbes::new(
+        &features.data,
+        features.rows,
+        features.dim,
+        &labels,
+        classes.len(),
+        a.probe.clone(),
+        device,
+    );
     let options = a.options.clone();
     let start = std::time::Instant::now();
     let result = aflite(&mut Probes(&batched), &labels, &groups, &options)?;
@@ -101,13 +126,25 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
 
     let (mut kept, mut removed) = (String::new(), String::new());
     let mut scores = csv::Writer::from_writer(Vec::new());
-    scores.write_record(["id", "label", "group", "predictability", "confidence", "removed_in_iteration", "removal_rank"])?;
+    scores.write_record([
+        "id",
+        "label",
+        "group",
+        "predictability",
+        "confidence",
+        "removed_in_iteration",
+        "removal_rank",
+    ])?;
     let mut rank = vec![None; instances.len()];
     for (r, &i) in result.removal_order.iter().enumerate() {
         rank[i] = Some(r);
     }
     for (i, inst) in instances.iter().enumerate() {
-        let target = if result.removed_in[i].is_some() { &mut removed } else { &mut kept };
+        let target = if result.removed_in[i].is_some() {
+            &mut removed
+        } else {
+            &mut kept
+        };
         target.push_str(&inst.line);
         target.push('\n');
         let p = result.predictability[i].map_or(String::new(), |p| format!("{p:.4}"));
@@ -118,8 +155,21 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
     }
     let mut iterations = csv::Writer::from_writer(Vec::new());
     iterations.write_record([
-        "iteration", "size", "removed", "above_tau", "mean_predictability", "probe_accuracy", "threshold", "threshold_confidence", "null_q50", "null_q90", "null_q95", "null_q99",
-        "null_max", "expected_false_at_tau", "expected_false_removals",
+        "iteration",
+        "size",
+        "removed",
+        "above_tau",
+        "mean_predictability",
+        "probe_accuracy",
+        "threshold",
+        "threshold_confidence",
+        "null_q50",
+        "null_q90",
+        "null_q95",
+        "null_q99",
+        "null_max",
+        "expected_false_at_tau",
+        "expected_false_removals",
     ])?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     for it in &result.iterations {
@@ -145,10 +195,23 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(a.out.join(name), bytes);
     write("kept.jsonl", kept.as_bytes())?;
     write("removed.jsonl", removed.as_bytes())?;
-    write("scores.csv", &scores.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
-    write("iterations.csv", &iterations.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    write(
+        "scores.csv",
+        &scores
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
+    write(
+        "iterations.csv",
+        &iterations
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
     let n_kept = result.kept().count();
-    let first_probe = result.iterations.first().map_or(result.final_probe_accuracy, |i| i.probe_accuracy);
+    let first_probe = result
+        .iterations
+        .first()
+        .map_or(result.final_probe_accuracy, |i| i.probe_accuracy);
     let report = json!({
         "instances": a.instances, "features": a.features, "rows": features.rows, "dim": features.dim,
         "classes": classes.keys().collect::<Vec<_>>(), "chance": 1.0 / classes.len() as f64,
@@ -160,16 +223,44 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
         "probe_accuracy_before": first_probe, "probe_accuracy_after": result.final_probe_accuracy,
         "seconds": seconds, "seconds_per_iteration": seconds / result.iterations.len().max(1) as f64,
     });
-    write("report.json", serde_json::to_string_pretty(&report)?.as_bytes())?;
+    write(
+        "report.json",
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     let total = instances.len() as f64;
-    let mut size: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.size as f64 / total)).collect();
-    let mut probe: Vec<(f64, f64)> = result.iterations.iter().map(|i| (i.iteration as f64, i.probe_accuracy)).collect();
+    let mut size: Vec<(f64, f64)> = result
+        .iterations
+        .iter()
+        .map(|i| (i.iteration as f64, i.size as f64 / total))
+        .collect();
+    let mut probe: Vec<(f64, f64)> = result
+        .iterations
+        .iter()
+        .map(|i| (i.iteration as f64, i.probe_accuracy))
+        .collect();
     let end = result.iterations.len() as f64;
     size.push((end, n_kept as f64 / total));
     probe.push((end, result.final_probe_accuracy));
-    let curves = [af_report::Curve { name: "share of instances left".into(), points: size }, af_report::Curve { name: "fresh linear probe, held-out accuracy".into(), points: probe }];
-    let plot = af_report::LinePlot { title: "AFLite", x_desc: "AFLite iteration", y_desc: "share / accuracy", reference: Some(("chance", 1.0 / classes.len() as f64)) };
-    write("aflite.svg", af_report::lines_svg(&curves, &plot)?.as_bytes())?;
+    let curves = [
+        af_report::Curve {
+            name: "share of instances left".into(),
+            points: size,
+        },
+        af_report::Curve {
+            name: "fresh linear probe, held-out accuracy".into(),
+            points: probe,
+        },
+    ];
+    let plot = af_report::LinePlot {
+        title: "AFLite",
+        x_desc: "AFLite iteration",
+        y_desc: "share / accuracy",
+        reference: Some(("chance", 1.0 / classes.len() as f64)),
+    };
+    write(
+        "aflite.svg",
+        af_report::lines_svg(&curves, &plot)?.as_bytes(),
+    )?;
     af_report::lines_png(&curves, &plot, &a.out.join("aflite.png"))?;
     Ok(AfliteRun {
         instances: instances.len(),
@@ -207,8 +298,25 @@ mod tests {
 
     fn run(planted: usize, tau: Option<f64>) -> af_filter::aflite::AfliteResult {
         let (x, labels, groups) = synthetic(planted);
-        let probes = BatchedProbes::new(&x, 1000, 16, &labels, 2, ProbeSettings { steps: 60, ..Default::default() }, Device::Cpu);
-        let options = AfliteOptions { m: 32, t: 500, k: 50, tau, ..Default::default() };
+        let probes = BatchedProbes::new(
+            &x,
+            1000,
+            16,
+            &labels,
+            2,
+            ProbeSettings {
+                steps: 60,
+                ..Default::default()
+            },
+            Device::Cpu,
+        );
+        let options = AfliteOptions {
+            m: 32,
+            t: 500,
+            k: 50,
+            tau,
+            ..Default::default()
+        };
         aflite(&mut Probes(&probes), &labels, &groups, &options).unwrap()
     }
 
@@ -219,7 +327,12 @@ mod tests {
         let hits = first.iter().filter(|&&i| i < 200).count();
         // The last iteration may stop a few short of 200 (fewer than k qualify); the planted
         // ones must still be nearly all removed, and at least 90% of what is removed.
-        assert!(first.len() >= 180 && hits * 10 >= first.len() * 9, "{hits} of the first {} removed are planted: {:?}", first.len(), r.iterations);
+        assert!(
+            first.len() >= 180 && hits * 10 >= first.len() * 9,
+            "{hits} of the first {} removed are planted: {:?}",
+            first.len(),
+            r.iterations
+        );
         let it = &r.iterations[0];
         assert!(it.expected_false_removals.unwrap() < 10.0, "{it:?}");
     }
@@ -229,7 +342,11 @@ mod tests {
         for tau in [None, Some(0.75)] {
             let r = run(0, tau);
             let removed = r.removed_in.iter().filter(|x| x.is_some()).count();
-            assert!(removed <= 10, "tau {tau:?}: {removed} removed of 1000: {:?}", r.iterations);
+            assert!(
+                removed <= 10,
+                "tau {tau:?}: {removed} removed of 1000: {:?}",
+                r.iterations
+            );
         }
     }
 }

@@ -29,13 +29,23 @@ pub struct TorchLearner<'a> {
     pub options_cut: usize,
     /// The frozen-embedding detector's encoder (`encoder` or `torchscript`), loaded when first
     /// needed, with the settings it was loaded from, and the option texts it has encoded.
-    pub encoder: Option<(nnc::members::FrozenEncoder, af_nn::encoder::Encoder, crate::encoded::TextMemo)>,
+    pub encoder: Option<(
+        nnc::members::FrozenEncoder,
+        af_nn::encoder::Encoder,
+        crate::encoded::TextMemo,
+    )>,
 }
 
 impl Learner for TorchLearner<'_> {
     type Error = af_nn::NnError;
 
-    fn train_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
+    fn train_and_score(
+        &mut self,
+        model: &MemberName,
+        train: &[LearnerQuestion],
+        eval: &[LearnerQuestion],
+        seed: u64,
+    ) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
         let scores = self.fit_and_score(model, train, eval, seed);
         // Its table and weights are gone: audits, the export and `af ablate` train dozens of
         // detectors in turn.
@@ -47,14 +57,37 @@ impl Learner for TorchLearner<'_> {
 impl TorchLearner<'_> {
     /// One detector: its table from the questions' options, a fresh model trained on `train`,
     /// the scores of `eval`'s options.
-    fn fit_and_score(&mut self, model: &MemberName, train: &[LearnerQuestion], eval: &[LearnerQuestion], seed: u64) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
-        let options: Vec<(&[String], std::ops::Range<usize>)> =
-            train.iter().chain(eval).flat_map(|q| &q.options).map(|o| (o.tokens.as_slice(), o.marked.clone())).collect();
+    fn fit_and_score(
+        &mut self,
+        model: &MemberName,
+        train: &[LearnerQuestion],
+        eval: &[LearnerQuestion],
+        seed: u64,
+    ) -> Result<Vec<Vec<f32>>, af_nn::NnError> {
+        let options: Vec<(&[String], std::ops::Range<usize>)> = train
+            .iter()
+            .chain(eval)
+            .flat_map(|q| &q.options)
+            .map(|o| (o.tokens.as_slice(), o.marked.clone()))
+            .collect();
         let counted: usize = train.iter().map(|q| q.options.len()).sum();
-        let pos = self.registry.get(model.as_str()).is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
-        let (mut table, cut) = crate::table::sentence_table_with(&options, counted, self.config, self.tagger, pos, self.device);
+        let pos = self
+            .registry
+            .get(model.as_str())
+            .is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
+        let (mut table, cut) = crate::table::sentence_table_with(
+            &options,
+            counted,
+            self.config,
+            self.tagger,
+            pos,
+            self.device,
+        );
         self.options_cut = self.options_cut.max(cut);
-        if let Some(frozen) = self.registry.frozen_encoder(std::slice::from_ref(model), self.config)? {
+        if let Some(frozen) = self
+            .registry
+            .frozen_encoder(std::slice::from_ref(model), self.config)?
+        {
             let (encoder, mut memo) = match self.encoder.take() {
                 Some((loaded_from, e, memo)) if loaded_from == frozen => (e, memo),
                 _ => (frozen.load(self.device)?, Default::default()),
@@ -62,7 +95,13 @@ impl TorchLearner<'_> {
             // The view's text as the tokens give it: an uncased WordPiece tokenizer splits the
             // punctuation the words were split at the same way.
             let texts: Vec<String> = options.iter().map(|(tokens, _)| tokens.join(" ")).collect();
-            let attached = crate::encoded::attach_texts(&mut table, &encoder, &texts, &mut memo, &crate::NoProgress);
+            let attached = crate::encoded::attach_texts(
+                &mut table,
+                &encoder,
+                &texts,
+                &mut memo,
+                &crate::NoProgress,
+            );
             self.encoder = Some((frozen, encoder, memo));
             attached?;
         }
@@ -72,16 +111,30 @@ impl TorchLearner<'_> {
             // The committee trains with the right option first.
             let rows: Vec<i64> = (0..q.options.len() as i64).map(|o| at + o).collect();
             let mut ordered = vec![rows[q.label]];
-            ordered.extend(rows.iter().enumerate().filter(|(o, _)| *o != q.label).map(|(_, r)| *r));
+            ordered.extend(
+                rows.iter()
+                    .enumerate()
+                    .filter(|(o, _)| *o != q.label)
+                    .map(|(_, r)| *r),
+            );
             questions.push(ordered);
             at += q.options.len() as i64;
         }
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
-        let committee = CommitteeModel::new(&vs.root(), self.config, self.registry, std::slice::from_ref(model), false, &table)?;
+        let committee = CommitteeModel::new(
+            &vs.root(),
+            self.config,
+            self.registry,
+            std::slice::from_ref(model),
+            false,
+            &table,
+        )?;
         nnc::train(&vs, &committee, &table, &questions, self.config, seed)?;
         let eval_rows: Vec<i64> = (at..table.rows).collect();
-        let flat = nnc::score(&committee, &table, &eval_rows, self.config.score_batch).swap_remove(0).1;
+        let flat = nnc::score(&committee, &table, &eval_rows, self.config.score_batch)
+            .swap_remove(0)
+            .1;
         let mut out = Vec::with_capacity(eval.len());
         let mut at = 0;
         for q in eval {
@@ -164,20 +217,43 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     let device = crate::setup::device_named(&request.device)?;
     let registry = Registry::builtin();
     let file = read_questions(request.dataset, request.format, request.skip_bad)?;
-    let eval_file = request.eval.map(|p| read_questions(p, request.format, request.skip_bad)).transpose()?;
+    let eval_file = request
+        .eval
+        .map(|p| read_questions(p, request.format, request.skip_bad))
+        .transpose()?;
     crate::setup::empty_out_dir(request.out, request.force)?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
 
     let start = std::time::Instant::now();
-    let (report, options_cut) = audit_questions(&file, eval_file.as_ref(), config, &registry, &[], request.seed, &tagger, device, progress)?;
+    let (report, options_cut) = audit_questions(
+        &file,
+        eval_file.as_ref(),
+        config,
+        &registry,
+        &[],
+        request.seed,
+        &tagger,
+        device,
+        progress,
+    )?;
     let seconds = start.elapsed().as_secs_f64();
 
     let skipped_rows = std::iter::once(&file)
         .chain(eval_file.as_ref())
-        .flat_map(|f| f.skipped.iter().map(|s| SkippedRow { file: &f.path, line: s.line, reason: &s.reason }))
+        .flat_map(|f| {
+            f.skipped.iter().map(|s| SkippedRow {
+                file: &f.path,
+                line: s.line,
+                reason: &s.reason,
+            })
+        })
         .collect();
     let settings = Settings {
-        run: SettingsRun { seed: request.seed, threads: request.threads, device: request.device.clone() },
+        run: SettingsRun {
+            seed: request.seed,
+            threads: request.threads,
+            device: request.device.clone(),
+        },
         committee: &config.committee,
         audit: &config.audit,
     };
@@ -193,7 +269,14 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
         report: &report,
     };
     write_outputs(request.out, &record)?;
-    Ok(AuditRun { dataset: request.dataset.to_path_buf(), out: request.out.to_path_buf(), seconds, options_cut, max_tokens: config.committee.max_tokens, report })
+    Ok(AuditRun {
+        dataset: request.dataset.to_path_buf(),
+        out: request.out.to_path_buf(),
+        seconds,
+        options_cut,
+        max_tokens: config.committee.max_tokens,
+        report,
+    })
 }
 
 /// Runs the audit with a progress bar over the learned detectors.
@@ -213,16 +296,33 @@ pub fn audit_questions(
     // gives it in the committee.
     let committee = nnc::members::reading_given_rows(&config.committee);
     // One frozen-embedding detector per audit, as per committee: said before any detector trains.
-    registry.encoded_member(&config.audit.models).map_err(|e| anyhow::anyhow!("[audit] models: {e}"))?;
-    let mut learner = TorchLearner { config: &committee, registry, tagger, device, options_cut: 0, encoder: None };
+    registry
+        .encoded_member(&config.audit.models)
+        .map_err(|e| anyhow::anyhow!("[audit] models: {e}"))?;
+    let mut learner = TorchLearner {
+        config: &committee,
+        registry,
+        tagger,
+        device,
+        options_cut: 0,
+        encoder: None,
+    };
     let bar = progress.bar("detectors", 0);
     let mut progress = |done: usize, total: usize, name: &str| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(name.to_string());
     };
-    let report = af_audit::audit(file.questions.clone(), eval.map(|f| f.questions.clone()), &config.audit, exclude, seed, &mut learner, &mut progress)
-        .with_context(|| format!("auditing {}", file.path.display()))?;
+    let report = af_audit::audit(
+        file.questions.clone(),
+        eval.map(|f| f.questions.clone()),
+        &config.audit,
+        exclude,
+        seed,
+        &mut learner,
+        &mut progress,
+    )
+    .with_context(|| format!("auditing {}", file.path.display()))?;
     bar.finish();
     if learner.options_cut > 0 {
         tracing::warn!(
@@ -254,26 +354,77 @@ pub fn audit_named(
     let file = QuestionFile {
         path: dir.join(format!("{name}.jsonl")),
         format: QuestionFormat::Af,
-        questions: questions.iter().map(|q| af_core::Question { split: None, ..q.clone() }).collect(),
+        questions: questions
+            .iter()
+            .map(|q| af_core::Question {
+                split: None,
+                ..q.clone()
+            })
+            .collect(),
         skipped: Vec::new(),
     };
-    let (report, _) = audit_questions(&file, None, config, registry, exclude, config.run.seed, tagger, device, progress)?;
-    af_core::atomic::write(dir.join(format!("audit-{name}.json")), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    let (report, _) = audit_questions(
+        &file,
+        None,
+        config,
+        registry,
+        exclude,
+        config.run.seed,
+        tagger,
+        device,
+        progress,
+    )?;
+    af_core::atomic::write(
+        dir.join(format!("audit-{name}.json")),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     Ok(report)
 }
 
 fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
     let report = record.report;
-    let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes).with_context(|| format!("cannot write {}", out.join(name).display()));
-    write("audit.json", serde_json::to_string_pretty(record)?.as_bytes())?;
-    write("audit-config.toml", toml::to_string(&record.settings)?.as_bytes())?;
+    let write = |name: &str, bytes: &[u8]| {
+        af_core::atomic::write(out.join(name), bytes)
+            .with_context(|| format!("cannot write {}", out.join(name).display()))
+    };
+    write(
+        "audit.json",
+        serde_json::to_string_pretty(record)?.as_bytes(),
+    )?;
+    write(
+        "audit-config.toml",
+        toml::to_string(&record.settings)?.as_bytes(),
+    )?;
     write("detectors.csv", &detectors_csv(report)?)?;
     let mut tokens = csv::Writer::from_writer(Vec::new());
-    tokens.write_record(["token", "options", "right", "rate", "z", "p", "p_holm", "significant"])?;
+    tokens.write_record([
+        "token",
+        "options",
+        "right",
+        "rate",
+        "z",
+        "p",
+        "p_holm",
+        "significant",
+    ])?;
     for t in &report.token_table {
-        tokens.write_record([t.token.clone(), t.options.to_string(), t.right.to_string(), format!("{:.4}", t.rate), format!("{:.3}", t.z), format!("{:.3e}", t.p), format!("{:.3e}", t.p_holm), t.significant.to_string()])?;
+        tokens.write_record([
+            t.token.clone(),
+            t.options.to_string(),
+            t.right.to_string(),
+            format!("{:.4}", t.rate),
+            format!("{:.3}", t.z),
+            format!("{:.3e}", t.p),
+            format!("{:.3e}", t.p_holm),
+            t.significant.to_string(),
+        ])?;
     }
-    write("tokens.csv", &tokens.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    write(
+        "tokens.csv",
+        &tokens
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
     let title = format!("Audit of {}", record.dataset.display());
     let chart = detectors_chart(report, None, &title)?;
     write("detectors.svg", chart.as_bytes())?;
@@ -285,8 +436,24 @@ fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
 pub fn detectors_csv(report: &AuditReport) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
-        "detector", "family", "model", "view", "train_questions", "eval_questions", "right", "accuracy", "ci_low", "ci_high", "chance", "edge",
-        "p_value", "flagged", "twin_pairs", "twin_accuracy", "twin_chance", "seconds",
+        "detector",
+        "family",
+        "model",
+        "view",
+        "train_questions",
+        "eval_questions",
+        "right",
+        "accuracy",
+        "ci_low",
+        "ci_high",
+        "chance",
+        "edge",
+        "p_value",
+        "flagged",
+        "twin_pairs",
+        "twin_accuracy",
+        "twin_chance",
+        "seconds",
     ])?;
     for d in &report.detectors {
         let t = d.twins.as_ref();
@@ -316,7 +483,11 @@ pub fn detectors_csv(report: &AuditReport) -> anyhow::Result<Vec<u8>> {
 
 /// The chart of every detector against chance; with `compare`, the same detectors of a second
 /// report as hollow markers (matched by name).
-pub fn detectors_chart(report: &AuditReport, compare: Option<(&AuditReport, &str, &str)>, title: &str) -> anyhow::Result<String> {
+pub fn detectors_chart(
+    report: &AuditReport,
+    compare: Option<(&AuditReport, &str, &str)>,
+    title: &str,
+) -> anyhow::Result<String> {
     let rows: Vec<af_report::DetectorBar> = report
         .detectors
         .iter()
@@ -325,10 +496,16 @@ pub fn detectors_chart(report: &AuditReport, compare: Option<(&AuditReport, &str
             accuracy: d.accuracy,
             ci: (d.ci_low, d.ci_high),
             chance: d.chance,
-            compare: compare.and_then(|(other, _, _)| other.detectors.iter().find(|o| o.name == d.name)).map(|o| (o.accuracy, (o.ci_low, o.ci_high))),
+            compare: compare
+                .and_then(|(other, _, _)| other.detectors.iter().find(|o| o.name == d.name))
+                .map(|o| (o.accuracy, (o.ci_low, o.ci_high))),
         })
         .collect();
-    Ok(af_report::detectors_svg(&rows, title, compare.map(|(_, a, b)| (a, b)))?)
+    Ok(af_report::detectors_svg(
+        &rows,
+        title,
+        compare.map(|(_, a, b)| (a, b)),
+    )?)
 }
 
 fn flag(d: &af_audit::DetectorResult) -> &'static str {
@@ -369,11 +546,21 @@ fn markdown(record: &AuditFile) -> String {
     let _ = writeln!(s, "| detector | accuracy | 95% interval | chance | edge | p | flagged | twin pairs (both right) |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|---:|");
     for d in &r.detectors {
-        let twins = d.twins.as_ref().map_or("-".into(), |t| format!("{:.3} of {} (chance {:.3})", t.accuracy, t.pairs, t.chance));
+        let twins = d.twins.as_ref().map_or("-".into(), |t| {
+            format!("{:.3} of {} (chance {:.3})", t.accuracy, t.pairs, t.chance)
+        });
         let _ = writeln!(
             s,
             "| {} | {:.3} | {:.3}-{:.3} | {:.3} | {:+.3} | {:.1e} | {} | {} |",
-            d.name, d.accuracy, d.ci_low, d.ci_high, d.chance, d.edge, d.p_value, flag(d), twins
+            d.name,
+            d.accuracy,
+            d.ci_low,
+            d.ci_high,
+            d.chance,
+            d.edge,
+            d.p_value,
+            flag(d),
+            twins
         );
     }
     let t = &r.tokens;
@@ -382,9 +569,16 @@ fn markdown(record: &AuditFile) -> String {
         "\n## Tokens\n\n{} tokens in at least {} options tested; {} significant after Holm's correction at {}. No-artifact rate (share of distinguishing token occurrences in right options): {:.4}.\n",
         t.tested, record.settings.audit.token_min_count, t.significant, r.alpha, t.no_artifact_rate
     );
-    let _ = writeln!(s, "| token | options | right | rate | z | p (Holm) |\n|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "| token | options | right | rate | z | p (Holm) |\n|---|---:|---:|---:|---:|---:|"
+    );
     for x in &t.top {
-        let _ = writeln!(s, "| `{}` | {} | {} | {:.3} | {:+.2} | {:.1e} |", x.token, x.options, x.right, x.rate, x.z, x.p_holm);
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {:.3} | {:+.2} | {:.1e} |",
+            x.token, x.options, x.right, x.rate, x.z, x.p_holm
+        );
     }
     if let Some(tw) = &r.twins {
         let _ = writeln!(s, "\n## Twins\n\n{} twin pairs ({:?}), {} in the evaluation split; a pair counts only when both are right.", tw.pairs, tw.source, tw.eval_pairs);
@@ -392,7 +586,14 @@ fn markdown(record: &AuditFile) -> String {
     if !r.transforms.is_empty() {
         let _ = writeln!(s, "\n## Square One transforms\n\n| transform | train | evaluation | left out |\n|---|---:|---:|---:|");
         for x in &r.transforms {
-            let _ = writeln!(s, "| {} | {} | {} | {} |", x.transform.name(), x.train, x.eval, x.excluded);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                x.transform.name(),
+                x.train,
+                x.eval,
+                x.excluded
+            );
         }
     }
     if !r.skipped.is_empty() {
@@ -418,7 +619,9 @@ fn html(record: &AuditFile, chart: &str) -> String {
                 format!("{:+.3}", d.edge),
                 format!("{:.1e}", d.p_value),
                 if d.flagged { "yes" } else { "no" }.into(),
-                d.twins.as_ref().map_or("-".into(), |t| format!("{:.3} of {}", t.accuracy, t.pairs)),
+                d.twins
+                    .as_ref()
+                    .map_or("-".into(), |t| format!("{:.3} of {}", t.accuracy, t.pairs)),
             ]
         })
         .collect();
@@ -426,17 +629,41 @@ fn html(record: &AuditFile, chart: &str) -> String {
         .tokens
         .top
         .iter()
-        .map(|x| vec![x.token.clone(), x.options.to_string(), x.right.to_string(), format!("{:.3}", x.rate), format!("{:+.2}", x.z), format!("{:.1e}", x.p_holm)])
+        .map(|x| {
+            vec![
+                x.token.clone(),
+                x.options.to_string(),
+                x.right.to_string(),
+                format!("{:.3}", x.rate),
+                format!("{:+.2}", x.z),
+                format!("{:.1e}", x.p_holm),
+            ]
+        })
         .collect();
     let mut sections = vec![
-        af_report::Section { title: "Detectors against chance".into(), html: chart.to_string() },
+        af_report::Section {
+            title: "Detectors against chance".into(),
+            html: chart.to_string(),
+        },
         af_report::Section {
             title: "Every detector".into(),
             html: format!(
                 "<p>Flagged: above chance at family-wise alpha {} (one-sided p &lt; {:.2e}).</p>{}",
                 r.alpha,
                 r.detector_alpha,
-                af_report::table(&["detector", "accuracy", "95% interval", "chance", "edge", "p", "flagged", "twin pairs"], &rows)
+                af_report::table(
+                    &[
+                        "detector",
+                        "accuracy",
+                        "95% interval",
+                        "chance",
+                        "edge",
+                        "p",
+                        "flagged",
+                        "twin pairs"
+                    ],
+                    &rows
+                )
             ),
         },
         af_report::Section {
@@ -446,13 +673,29 @@ fn html(record: &AuditFile, chart: &str) -> String {
                 r.tokens.tested,
                 r.tokens.significant,
                 r.tokens.no_artifact_rate,
-                af_report::table(&["token", "options", "right", "rate", "z", "p (Holm)"], &tokens)
+                af_report::table(
+                    &["token", "options", "right", "rate", "z", "p (Holm)"],
+                    &tokens
+                )
             ),
         },
     ];
     if !r.skipped.is_empty() {
-        let items: String = r.skipped.iter().map(|x| format!("<li>{}: {}</li>", af_report::escape(&x.what), af_report::escape(&x.reason))).collect();
-        sections.push(af_report::Section { title: "Not run".into(), html: format!("<ul>{items}</ul>") });
+        let items: String = r
+            .skipped
+            .iter()
+            .map(|x| {
+                format!(
+                    "<li>{}: {}</li>",
+                    af_report::escape(&x.what),
+                    af_report::escape(&x.reason)
+                )
+            })
+            .collect();
+        sections.push(af_report::Section {
+            title: "Not run".into(),
+            html: format!("<ul>{items}</ul>"),
+        });
     }
     af_report::Page {
         title: format!("Audit of {}", record.dataset.display()),
@@ -491,10 +734,19 @@ impl std::fmt::Display for AuditRun {
                 if d.flagged { "  FLAGGED" } else { "" }
             )?;
         }
-        write!(f, "\n  tokens: {} tested, {} significant (Holm)", report.tokens.tested, report.tokens.significant)?;
+        write!(
+            f,
+            "\n  tokens: {} tested, {} significant (Holm)",
+            report.tokens.tested, report.tokens.significant
+        )?;
         if self.options_cut > 0 {
             write!(f, "\n  {} options longer than {} tokens were cut to their last {} ([committee] max-tokens)", self.options_cut, self.max_tokens, self.max_tokens)?;
         }
-        write!(f, "\naudit: {:.1} s; outputs in {}", self.seconds, self.out.display())
+        write!(
+            f,
+            "\naudit: {:.1} s; outputs in {}",
+            self.seconds,
+            self.out.display()
+        )
     }
 }

@@ -39,7 +39,12 @@ pub enum CommitteeError {
     #[error("training the committee failed")]
     Train(#[source] NnError),
     #[error("head `{head}` scored candidate {candidate} of item `{item}` {score}: a committee's scores must be finite")]
-    NonFiniteScore { head: String, item: String, candidate: usize, score: f32 },
+    NonFiniteScore {
+        head: String,
+        item: String,
+        candidate: usize,
+        score: f32,
+    },
     #[error("member `{member}`")]
     FineTune {
         member: &'static str,
@@ -49,18 +54,50 @@ pub enum CommitteeError {
 }
 
 impl<'a> TorchCommittee<'a> {
-    pub fn new(pool: &'a Pool, table: &'a CandidateTable, config: &'a CommitteeConfig, registry: &'a Registry, device: Device) -> Self {
-        Self { pool, table, config, registry, device, dynamics: Vec::new() }
+    pub fn new(
+        pool: &'a Pool,
+        table: &'a CandidateTable,
+        config: &'a CommitteeConfig,
+        registry: &'a Registry,
+        device: Device,
+    ) -> Self {
+        Self {
+            pool,
+            table,
+            config,
+            registry,
+            device,
+            dynamics: Vec::new(),
+        }
     }
 
     /// One item's question under `assignment`: gold first, then its distractors.
     pub fn question(&self, item: usize, assignment: &Assignment) -> Vec<i64> {
-        std::iter::once(self.pool.row(item, 0)).chain(assignment.distractors[item].iter().map(|&c| self.pool.row(item, c))).collect()
+        std::iter::once(self.pool.row(item, 0))
+            .chain(
+                assignment.distractors[item]
+                    .iter()
+                    .map(|&c| self.pool.row(item, c)),
+            )
+            .collect()
     }
 
     /// Trains a fresh committee of `members` on `questions`.
-    pub fn train(&self, members: &[MemberName], questions: &[Vec<i64>], seed: u64) -> Result<(nn::VarStore, CommitteeModel), CommitteeError> {
-        let (vs, model, _) = self.train_observed(members, questions, &IterationPlan { seed, learning_rate: None }, &mut |_, _| Ok(()))?;
+    pub fn train(
+        &self,
+        members: &[MemberName],
+        questions: &[Vec<i64>],
+        seed: u64,
+    ) -> Result<(nn::VarStore, CommitteeModel), CommitteeError> {
+        let (vs, model, _) = self.train_observed(
+            members,
+            questions,
+            &IterationPlan {
+                seed,
+                learning_rate: None,
+            },
+            &mut |_, _| Ok(()),
+        )?;
         Ok((vs, model))
     }
 
@@ -76,16 +113,35 @@ impl<'a> TorchCommittee<'a> {
         let drawn;
         let config = match plan.learning_rate {
             Some(learning_rate) => {
-                drawn = CommitteeConfig { learning_rate, ..self.config.clone() };
+                drawn = CommitteeConfig {
+                    learning_rate,
+                    ..self.config.clone()
+                };
                 &drawn
             }
             None => self.config,
         };
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(self.device);
-        let model = CommitteeModel::new(&vs.root(), self.config, self.registry, members, self.config.joint, self.table)
-            .map_err(|source| CommitteeError::Build { phase: members.iter().map(MemberName::as_str).collect::<Vec<_>>().join("+"), source })?;
-        let report = nnc::train_observed(&vs, &model, self.table, questions, config, seed, on_epoch).map_err(CommitteeError::Train)?;
+        let model = CommitteeModel::new(
+            &vs.root(),
+            self.config,
+            self.registry,
+            members,
+            self.config.joint,
+            self.table,
+        )
+        .map_err(|source| CommitteeError::Build {
+            phase: members
+                .iter()
+                .map(MemberName::as_str)
+                .collect::<Vec<_>>()
+                .join("+"),
+            source,
+        })?;
+        let report =
+            nnc::train_observed(&vs, &model, self.table, questions, config, seed, on_epoch)
+                .map_err(CommitteeError::Train)?;
         Ok((vs, model, report))
     }
 
@@ -103,7 +159,10 @@ impl<'a> TorchCommittee<'a> {
         let mut records = vec![EpochRecord::default(); questions.len()];
         let mut on_epoch = |_epoch: usize, m: &CommitteeModel| -> Result<(), NnError> {
             let heads = nnc::score(m, self.table, &rows, self.config.score_batch);
-            for (record, (p, right)) in records.iter_mut().zip(nnc::gold_probabilities(&heads, &shapes)) {
+            for (record, (p, right)) in records
+                .iter_mut()
+                .zip(nnc::gold_probabilities(&heads, &shapes))
+            {
                 record.gold_probability.push(p as f32);
                 record.right.push(right);
             }
@@ -122,14 +181,37 @@ impl<'a> TorchCommittee<'a> {
 impl af_filter::Committee for TorchCommittee<'_> {
     type Error = CommitteeError;
 
-    fn train_and_score(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, CommitteeError> {
-        let fine_tuned = self.registry.fine_tuned(&phase.members, self.config).map_err(|source| CommitteeError::Build { phase: phase.name.clone(), source })?;
+    fn train_and_score(
+        &mut self,
+        phase: &Phase,
+        train: &[usize],
+        heldout: &[usize],
+        assignment: &Assignment,
+        plan: &IterationPlan,
+    ) -> Result<Vec<HeadScores>, CommitteeError> {
+        let fine_tuned = self
+            .registry
+            .fine_tuned(&phase.members, self.config)
+            .map_err(|source| CommitteeError::Build {
+                phase: phase.name.clone(),
+                source,
+            })?;
         let mut heads = self.train_and_score_joint(phase, train, heldout, assignment, plan)?;
         if let Some((member, settings)) = fine_tuned {
             // The committee's answer picks the shortlist: its joint head, else its first member.
             let by = heads.iter().position(|h| !h.is_member).unwrap_or(0);
-            let head = crate::fine_tuned::train_and_score(self.pool, member, &settings, self.device, train, heldout, assignment, &heads[by], plan)
-                .map_err(|source| CommitteeError::FineTune { member, source })?;
+            let head = crate::fine_tuned::train_and_score(
+                self.pool,
+                member,
+                &settings,
+                self.device,
+                train,
+                heldout,
+                assignment,
+                &heads[by],
+                plan,
+            )
+            .map_err(|source| CommitteeError::FineTune { member, source })?;
             heads.push(head);
         }
         Ok(heads)
@@ -143,11 +225,25 @@ impl af_filter::Committee for TorchCommittee<'_> {
 impl TorchCommittee<'_> {
     /// The phase's joint committee (every member but a fine-tuned one) trained on the training
     /// items and scoring every candidate of the held-out ones.
-    fn train_and_score_joint(&mut self, phase: &Phase, train: &[usize], heldout: &[usize], assignment: &Assignment, plan: &IterationPlan) -> Result<Vec<HeadScores>, CommitteeError> {
-        let questions: Vec<Vec<i64>> = train.iter().map(|&i| self.question(i, assignment)).collect();
+    fn train_and_score_joint(
+        &mut self,
+        phase: &Phase,
+        train: &[usize],
+        heldout: &[usize],
+        assignment: &Assignment,
+        plan: &IterationPlan,
+    ) -> Result<Vec<HeadScores>, CommitteeError> {
+        let questions: Vec<Vec<i64>> = train
+            .iter()
+            .map(|&i| self.question(i, assignment))
+            .collect();
         let (_vs, model, dynamics) = self.train_recording(&phase.members, &questions, plan)?;
         self.dynamics = dynamics;
-        let rows: Vec<i64> = heldout.iter().flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c))).map(|(i, c)| self.pool.row(i, c)).collect();
+        let rows: Vec<i64> = heldout
+            .iter()
+            .flat_map(|&i| (0..=self.pool.sizes[i] as u32).map(move |c| (i, c)))
+            .map(|(i, c)| self.pool.row(i, c))
+            .collect();
         let scores = nnc::score(&model, self.table, &rows, self.config.score_batch);
         for (head, flat) in &scores {
             if let Some(at) = flat.iter().position(|s| !s.is_finite()) {
@@ -160,7 +256,12 @@ impl TorchCommittee<'_> {
                     }
                     first += self.pool.sizes[i] + 1;
                 }
-                return Err(CommitteeError::NonFiniteScore { head: head.clone(), item: self.pool.items[item].id.clone(), candidate: at - first, score: flat[at] });
+                return Err(CommitteeError::NonFiniteScore {
+                    head: head.clone(),
+                    item: self.pool.items[item].id.clone(),
+                    candidate: at - first,
+                    score: flat[at],
+                });
             }
         }
         let heads = model.heads();
@@ -175,7 +276,11 @@ impl TorchCommittee<'_> {
                     per_item.push(flat[at..at + n].to_vec());
                     at += n;
                 }
-                HeadScores { head, is_member, scores: per_item }
+                HeadScores {
+                    head,
+                    is_member,
+                    scores: per_item,
+                }
             })
             .collect())
     }
@@ -201,16 +306,33 @@ pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
 /// The pool and the table the filter stage saved (the export's way: building the table again
 /// would tag the whole pool again); built afresh if it is missing or does not fit the pool. The
 /// pool's frozen embeddings are attached when a member the config names reads them.
-pub fn load_saved(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<(Pool, CandidateTable, Device)> {
+pub fn load_saved(
+    config: &Config,
+    registry: &Registry,
+    progress: &dyn Progress,
+) -> anyhow::Result<(Pool, CandidateTable, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
     let device = crate::setup::device(config)?;
     let dir = saved_table_dir(config);
     let mut table = None;
     if dir.join("table.json").exists() {
         match CandidateTable::load(&dir, device) {
-            Ok(t) if t.rows as usize == pool.rows && (t.full_view.is_some() || !reads_full_view(config, registry)) => table = Some(t),
-            Ok(t) if t.rows as usize == pool.rows => tracing::warn!("{} has no full-view rows, which a member reads: building the table again", dir.display()),
-            Ok(t) => tracing::warn!("{} has {} rows, the pool {}: building the table again", dir.display(), t.rows, pool.rows),
+            Ok(t)
+                if t.rows as usize == pool.rows
+                    && (t.full_view.is_some() || !reads_full_view(config, registry)) =>
+            {
+                table = Some(t)
+            }
+            Ok(t) if t.rows as usize == pool.rows => tracing::warn!(
+                "{} has no full-view rows, which a member reads: building the table again",
+                dir.display()
+            ),
+            Ok(t) => tracing::warn!(
+                "{} has {} rows, the pool {}: building the table again",
+                dir.display(),
+                t.rows,
+                pool.rows
+            ),
             Err(e) => tracing::warn!("{e}: building the table again"),
         }
     }
@@ -224,7 +346,11 @@ pub fn load_saved(config: &Config, registry: &Registry, progress: &dyn Progress)
 
 /// Loads the pool and builds its table for a config's run, with the pool's frozen embeddings
 /// when a member the config names reads them.
-pub fn load(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
+pub fn load(
+    config: &Config,
+    registry: &Registry,
+    progress: &dyn Progress,
+) -> anyhow::Result<(Pool, CandidateTable, TableSummary, Device)> {
     let pool = Pool::load(&config.run.dir).context("cannot load the candidate pool")?;
     let device = crate::setup::device(config)?;
     let (mut table, summary) = build_table(config, registry, &pool, device)?;
@@ -241,15 +367,26 @@ pub fn encoded_cache_dir(config: &Config) -> std::path::PathBuf {
 /// Every member a config names: its filter phases' and `[ablate]`'s (they share the pool's table).
 pub(crate) fn named_members(config: &Config) -> Vec<MemberName> {
     let phases = config.filter.stages.iter().flat_map(|s| &s.members);
-    let ablate = config.ablate.members.iter().chain(config.ablate.compositions.iter().flat_map(|c| &c.members));
+    let ablate = config
+        .ablate
+        .members
+        .iter()
+        .chain(config.ablate.compositions.iter().flat_map(|c| &c.members));
     phases.chain(ablate).cloned().collect()
 }
 
-fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut CandidateTable, progress: &dyn Progress) -> anyhow::Result<()> {
+fn attach_encoded(
+    config: &Config,
+    registry: &Registry,
+    pool: &Pool,
+    table: &mut CandidateTable,
+    progress: &dyn Progress,
+) -> anyhow::Result<()> {
     let Some(encoder) = registry.frozen_encoder(&named_members(config), &config.committee)? else {
         return Ok(());
     };
-    let done = crate::encoded::attach_pool(table, pool, &encoder, &encoded_cache_dir(config), progress)?;
+    let done =
+        crate::encoded::attach_pool(table, pool, &encoder, &encoded_cache_dir(config), progress)?;
     tracing::info!(
         "{}: {} second sentences and {} contexts, {}-d, from {} ({} in {:.1} s)",
         done.member,
@@ -267,7 +404,12 @@ fn attach_encoded(config: &Config, registry: &Registry, pool: &Pool, table: &mut
     Ok(())
 }
 
-fn build_table(config: &Config, registry: &Registry, pool: &Pool, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+fn build_table(
+    config: &Config,
+    registry: &Registry,
+    pool: &Pool,
+    device: Device,
+) -> anyhow::Result<(CandidateTable, TableSummary)> {
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let full_view = reads_full_view(config, registry);
     candidate_table_with(pool, &config.committee, &tagger, device, full_view)
@@ -275,7 +417,11 @@ fn build_table(config: &Config, registry: &Registry, pool: &Pool, device: Device
 
 /// Whether a member the config names reads full-view rows (`[committee.member.NAME] view = "full"`).
 fn reads_full_view(config: &Config, registry: &Registry) -> bool {
-    named_members(config).iter().any(|m| registry.get(m.as_str()).is_some_and(|member| nnc::reads_full_view_rows(member, &config.committee)))
+    named_members(config).iter().any(|m| {
+        registry
+            .get(m.as_str())
+            .is_some_and(|member| nnc::reads_full_view_rows(member, &config.committee))
+    })
 }
 
 #[cfg(test)]
@@ -288,21 +434,54 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         af_io::pool_index::write_synthetic_pool(dir.path(), 30, 6, 8).unwrap();
         let pool = Pool::load(dir.path()).unwrap();
-        let config = CommitteeConfig { epochs: 3, batch_items: 8, max_vocab: 20, embedding: 8, mlp_hidden: 8, joint_hidden: 8, validation_share: 0.2, ..Default::default() };
-        let (table, _) = candidate_table(&pool, &config, &af_text::Tagger::builtin(), Device::Cpu).unwrap();
+        let config = CommitteeConfig {
+            epochs: 3,
+            batch_items: 8,
+            max_vocab: 20,
+            embedding: 8,
+            mlp_hidden: 8,
+            joint_hidden: 8,
+            validation_share: 0.2,
+            ..Default::default()
+        };
+        let (table, _) =
+            candidate_table(&pool, &config, &af_text::Tagger::builtin(), Device::Cpu).unwrap();
         let registry = Registry::builtin();
         let committee = TorchCommittee::new(&pool, &table, &config, &registry, Device::Cpu);
         let assignment = random_assignment(&pool, 3, 2).unwrap();
-        let questions: Vec<Vec<i64>> = (0..30).map(|i| committee.question(i, &assignment)).collect();
+        let questions: Vec<Vec<i64>> = (0..30)
+            .map(|i| committee.question(i, &assignment))
+            .collect();
         let members = af_core::member_names(&["bow", "mlp"]);
         let rows: Vec<i64> = (0..table.rows).collect();
         let (_vs, plain) = committee.train(&members, &questions, 11).unwrap();
-        let (_vs2, recorded, records) = committee.train_recording(&members, &questions, &IterationPlan { seed: 11, learning_rate: None }).unwrap();
-        assert_eq!(nnc::score(&plain, &table, &rows, af_core::ScoreBatch::Candidates(64)), nnc::score(&recorded, &table, &rows, af_core::ScoreBatch::Candidates(64)));
+        let (_vs2, recorded, records) = committee
+            .train_recording(
+                &members,
+                &questions,
+                &IterationPlan {
+                    seed: 11,
+                    learning_rate: None,
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            nnc::score(&plain, &table, &rows, af_core::ScoreBatch::Candidates(64)),
+            nnc::score(
+                &recorded,
+                &table,
+                &rows,
+                af_core::ScoreBatch::Candidates(64)
+            )
+        );
         // 30 questions, 20% for early stopping: 6 unrecorded, the rest one value per epoch run.
         assert_eq!(records.iter().filter(|r| r.is_none()).count(), 6);
         for r in records.iter().flatten() {
-            assert!(!r.gold_probability.is_empty() && r.gold_probability.len() == r.right.len() && r.gold_probability.len() <= 3);
+            assert!(
+                !r.gold_probability.is_empty()
+                    && r.gold_probability.len() == r.right.len()
+                    && r.gold_probability.len() <= 3
+            );
             assert!(r.gold_probability.iter().all(|p| (0.0..=1.0).contains(p)));
         }
     }

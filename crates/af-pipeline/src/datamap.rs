@@ -41,7 +41,13 @@ pub struct DatamapOptions {
 
 impl Default for DatamapOptions {
     fn default() -> Self {
-        Self { epochs: 6, folds: 1, easy: 0.33, ambiguous: 0.33, hard: 0.33 }
+        Self {
+            epochs: 6,
+            folds: 1,
+            easy: 0.33,
+            ambiguous: 0.33,
+            hard: 0.33,
+        }
     }
 }
 
@@ -62,10 +68,22 @@ impl Dynamics {
         let n = probabilities.len().max(1) as f64;
         let confidence = probabilities.iter().sum::<f64>() / n;
         // Population standard deviation, as Cartography (numpy's default).
-        let variability = (probabilities.iter().map(|p| (p - confidence).powi(2)).sum::<f64>() / n).sqrt();
+        let variability = (probabilities
+            .iter()
+            .map(|p| (p - confidence).powi(2))
+            .sum::<f64>()
+            / n)
+            .sqrt();
         let correctness = right.iter().filter(|&&r| r).count() as f64 / n;
         let forgetfulness = right.windows(2).filter(|w| w[0] && !w[1]).count();
-        Self { confidence, variability, correctness, forgetfulness, fold, gold_probability: probabilities }
+        Self {
+            confidence,
+            variability,
+            correctness,
+            forgetfulness,
+            fold,
+            gold_probability: probabilities,
+        }
     }
 }
 
@@ -83,7 +101,11 @@ pub fn regions(dynamics: &[Dynamics], options: &DatamapOptions) -> Regions {
     let take = |share: f64| ((dynamics.len() as f64 * share).round() as usize).min(dynamics.len());
     let ranked = |key: &dyn Fn(&Dynamics) -> f64| {
         let mut order: Vec<usize> = (0..dynamics.len()).collect();
-        order.sort_by(|&a, &b| key(&dynamics[b]).total_cmp(&key(&dynamics[a])).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| {
+            key(&dynamics[b])
+                .total_cmp(&key(&dynamics[a]))
+                .then(a.cmp(&b))
+        });
         order
     };
     Regions {
@@ -96,8 +118,16 @@ pub fn regions(dynamics: &[Dynamics], options: &DatamapOptions) -> Regions {
 /// The members a map trains: those asked for, or the last `[filter]` phase's, less any that read
 /// LM features (a dataset file has none) or are fine-tuned apart from the committee
 /// (`encoder-ft`). Returns (members, left out).
-pub fn members_for(config: &Config, registry: &Registry, asked: Option<&[MemberName]>) -> anyhow::Result<(Vec<MemberName>, Vec<MemberName>)> {
-    let unusable = |name: &MemberName| registry.get(name.as_str()).is_some_and(|m| m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text));
+pub fn members_for(
+    config: &Config,
+    registry: &Registry,
+    asked: Option<&[MemberName]>,
+) -> anyhow::Result<(Vec<MemberName>, Vec<MemberName>)> {
+    let unusable = |name: &MemberName| {
+        registry.get(name.as_str()).is_some_and(|m| {
+            m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text)
+        })
+    };
     if let Some(asked) = asked {
         for name in asked {
             anyhow::ensure!(
@@ -108,19 +138,40 @@ pub fn members_for(config: &Config, registry: &Registry, asked: Option<&[MemberN
         }
         return Ok((asked.to_vec(), Vec::new()));
     }
-    let phase = config.filter.stages.last().map(|p| p.members.clone()).unwrap_or_default();
-    let (dropped, kept): (Vec<MemberName>, Vec<MemberName>) = phase.into_iter().partition(|m| unusable(m));
-    anyhow::ensure!(!kept.is_empty(), "the last [[filter.stages]] has no member that reads text: name some with --members");
+    let phase = config
+        .filter
+        .stages
+        .last()
+        .map(|p| p.members.clone())
+        .unwrap_or_default();
+    let (dropped, kept): (Vec<MemberName>, Vec<MemberName>) =
+        phase.into_iter().partition(|m| unusable(m));
+    anyhow::ensure!(
+        !kept.is_empty(),
+        "the last [[filter.stages]] has no member that reads text: name some with --members"
+    );
     Ok((kept, dropped))
 }
 
 /// The full view of a question as the committee reads it: context and second-sentence start
 /// (marked), then each ending.
 fn options_of(q: &Question) -> Vec<(Vec<String>, std::ops::Range<usize>)> {
-    let given: Vec<String> = af_text::tokenize_lowercase(&q.context).into_iter().chain(af_text::tokenize_lowercase(&q.prefix)).collect();
+    let given: Vec<String> = af_text::tokenize_lowercase(&q.context)
+        .into_iter()
+        .chain(af_text::tokenize_lowercase(&q.prefix))
+        .collect();
     q.endings
         .iter()
-        .map(|e| (given.iter().cloned().chain(af_text::tokenize_lowercase(e)).collect(), 0..given.len()))
+        .map(|e| {
+            (
+                given
+                    .iter()
+                    .cloned()
+                    .chain(af_text::tokenize_lowercase(e))
+                    .collect(),
+                0..given.len(),
+            )
+        })
         .collect()
 }
 
@@ -143,21 +194,38 @@ pub fn dynamics(
     device: Device,
     progress: &dyn crate::Progress,
 ) -> anyhow::Result<Vec<Dynamics>> {
-    anyhow::ensure!(options.epochs >= 2, "a data map needs at least 2 epochs (variability is a spread across epochs)");
+    anyhow::ensure!(
+        options.epochs >= 2,
+        "a data map needs at least 2 epochs (variability is a spread across epochs)"
+    );
     anyhow::ensure!(options.folds >= 1, "folds must be at least 1");
     // Every epoch is recorded and every question trains: no held-out share, no early stop.
     // The dataset's options are the rows, whatever view a member reads in a pool's committee.
-    let config = CommitteeConfig { epochs: options.epochs, validation_share: 0.0, ..nnc::members::reading_given_rows(committee) };
+    let config = CommitteeConfig {
+        epochs: options.epochs,
+        validation_share: 0.0,
+        ..nnc::members::reading_given_rows(committee)
+    };
     let fold = fold_of(questions, options.folds, seed);
     let mut out: Vec<Option<Dynamics>> = vec![None; questions.len()];
     let bar = progress.bar("data map epochs", (options.folds * options.epochs) as u64);
     let mut encoder = None;
     for f in 0..options.folds {
         let mine: Vec<usize> = (0..questions.len()).filter(|&q| fold[q] == f).collect();
-        anyhow::ensure!(!mine.is_empty(), "fold {f} of {} is empty: fewer groups than folds", options.folds);
-        let tokens: Vec<Vec<(Vec<String>, std::ops::Range<usize>)>> = mine.iter().map(|&q| options_of(&questions[q])).collect();
-        let flat: Vec<(&[String], std::ops::Range<usize>)> = tokens.iter().flatten().map(|(t, m)| (t.as_slice(), m.clone())).collect();
-        let (mut table, cut) = crate::table::sentence_table(&flat, flat.len(), &config, tagger, device);
+        anyhow::ensure!(
+            !mine.is_empty(),
+            "fold {f} of {} is empty: fewer groups than folds",
+            options.folds
+        );
+        let tokens: Vec<Vec<(Vec<String>, std::ops::Range<usize>)>> =
+            mine.iter().map(|&q| options_of(&questions[q])).collect();
+        let flat: Vec<(&[String], std::ops::Range<usize>)> = tokens
+            .iter()
+            .flatten()
+            .map(|(t, m)| (t.as_slice(), m.clone()))
+            .collect();
+        let (mut table, cut) =
+            crate::table::sentence_table(&flat, flat.len(), &config, tagger, device);
         if let Some(frozen) = registry.frozen_encoder(members, &config)? {
             if encoder.is_none() {
                 encoder = Some(frozen.load(device)?);
@@ -165,7 +233,13 @@ pub fn dynamics(
             let encoder = encoder.as_ref().expect("loaded above");
             let texts: Vec<String> = flat.iter().map(|(tokens, _)| tokens.join(" ")).collect();
             // Folds hold disjoint questions: nothing to reuse across them.
-            crate::encoded::attach_texts(&mut table, encoder, &texts, &mut crate::encoded::TextMemo::default(), progress)?;
+            crate::encoded::attach_texts(
+                &mut table,
+                encoder,
+                &texts,
+                &mut crate::encoded::TextMemo::default(),
+                progress,
+            )?;
         }
         if cut > 0 {
             tracing::warn!("{cut} options are longer than [committee] max-tokens = {} and were cut to their last tokens", config.max_tokens);
@@ -183,33 +257,62 @@ pub fn dynamics(
             .zip(&rows)
             .map(|(&q, r)| {
                 let gold = questions[q].label;
-                std::iter::once(r[gold]).chain(r.iter().enumerate().filter(|(o, _)| *o != gold).map(|(_, &x)| x)).collect()
+                std::iter::once(r[gold])
+                    .chain(
+                        r.iter()
+                            .enumerate()
+                            .filter(|(o, _)| *o != gold)
+                            .map(|(_, &x)| x),
+                    )
+                    .collect()
             })
             .collect();
         let all_rows: Vec<i64> = rows.iter().flatten().copied().collect();
         tch::manual_seed(seed.wrapping_add(f as u64) as i64);
         let vs = nn::VarStore::new(device);
-        let model = CommitteeModel::new(&vs.root(), &config, registry, members, config.joint, &table)?;
+        let model =
+            CommitteeModel::new(&vs.root(), &config, registry, members, config.joint, &table)?;
         let mut probability: Vec<Vec<f64>> = vec![Vec::with_capacity(options.epochs); mine.len()];
         let mut right: Vec<Vec<bool>> = vec![Vec::with_capacity(options.epochs); mine.len()];
         let mut on_epoch = |_epoch: usize, m: &CommitteeModel| -> Result<(), af_nn::NnError> {
             let heads = nnc::score(m, &table, &all_rows, config.score_batch);
-            let shapes: Vec<(usize, usize)> = mine.iter().map(|&q| (questions[q].endings.len(), questions[q].label)).collect();
-            for (i, (p, r)) in nnc::gold_probabilities(&heads, &shapes).into_iter().enumerate() {
+            let shapes: Vec<(usize, usize)> = mine
+                .iter()
+                .map(|&q| (questions[q].endings.len(), questions[q].label))
+                .collect();
+            for (i, (p, r)) in nnc::gold_probabilities(&heads, &shapes)
+                .into_iter()
+                .enumerate()
+            {
                 probability[i].push(p);
                 right[i].push(r);
             }
             bar.inc(1);
             Ok(())
         };
-        nnc::train_observed(&vs, &model, &table, &train, &config, seed.wrapping_add(f as u64), &mut on_epoch)
-            .with_context(|| format!("training the committee of fold {f}"))?;
+        nnc::train_observed(
+            &vs,
+            &model,
+            &table,
+            &train,
+            &config,
+            seed.wrapping_add(f as u64),
+            &mut on_epoch,
+        )
+        .with_context(|| format!("training the committee of fold {f}"))?;
         for (i, &q) in mine.iter().enumerate() {
-            out[q] = Some(Dynamics::from_epochs(std::mem::take(&mut probability[i]), &right[i], f));
+            out[q] = Some(Dynamics::from_epochs(
+                std::mem::take(&mut probability[i]),
+                &right[i],
+                f,
+            ));
         }
     }
     bar.finish();
-    Ok(out.into_iter().map(|d| d.expect("every question is in a fold")).collect())
+    Ok(out
+        .into_iter()
+        .map(|d| d.expect("every question is in a fold"))
+        .collect())
 }
 
 /// What `af datamap` is asked to do.
@@ -292,19 +395,46 @@ pub fn run(request: &DatamapRequest, progress: &dyn crate::Progress) -> anyhow::
     crate::setup::empty_out_dir(request.out, request.force)?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let start = std::time::Instant::now();
-    let d = dynamics(&file.questions, &config.committee, &registry, &members, &request.options, request.seed, &tagger, device, progress)?;
+    let d = dynamics(
+        &file.questions,
+        &config.committee,
+        &registry,
+        &members,
+        &request.options,
+        request.seed,
+        &tagger,
+        device,
+        progress,
+    )?;
     let seconds = start.elapsed().as_secs_f64();
     let r = regions(&d, &request.options);
 
-    let write = |name: &str, bytes: &[u8]| af_core::atomic::write(request.out.join(name), bytes).with_context(|| format!("cannot write {}", request.out.join(name).display()));
+    let write = |name: &str, bytes: &[u8]| {
+        af_core::atomic::write(request.out.join(name), bytes)
+            .with_context(|| format!("cannot write {}", request.out.join(name).display()))
+    };
     let mut in_region: Vec<Vec<&str>> = vec![Vec::new(); d.len()];
-    for (name, list) in [("easy-to-learn", &r.easy), ("ambiguous", &r.ambiguous), ("hard-to-learn", &r.hard)] {
+    for (name, list) in [
+        ("easy-to-learn", &r.easy),
+        ("ambiguous", &r.ambiguous),
+        ("hard-to-learn", &r.hard),
+    ] {
         for &q in list {
             in_region[q].push(name);
         }
     }
     let mut csv = csv::Writer::from_writer(Vec::new());
-    let mut header: Vec<String> = ["id", "confidence", "variability", "correctness", "forgetfulness", "fold", "regions"].map(String::from).to_vec();
+    let mut header: Vec<String> = [
+        "id",
+        "confidence",
+        "variability",
+        "correctness",
+        "forgetfulness",
+        "fold",
+        "regions",
+    ]
+    .map(String::from)
+    .to_vec();
     header.extend((1..=request.options.epochs).map(|e| format!("gold_probability_{e}")));
     csv.write_record(&header)?;
     for ((q, dy), regions) in file.questions.iter().zip(&d).zip(&in_region) {
@@ -320,27 +450,62 @@ pub fn run(request: &DatamapRequest, progress: &dyn crate::Progress) -> anyhow::
         row.extend(dy.gold_probability.iter().map(|p| format!("{p:.4}")));
         csv.write_record(&row)?;
     }
-    write("datamap.csv", &csv.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
-    let ext = request.dataset.extension().map_or("jsonl".into(), |e| e.to_string_lossy().into_owned());
-    for (name, list) in [("easy-to-learn", &r.easy), ("ambiguous", &r.ambiguous), ("hard-to-learn", &r.hard)] {
+    write(
+        "datamap.csv",
+        &csv.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
+    let ext = request
+        .dataset
+        .extension()
+        .map_or("jsonl".into(), |e| e.to_string_lossy().into_owned());
+    for (name, list) in [
+        ("easy-to-learn", &r.easy),
+        ("ambiguous", &r.ambiguous),
+        ("hard-to-learn", &r.hard),
+    ] {
         let mut lines: Vec<usize> = list.iter().map(|&q| file.questions[q].line).collect();
         lines.sort_unstable();
         let mut text = raw.header.clone();
         for line in lines {
-            text.push_str(raw.rows.get(&line).with_context(|| format!("{}: no row starts on line {line}", request.dataset.display()))?);
+            text.push_str(raw.rows.get(&line).with_context(|| {
+                format!(
+                    "{}: no row starts on line {line}",
+                    request.dataset.display()
+                )
+            })?);
         }
         write(&format!("{name}.{ext}"), text.as_bytes())?;
     }
-    let points: Vec<af_report::MapPoint> = d.iter().map(|x| af_report::MapPoint { variability: x.variability, confidence: x.confidence, correctness: x.correctness }).collect();
-    let title = format!("Data map of {}", request.dataset.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()));
-    write("datamap.svg", af_report::datamap_svg(&points, &title)?.as_bytes())?;
+    let points: Vec<af_report::MapPoint> = d
+        .iter()
+        .map(|x| af_report::MapPoint {
+            variability: x.variability,
+            confidence: x.confidence,
+            correctness: x.correctness,
+        })
+        .collect();
+    let title = format!(
+        "Data map of {}",
+        request
+            .dataset
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    );
+    write(
+        "datamap.svg",
+        af_report::datamap_svg(&points, &title)?.as_bytes(),
+    )?;
     af_report::datamap_png(&points, &title, &request.out.join("datamap.png"))?;
     let n = d.len().max(1) as f64;
     let run = DatamapRun {
         dataset: request.dataset.to_path_buf(),
         format: file.format,
         questions: d.len(),
-        head: if config.committee.joint { JOINT.to_string() } else { "mean of members".into() },
+        head: if config.committee.joint {
+            JOINT.to_string()
+        } else {
+            "mean of members".into()
+        },
         members,
         left_out,
         options: request.options.clone(),
@@ -354,7 +519,10 @@ pub fn run(request: &DatamapRequest, progress: &dyn crate::Progress) -> anyhow::
         mean_correctness: d.iter().map(|x| x.correctness).sum::<f64>() / n,
         out: request.out.to_path_buf(),
     };
-    write("datamap.json", serde_json::to_string_pretty(&run)?.as_bytes())?;
+    write(
+        "datamap.json",
+        serde_json::to_string_pretty(&run)?.as_bytes(),
+    )?;
     Ok(run)
 }
 
@@ -366,31 +534,65 @@ struct RawRows {
 }
 
 fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let bom = text.starts_with('\u{feff}');
     let body = text.trim_start_matches('\u{feff}');
     let mut rows = BTreeMap::new();
-    let with_newline = |s: &str| if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") };
+    let with_newline = |s: &str| {
+        if s.ends_with('\n') {
+            s.to_string()
+        } else {
+            format!("{s}\n")
+        }
+    };
     match format {
         QuestionFormat::Swag | QuestionFormat::SwagFull => {
-            let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(body.as_bytes());
-            reader.headers().with_context(|| format!("{}: the header", path.display()))?;
+            let mut reader = csv::ReaderBuilder::new()
+                .flexible(true)
+                .from_reader(body.as_bytes());
+            reader
+                .headers()
+                .with_context(|| format!("{}: the header", path.display()))?;
             let mut record = csv::StringRecord::new();
             let mut first = None;
-            while reader.read_record(&mut record).with_context(|| format!("reading {}", path.display()))? {
-                let at = record.position().expect("a read record has a position").clone();
+            while reader
+                .read_record(&mut record)
+                .with_context(|| format!("reading {}", path.display()))?
+            {
+                let at = record
+                    .position()
+                    .expect("a read record has a position")
+                    .clone();
                 let end = reader.position().byte() as usize;
                 first.get_or_insert(at.byte() as usize);
-                rows.insert(at.line() as usize, with_newline(&body[at.byte() as usize..end]));
+                rows.insert(
+                    at.line() as usize,
+                    with_newline(&body[at.byte() as usize..end]),
+                );
             }
             let header = &body[..first.unwrap_or(body.len())];
-            Ok(RawRows { header: format!("{}{}", if bom { "\u{feff}" } else { "" }, with_newline(header)), rows })
+            Ok(RawRows {
+                header: format!(
+                    "{}{}",
+                    if bom { "\u{feff}" } else { "" },
+                    with_newline(header)
+                ),
+                rows,
+            })
         }
         _ => {
-            for (i, line) in body.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            for (i, line) in body
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
                 rows.insert(i + 1, format!("{line}\n"));
             }
-            Ok(RawRows { header: String::new(), rows })
+            Ok(RawRows {
+                header: String::new(),
+                rows,
+            })
         }
     }
 }
@@ -405,11 +607,21 @@ mod tests {
     #[test]
     fn flipped_labels_land_in_hard_to_learn() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let words = ["red", "blue", "dog", "cat", "runs", "sits", "the", "a", "tree", "car", "big", "small", "walks", "green", "house", "sky"];
+        let words = [
+            "red", "blue", "dog", "cat", "runs", "sits", "the", "a", "tree", "car", "big", "small",
+            "walks", "green", "house", "sky",
+        ];
         let mut text = String::new();
         let mut flipped = Vec::new();
         for q in 0..300 {
-            let mut endings: Vec<String> = (0..4).map(|_| (0..5).map(|_| words[rng.random_range(0..words.len())]).collect::<Vec<_>>().join(" ")).collect();
+            let mut endings: Vec<String> = (0..4)
+                .map(|_| {
+                    (0..5)
+                        .map(|_| words[rng.random_range(0..words.len())])
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
             let right = rng.random_range(0..4);
             endings[right] = format!("{} indeed", endings[right]);
             let label = if q % 10 == 0 {
@@ -425,7 +637,15 @@ mod tests {
         let input = dir.path().join("noisy.jsonl");
         std::fs::write(&input, &text).unwrap();
         let mut config = Config::default();
-        config.committee = CommitteeConfig { embedding: 16, cnn_filters: 8, lstm_hidden: 16, joint_hidden: 16, learning_rate: 1e-2, batch_items: 16, ..Default::default() };
+        config.committee = CommitteeConfig {
+            embedding: 16,
+            cnn_filters: 8,
+            lstm_hidden: 16,
+            joint_hidden: 16,
+            learning_rate: 1e-2,
+            batch_items: 16,
+            ..Default::default()
+        };
         let out = dir.path().join("map");
         let request = DatamapRequest {
             dataset: &input,
@@ -433,7 +653,10 @@ mod tests {
             skip_bad: false,
             config: &config,
             members: Some(af_core::member_names(&["bow", "cnn"])),
-            options: DatamapOptions { epochs: 5, ..Default::default() },
+            options: DatamapOptions {
+                epochs: 5,
+                ..Default::default()
+            },
             seed: 1,
             threads: 1,
             device: "cpu".into(),
@@ -441,16 +664,39 @@ mod tests {
             force: false,
         };
         let run = run(&request, &crate::NoProgress).unwrap();
-        assert_eq!((run.questions, run.easy, run.ambiguous, run.hard), (300, 99, 99, 99));
+        assert_eq!(
+            (run.questions, run.easy, run.ambiguous, run.hard),
+            (300, 99, 99, 99)
+        );
         let hard = std::fs::read_to_string(out.join("hard-to-learn.jsonl")).unwrap();
-        let hard_ids: Vec<String> = hard.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string()).collect();
+        let hard_ids: Vec<String> = hard
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
         assert!(hard.lines().all(|l| text.contains(l)), "rows unchanged");
         let found = flipped.iter().filter(|id| hard_ids.contains(id)).count();
-        assert!(found * 10 >= flipped.len() * 8, "recall of flipped labels in hard-to-learn: {found} of {}", flipped.len());
+        assert!(
+            found * 10 >= flipped.len() * 8,
+            "recall of flipped labels in hard-to-learn: {found} of {}",
+            flipped.len()
+        );
         let csv = std::fs::read_to_string(out.join("datamap.csv")).unwrap();
-        assert!(csv.starts_with("id,confidence,variability,correctness,forgetfulness,fold,regions,gold_probability_1,"));
+        assert!(csv.starts_with(
+            "id,confidence,variability,correctness,forgetfulness,fold,regions,gold_probability_1,"
+        ));
         assert_eq!(csv.lines().count(), 301);
-        for name in ["datamap.svg", "datamap.png", "datamap.json", "easy-to-learn.jsonl", "ambiguous.jsonl"] {
+        for name in [
+            "datamap.svg",
+            "datamap.png",
+            "datamap.json",
+            "easy-to-learn.jsonl",
+            "ambiguous.jsonl",
+        ] {
             assert!(out.join(name).exists(), "{name}");
         }
     }
@@ -459,13 +705,35 @@ mod tests {
     fn dynamics_and_regions_follow_cartography() {
         let d = Dynamics::from_epochs(vec![0.2, 0.8, 0.6, 0.2], &[false, true, true, false], 0);
         assert!((d.confidence - 0.45).abs() < 1e-12);
-        assert!((d.variability - (0.0675f64).sqrt()).abs() < 1e-12, "{}", d.variability);
+        assert!(
+            (d.variability - (0.0675f64).sqrt()).abs() < 1e-12,
+            "{}",
+            d.variability
+        );
         assert_eq!((d.correctness, d.forgetfulness), (0.5, 1));
-        let many: Vec<Dynamics> = (0..10).map(|i| Dynamics::from_epochs(vec![i as f64 / 10.0, (i * 3 % 10) as f64 / 10.0], &[true, false], 0)).collect();
-        let r = regions(&many, &DatamapOptions { easy: 0.2, ambiguous: 0.3, hard: 0.1, ..Default::default() });
+        let many: Vec<Dynamics> = (0..10)
+            .map(|i| {
+                Dynamics::from_epochs(
+                    vec![i as f64 / 10.0, (i * 3 % 10) as f64 / 10.0],
+                    &[true, false],
+                    0,
+                )
+            })
+            .collect();
+        let r = regions(
+            &many,
+            &DatamapOptions {
+                easy: 0.2,
+                ambiguous: 0.3,
+                hard: 0.1,
+                ..Default::default()
+            },
+        );
         assert_eq!((r.easy.len(), r.ambiguous.len(), r.hard.len()), (2, 3, 1));
         assert!(many[r.easy[0]].confidence >= many[r.easy[1]].confidence);
-        assert!(many.iter().all(|x| x.confidence >= many[r.hard[0]].confidence));
+        assert!(many
+            .iter()
+            .all(|x| x.confidence >= many[r.hard[0]].confidence));
     }
 
     #[test]
@@ -475,7 +743,10 @@ mod tests {
         std::fs::write(&p, "a,b\n1,\"x\ny\"\n2,z\n").unwrap();
         let raw = raw_rows(&p, QuestionFormat::Swag).unwrap();
         assert_eq!(raw.header, "a,b\n");
-        assert_eq!(raw.rows.values().cloned().collect::<Vec<_>>(), ["1,\"x\ny\"\n", "2,z\n"]);
+        assert_eq!(
+            raw.rows.values().cloned().collect::<Vec<_>>(),
+            ["1,\"x\ny\"\n", "2,z\n"]
+        );
         assert_eq!(raw.rows.keys().copied().collect::<Vec<_>>(), [2, 4]);
     }
 }

@@ -44,16 +44,37 @@ pub struct FeaturesRun {
 /// Trains the encoders on a slice, encodes the rest and writes the features.
 pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
     af_nn::runtime::set_threads(a.threads);
-    anyhow::ensure!(a.slice > 0.0 && a.slice < 1.0, "the slice share must be strictly between 0 and 1 (--slice)");
-    let fields = InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true };
+    anyhow::ensure!(
+        a.slice > 0.0 && a.slice < 1.0,
+        "the slice share must be strictly between 0 and 1 (--slice)"
+    );
+    let fields = InstanceFields {
+        id: "qID".into(),
+        label: "answer".into(),
+        group: None,
+        twins_from_id: true,
+    };
     let instances = read_instances(a.winogrande, &fields)?;
     // Each instance: two sentences (tokens, the option's token range), in option order.
-    let file = af_io::questions::read_questions(a.winogrande, Some(af_io::questions::QuestionFormat::Winogrande), false)?;
-    anyhow::ensure!(file.questions.len() == instances.len(), "{}: {} questions but {} lines", a.winogrande.display(), file.questions.len(), instances.len());
+    let file = af_io::questions::read_questions(
+        a.winogrande,
+        Some(af_io::questions::QuestionFormat::Winogrande),
+        false,
+    )?;
+    anyhow::ensure!(
+        file.questions.len() == instances.len(),
+        "{}: {} questions but {} lines",
+        a.winogrande.display(),
+        file.questions.len(),
+        instances.len()
+    );
     let lower = af_text::tokenize_lowercase;
     let mut sentences = Vec::with_capacity(instances.len() * 2);
     for q in &file.questions {
-        let blank = q.blank.as_ref().expect("the WinoGrande reader fills the blank");
+        let blank = q
+            .blank
+            .as_ref()
+            .expect("the WinoGrande reader fills the blank");
         for option in &blank.options {
             let (b, o, z) = (lower(&blank.before), lower(option), lower(&blank.after));
             let marked = b.len()..b.len() + o.len();
@@ -62,9 +83,15 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
     }
     let answers: Vec<usize> = file.questions.iter().map(|q| q.label).collect();
     let tagger = crate::setup::load_tagger(None)?;
-    let config = CommitteeConfig { epochs: a.epochs, ..Default::default() };
+    let config = CommitteeConfig {
+        epochs: a.epochs,
+        ..Default::default()
+    };
     let device = crate::setup::device_named(&a.device)?;
-    let refs: Vec<(&[String], std::ops::Range<usize>)> = sentences.iter().map(|(w, m)| (w.as_slice(), m.clone())).collect();
+    let refs: Vec<(&[String], std::ops::Range<usize>)> = sentences
+        .iter()
+        .map(|(w, m)| (w.as_slice(), m.clone()))
+        .collect();
     let (table, _) = crate::table::sentence_table(&refs, refs.len(), &config, &tagger, device);
 
     let groups: Vec<String> = instances.iter().map(|i| i.group.clone()).collect();
@@ -73,7 +100,12 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
         rand_chacha::ChaCha8Rng::seed_from_u64(a.seed)
     };
     let (slice, rest) = af_filter::split_by_group(&groups, a.slice, &mut rng);
-    anyhow::ensure!(slice.len() >= 10 && !rest.is_empty(), "the slice ({} instances) or the rest ({}) is too small", slice.len(), rest.len());
+    anyhow::ensure!(
+        slice.len() >= 10 && !rest.is_empty(),
+        "the slice ({} instances) or the rest ({}) is too small",
+        slice.len(),
+        rest.len()
+    );
     // A question: the right filled-in sentence first.
     let question = |i: usize| -> Vec<i64> {
         let (right, wrong) = (2 * i + answers[i], 2 * i + 1 - answers[i]);
@@ -83,30 +115,58 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
     tch::manual_seed(a.seed as i64);
     let vs = nn::VarStore::new(device);
     let members = member_names(&["bow", "cnn", "pos-lstm"]);
-    let model = CommitteeModel::new(&vs.root(), &config, &Registry::builtin(), &members, true, &table)?;
+    let model = CommitteeModel::new(
+        &vs.root(),
+        &config,
+        &Registry::builtin(),
+        &members,
+        true,
+        &table,
+    )?;
     let training = nnc::train(&vs, &model, &table, &questions, &config, a.seed)?;
     let rest_rows: Vec<i64> = rest.iter().flat_map(|&i| question(i)).collect();
     let scores = nnc::score(&model, &table, &rest_rows, config.score_batch);
     let accuracy: Vec<(String, f64)> = scores
         .iter()
-        .map(|(head, s)| (head.clone(), s.chunks(2).filter(|p| p[0] > p[1]).count() as f64 / rest.len() as f64))
+        .map(|(head, s)| {
+            (
+                head.clone(),
+                s.chunks(2).filter(|p| p[0] > p[1]).count() as f64 / rest.len() as f64,
+            )
+        })
         .collect();
 
     // Features: option 1's representation, then option 2's, for every kept instance.
-    let rows: Vec<i64> = rest.iter().flat_map(|&i| [2 * i as i64, 2 * i as i64 + 1]).collect();
+    let rows: Vec<i64> = rest
+        .iter()
+        .flat_map(|&i| [2 * i as i64, 2 * i as i64 + 1])
+        .collect();
     let mut data = Vec::new();
     let mut dim = 0;
     tch::no_grad(|| -> anyhow::Result<()> {
         for chunk in rows.chunks(8192) {
-            let r = model.represent(&table, chunk).to_kind(tch::Kind::Float).to(tch::Device::Cpu);
+            let r = model
+                .represent(&table, chunk)
+                .to_kind(tch::Kind::Float)
+                .to(tch::Device::Cpu);
             dim = 2 * r.size()[1] as usize;
             data.extend(Vec::<f32>::try_from(&r.view([-1]))?);
         }
         Ok(())
     })?;
     crate::setup::empty_out_dir(a.out, a.force)?;
-    write_npy(&a.out.join("features.npy"), &FeatureMatrix { rows: rest.len(), dim, data })?;
-    let lines: String = rest.iter().map(|&i| format!("{}\n", instances[i].line)).collect();
+    write_npy(
+        &a.out.join("features.npy"),
+        &FeatureMatrix {
+            rows: rest.len(),
+            dim,
+            data,
+        },
+    )?;
+    let lines: String = rest
+        .iter()
+        .map(|&i| format!("{}\n", instances[i].line))
+        .collect();
     af_core::atomic::write(a.out.join("instances.jsonl"), lines.as_bytes())?;
     let report = json!({
         "input": a.winogrande, "instances": instances.len(), "slice": slice.len(), "kept": rest.len(), "dim": dim,
@@ -114,8 +174,17 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
         "two_way_accuracy_on_kept": accuracy.iter().map(|(h, v)| (h.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "device": format!("{device:?}"), "seed": a.seed,
     });
-    af_core::atomic::write(a.out.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    Ok(FeaturesRun { kept: rest.len(), dim, slice: slice.len(), accuracy, out: a.out.to_path_buf() })
+    af_core::atomic::write(
+        a.out.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    Ok(FeaturesRun {
+        kept: rest.len(),
+        dim,
+        slice: slice.len(),
+        accuracy,
+        out: a.out.to_path_buf(),
+    })
 }
 
 impl std::fmt::Display for FeaturesRun {

@@ -45,29 +45,56 @@ pub fn train_and_score(
         trained.shuffle(&mut rng);
         trained.truncate(settings.train_items);
     }
-    let question = |i: usize| -> Vec<u32> { std::iter::once(0).chain(assignment.distractors[i].iter().copied()).collect() };
-    let shortlists: Vec<Vec<u32>> = heldout.iter().zip(&by.scores).map(|(&i, scores)| shortlist(scores, &assignment.distractors[i], settings.shortlist)).collect();
+    let question = |i: usize| -> Vec<u32> {
+        std::iter::once(0)
+            .chain(assignment.distractors[i].iter().copied())
+            .collect()
+    };
+    let shortlists: Vec<Vec<u32>> = heldout
+        .iter()
+        .zip(&by.scores)
+        .map(|(&i, scores)| shortlist(scores, &assignment.distractors[i], settings.shortlist))
+        .collect();
 
     // Every pair this iteration reads, training questions first.
-    let mut wanted: Vec<(usize, u32)> = trained.iter().flat_map(|&i| question(i).into_iter().map(move |c| (i, c))).collect();
+    let mut wanted: Vec<(usize, u32)> = trained
+        .iter()
+        .flat_map(|&i| question(i).into_iter().map(move |c| (i, c)))
+        .collect();
     let n_train = wanted.len();
-    wanted.extend(heldout.iter().zip(&shortlists).flat_map(|(&i, list)| list.iter().map(move |&c| (i, c))));
-    let endings: HashMap<i64, af_core::Candidate> = pool.fetch(wanted.iter().map(|&(i, c)| pool.row(i, c))).context("cannot read the shortlisted candidates from the pool")?;
+    wanted.extend(
+        heldout
+            .iter()
+            .zip(&shortlists)
+            .flat_map(|(&i, list)| list.iter().map(move |&c| (i, c))),
+    );
+    let endings: HashMap<i64, af_core::Candidate> = pool
+        .fetch(wanted.iter().map(|&(i, c)| pool.row(i, c)))
+        .context("cannot read the shortlisted candidates from the pool")?;
     let texts: Vec<(String, String)> = wanted
         .iter()
         .map(|&(i, c)| {
             let item = &pool.items[i];
-            (item.context.clone(), format!("{} {}", item.noun_phrase, endings[&pool.row(i, c)].ending))
+            (
+                item.context.clone(),
+                format!("{} {}", item.noun_phrase, endings[&pool.row(i, c)].ending),
+            )
         })
         .collect();
-    let pairs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
 
     let dir = settings.model_dir()?;
     tch::manual_seed((plan.seed ^ 0xf1e7_0e4c) as i64);
-    let mut encoder = CrossEncoder::fresh(&dir, device, &settings.options()).with_context(|| format!("cannot load {}", dir.display()))?;
+    let mut encoder = CrossEncoder::fresh(&dir, device, &settings.options())
+        .with_context(|| format!("cannot load {}", dir.display()))?;
     let encodings = encoder.tokenize_pairs(&pairs)?;
     let width = assignment.k + 1;
-    let questions: Vec<Vec<usize>> = (0..trained.len()).map(|q| (q * width..(q + 1) * width).collect()).collect();
+    let questions: Vec<Vec<usize>> = (0..trained.len())
+        .map(|q| (q * width..(q + 1) * width).collect())
+        .collect();
     let report = encoder.fine_tune(&encodings[..n_train], &questions, plan.seed)?;
     let scored = encoder.score(&encodings[n_train..]);
     if let Some(at) = scored.iter().position(|s| !s.is_finite()) {
@@ -96,7 +123,11 @@ pub fn train_and_score(
         scored.len(),
         started.elapsed().as_secs_f64()
     );
-    Ok(HeadScores { head: member.to_string(), is_member: true, scores })
+    Ok(HeadScores {
+        head: member.to_string(),
+        is_member: true,
+        scores,
+    })
 }
 
 /// An item's shortlist, as candidate indices: the gold (0), its assigned distractors, and the
@@ -104,8 +135,14 @@ pub fn train_and_score(
 /// candidate order. Ties go to the lower index, so the list does not depend on the sort.
 pub fn shortlist(scores: &[f32], assigned: &[u32], n: usize) -> Vec<u32> {
     let mut list: BTreeSet<u32> = std::iter::once(0).chain(assigned.iter().copied()).collect();
-    let mut others: Vec<u32> = (1..scores.len() as u32).filter(|c| !list.contains(c)).collect();
-    others.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
+    let mut others: Vec<u32> = (1..scores.len() as u32)
+        .filter(|c| !list.contains(c))
+        .collect();
+    others.sort_by(|&a, &b| {
+        scores[b as usize]
+            .total_cmp(&scores[a as usize])
+            .then(a.cmp(&b))
+    });
     list.extend(others.into_iter().take(n));
     list.into_iter().collect()
 }

@@ -39,7 +39,10 @@ impl LmChoice {
         match s {
             "other" => Ok(Self::Other),
             "own" => Ok(Self::Own),
-            n => n.parse().map(Self::Fold).map_err(|_| format!("`{s}`: expected `other`, `own` or a fold number")),
+            n => n
+                .parse()
+                .map(Self::Fold)
+                .map_err(|_| format!("`{s}`: expected `other`, `own` or a fold number")),
         }
     }
 
@@ -100,19 +103,36 @@ pub struct LmScoreReport {
 
 /// Scores every option of each dataset with the run's LMs (`config`'s run directory, after its
 /// `lm` stage) and writes the CSVs and `summary.json` into `out`.
-pub fn score_datasets(config: &Config, datasets: &[PathBuf], choice: LmChoice, out: &Path) -> anyhow::Result<LmScoreReport> {
+pub fn score_datasets(
+    config: &Config,
+    datasets: &[PathBuf],
+    choice: LmChoice,
+    out: &Path,
+) -> anyhow::Result<LmScoreReport> {
     let run = &config.run.dir;
     let folds = config.pairs.folds;
     if let LmChoice::Fold(n) = choice {
-        anyhow::ensure!(n < folds, "fold {n}: the run has folds 0..{} ([pairs] folds = {folds})", folds - 1);
+        anyhow::ensure!(
+            n < folds,
+            "fold {n}: the run has folds 0..{} ([pairs] folds = {folds})",
+            folds - 1
+        );
     }
     let lm_dir = run.join(StageName::Lm.dir_name());
-    let vocab = load_vocab(&lm_dir).with_context(|| format!("{} holds no trained LMs: run `af lm train` first", run.display()))?;
+    let vocab = load_vocab(&lm_dir).with_context(|| {
+        format!(
+            "{} holds no trained LMs: run `af lm train` first",
+            run.display()
+        )
+    })?;
     let items_path = run.join(StageName::Pairs.dir_name()).join("items.jsonl");
     let item_folds: HashMap<String, u32> = if matches!(choice, LmChoice::Fold(_)) {
         HashMap::new()
     } else {
-        af_io::items::read_items(&items_path)?.into_iter().map(|i| (i.id, i.fold)).collect()
+        af_io::items::read_items(&items_path)?
+            .into_iter()
+            .map(|i| (i.id, i.fold))
+            .collect()
     };
     let device = crate::setup::device(config)?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -153,49 +173,117 @@ pub fn score_datasets(config: &Config, datasets: &[PathBuf], choice: LmChoice, o
             let (_, lm) = &loaded[&fold];
             let encoded: Vec<(&Question, Vec<i64>, Vec<i64>, Vec<Vec<i64>>)> = by_fold[&fold]
                 .iter()
-                .map(|q| (q, encode(&vocab, &q.context), encode(&vocab, &q.prefix), q.endings.iter().map(|e| encode(&vocab, e)).collect()))
+                .map(|q| {
+                    (
+                        q,
+                        encode(&vocab, &q.context),
+                        encode(&vocab, &q.prefix),
+                        q.endings.iter().map(|e| encode(&vocab, e)).collect(),
+                    )
+                })
                 .collect();
-            let inputs: Vec<FeatureInput> =
-                encoded.iter().flat_map(|(_, s, n, vs)| vs.iter().map(move |v| FeatureInput { s: s.as_slice(), n: n.as_slice(), v: v.as_slice() })).collect();
+            let inputs: Vec<FeatureInput> = encoded
+                .iter()
+                .flat_map(|(_, s, n, vs)| {
+                    vs.iter().map(move |v| FeatureInput {
+                        s: s.as_slice(),
+                        n: n.as_slice(),
+                        v: v.as_slice(),
+                    })
+                })
+                .collect();
             let scored = score_in_budget(lm, &inputs, device);
             let mut next = scored.iter();
             for (q, _, _, vs) in &encoded {
                 for (option, v) in vs.iter().enumerate() {
                     let f = next.next().expect("one feature row per option");
                     unknown.push(v.contains(&unk));
-                    rows.push(OptionScore { question: q.id.clone(), option, gold: option == q.label, fold, tokens: v.len(), forward_log_ppl: f[0], backward_log_ppl: f[1] });
+                    rows.push(OptionScore {
+                        question: q.id.clone(),
+                        option,
+                        gold: option == q.label,
+                        fold,
+                        tokens: v.len(),
+                        forward_log_ppl: f[0],
+                        backward_log_ppl: f[1],
+                    });
                 }
             }
         }
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
         let csv_path = out.join(format!("{stem}.csv"));
         let mut w = csv::Writer::from_writer(Vec::new());
         for r in &rows {
             w.serialize(r)?;
         }
-        af_core::atomic::write(&csv_path, &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+        af_core::atomic::write(
+            &csv_path,
+            &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+        )?;
         let kind = |gold: bool| {
-            let picked: Vec<(f64, bool)> = rows.iter().zip(&unknown).filter(|(r, _)| r.gold == gold).map(|(r, &u)| (f64::from(r.forward_log_ppl), u)).collect();
+            let picked: Vec<(f64, bool)> = rows
+                .iter()
+                .zip(&unknown)
+                .filter(|(r, _)| r.gold == gold)
+                .map(|(r, &u)| (f64::from(r.forward_log_ppl), u))
+                .collect();
             summarise(&picked)
         };
-        let gold: Vec<f64> = rows.iter().filter(|r| r.gold).map(|r| f64::from(r.forward_log_ppl)).collect();
-        let wrong: Vec<f64> = rows.iter().filter(|r| !r.gold).map(|r| f64::from(r.forward_log_ppl)).collect();
-        datasets_out.push(DatasetScore { dataset: path, csv: csv_path, questions, gold: kind(true), distractors: kind(false), ks_gold_distractors: ks_statistic(&gold, &wrong) });
+        let gold: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.gold)
+            .map(|r| f64::from(r.forward_log_ppl))
+            .collect();
+        let wrong: Vec<f64> = rows
+            .iter()
+            .filter(|r| !r.gold)
+            .map(|r| f64::from(r.forward_log_ppl))
+            .collect();
+        datasets_out.push(DatasetScore {
+            dataset: path,
+            csv: csv_path,
+            questions,
+            gold: kind(true),
+            distractors: kind(false),
+            ks_gold_distractors: ks_statistic(&gold, &wrong),
+        });
     }
-    let report = LmScoreReport { run: run.clone(), lm: choice, folds, datasets: datasets_out };
-    af_core::atomic::write(out.join("summary.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    let report = LmScoreReport {
+        run: run.clone(),
+        lm: choice,
+        folds,
+        datasets: datasets_out,
+    };
+    af_core::atomic::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     Ok(report)
 }
 
 /// [`features`] of every input, in order, in batches of similar lengths whose logits stay within
 /// the device's budget (a batch of long sentences over a large vocabulary would not fit).
-fn score_in_budget(lm: &af_nn::lm::BiLm, inputs: &[FeatureInput], device: tch::Device) -> Vec<[f32; 8]> {
+fn score_in_budget(
+    lm: &af_nn::lm::BiLm,
+    inputs: &[FeatureInput],
+    device: tch::Device,
+) -> Vec<[f32; 8]> {
     let len = |&i: &usize| 1 + inputs[i].s.len() + inputs[i].n.len() + inputs[i].v.len();
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     order.sort_by_key(len);
     let mut out = vec![[0f32; 8]; inputs.len()];
     for chunk in af_nn::lm::budgeted_batches(&order, len, 4096, lm.shape.vocab, device) {
-        let batch: Vec<FeatureInput> = chunk.iter().map(|&i| FeatureInput { s: inputs[i].s, n: inputs[i].n, v: inputs[i].v }).collect();
+        let batch: Vec<FeatureInput> = chunk
+            .iter()
+            .map(|&i| FeatureInput {
+                s: inputs[i].s,
+                n: inputs[i].n,
+                v: inputs[i].v,
+            })
+            .collect();
         for (&i, f) in chunk.iter().zip(features(lm, &batch, batch.len(), device)) {
             out[i] = f;
         }
@@ -206,17 +294,37 @@ fn score_in_budget(lm: &af_nn::lm::BiLm, inputs: &[FeatureInput], device: tch::D
 fn summarise(values: &[(f64, bool)]) -> KindSummary {
     let n = values.len();
     if n == 0 {
-        return KindSummary { options: 0, mean: f64::NAN, mean_ci: (f64::NAN, f64::NAN), median: f64::NAN, unknown_token_share: f64::NAN };
+        return KindSummary {
+            options: 0,
+            mean: f64::NAN,
+            mean_ci: (f64::NAN, f64::NAN),
+            median: f64::NAN,
+            unknown_token_share: f64::NAN,
+        };
     }
     let xs: Vec<f64> = values.iter().map(|v| v.0).collect();
     let mean = xs.iter().sum::<f64>() / n as f64;
-    let var = if n > 1 { xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+    let var = if n > 1 {
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+    } else {
+        0.0
+    };
     let half = af_audit::stats::Z95 * (var / n as f64).sqrt();
     let mut sorted = xs.clone();
     sorted.sort_by(f64::total_cmp);
-    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
     let unknown = values.iter().filter(|v| v.1).count() as f64 / n as f64;
-    KindSummary { options: n, mean, mean_ci: (mean - half, mean + half), median, unknown_token_share: unknown }
+    KindSummary {
+        options: n,
+        mean,
+        mean_ci: (mean - half, mean + half),
+        median,
+        unknown_token_share: unknown,
+    }
 }
 
 /// The two-sample Kolmogorov-Smirnov statistic: the largest gap between the two empirical

@@ -43,9 +43,14 @@ pub struct RefilterOptions {
 /// The run config of a re-filtering: `base` with the dataset as its only input, every question
 /// kept, `[generate] endings` the new endings asked for. Checked as a config file would be.
 pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Result<Config> {
-    let input = af_core::config::absolute_path(&options.input).with_context(|| format!("cannot resolve {}", options.input.display()))?;
+    let input = af_core::config::absolute_path(&options.input)
+        .with_context(|| format!("cannot resolve {}", options.input.display()))?;
     if !input.is_file() {
-        anyhow::bail!("{}: no such file (af refilter reads a multiple-choice dataset: {})", input.display(), QuestionFormat::NAMES);
+        anyhow::bail!(
+            "{}: no such file (af refilter reads a multiple-choice dataset: {})",
+            input.display(),
+            QuestionFormat::NAMES
+        );
     }
     let mut config = base.clone();
     let mut spec = InputSpec::new(&input, InputFormat::Questions);
@@ -58,23 +63,44 @@ pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Resu
         config.filter.k = k;
     }
     if let Some(run) = &options.lms {
-        let run = af_core::config::absolute_path(run).with_context(|| format!("cannot resolve {}", run.display()))?;
+        let run = af_core::config::absolute_path(run)
+            .with_context(|| format!("cannot resolve {}", run.display()))?;
         let theirs = Config::load(&run.join("lm/config.toml")).with_context(|| format!("--lms {}: cannot load its lm/config.toml (is it a run directory whose LMs are trained?)", run.display()))?;
         // Their shape and folds, so the adopted weights load and every item keeps its fold.
-        config.lm = af_core::LmConfig { from: Some(run), pretrain: Vec::new(), ..theirs.lm };
+        config.lm = af_core::LmConfig {
+            from: Some(run),
+            pretrain: Vec::new(),
+            ..theirs.lm
+        };
         config.pairs.folds = theirs.pairs.folds;
     }
     config.run.dir = match &options.out {
-        Some(dir) => af_core::config::absolute_path(dir).with_context(|| format!("cannot resolve {}", dir.display()))?,
+        Some(dir) => af_core::config::absolute_path(dir)
+            .with_context(|| format!("cannot resolve {}", dir.display()))?,
         None => {
-            let stem = input.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
-            let base_name = base.run.dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
-            base.run.dir.with_file_name(format!("{base_name}-refilter-{stem}"))
+            let stem = input
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "dataset".into());
+            let base_name = base
+                .run
+                .dir
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "run".into());
+            base.run
+                .dir
+                .with_file_name(format!("{base_name}-refilter-{stem}"))
         }
     };
     // Through the file format and back: the same checks as any config file.
     let origin = config.run.dir.join("refilter.toml");
-    Config::parse(&config.to_toml(), &origin).with_context(|| format!("the re-filtering config ({}) is not valid", origin.display()))
+    Config::parse(&config.to_toml(), &origin).with_context(|| {
+        format!(
+            "the re-filtering config ({}) is not valid",
+            origin.display()
+        )
+    })
 }
 
 /// One detector, on the dataset as it came and on the re-filtered one. Their numbers of options
@@ -114,7 +140,13 @@ pub struct RefilterReport {
 
 impl std::fmt::Display for RefilterReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let options = |(lo, hi): (usize, usize)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") };
+        let options = |(lo, hi): (usize, usize)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        };
         write!(
             f,
             "refilter: {} of {} questions re-filtered, {} options each before, {} after; audit before -> after (edge = accuracy - chance)",
@@ -124,7 +156,11 @@ impl std::fmt::Display for RefilterReport {
             self.options_after
         )?;
         for d in &self.detectors {
-            write!(f, "\n  {:<26} {:.3} (edge {:+.3}) -> {:.3} (edge {:+.3})", d.detector, d.before, d.before_edge, d.after, d.after_edge)?;
+            write!(
+                f,
+                "\n  {:<26} {:.3} (edge {:+.3}) -> {:.3} (edge {:+.3})",
+                d.detector, d.before, d.before_edge, d.after, d.after_edge
+            )?;
             if let Some(x) = d.edge_shrink {
                 write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
             }
@@ -139,21 +175,52 @@ impl std::fmt::Display for RefilterReport {
 /// After the stages of `config` (a [`refilter_config`]) have run: audits the input's questions
 /// that were re-filtered, as they came, against the re-filtered dataset (`export/dataset.jsonl`)
 /// with every detector of `[audit]`, into `<run>/refilter/`.
-pub fn audit_before_after(config: &Config, registry: &Registry, progress: &dyn Progress) -> anyhow::Result<RefilterReport> {
-    let input = config.pairs.inputs.iter().find(|i| i.format == InputFormat::Questions).context("the config has no `questions` input to compare with")?;
+pub fn audit_before_after(
+    config: &Config,
+    registry: &Registry,
+    progress: &dyn Progress,
+) -> anyhow::Result<RefilterReport> {
+    let input = config
+        .pairs
+        .inputs
+        .iter()
+        .find(|i| i.format == InputFormat::Questions)
+        .context("the config has no `questions` input to compare with")?;
     let before_file = af_io::questions::read_question_input(input)?;
     let after_path = config.run.dir.join("export/dataset.jsonl");
     let after = read_questions(&after_path, Some(QuestionFormat::Af), false)?.questions;
     let kept: std::collections::HashSet<&str> = after.iter().map(|q| q.id.as_str()).collect();
-    let before: Vec<Question> = before_file.questions.iter().filter(|q| kept.contains(q.id.as_str())).cloned().collect();
-    anyhow::ensure!(before.len() == after.len(), "{} holds questions that {} does not", after_path.display(), input.path.display());
+    let before: Vec<Question> = before_file
+        .questions
+        .iter()
+        .filter(|q| kept.contains(q.id.as_str()))
+        .cloned()
+        .collect();
+    anyhow::ensure!(
+        before.len() == after.len(),
+        "{} holds questions that {} does not",
+        after_path.display(),
+        input.path.display()
+    );
     let dir = config.run.dir.join("refilter");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let device = crate::setup::device(config)?;
     let reports: Vec<af_audit::AuditReport> = [("before", &before), ("after", &after)]
         .into_iter()
-        .map(|(name, questions)| crate::audit::audit_named(&dir, name, questions, config, registry, &[], &tagger, device, progress))
+        .map(|(name, questions)| {
+            crate::audit::audit_named(
+                &dir,
+                name,
+                questions,
+                config,
+                registry,
+                &[],
+                &tagger,
+                device,
+                progress,
+            )
+        })
         .collect::<anyhow::Result<_>>()?;
     let detectors: Vec<BeforeAfter> = reports[0]
         .detectors
@@ -182,18 +249,26 @@ pub fn audit_before_after(config: &Config, registry: &Registry, progress: &dyn P
         format: before_file.format,
         questions_in: before_file.questions.len() + before_file.skipped.len(),
         questions_out: after.len(),
-        options_before: (options.clone().min().unwrap_or(0), options.max().unwrap_or(0)),
+        options_before: (
+            options.clone().min().unwrap_or(0),
+            options.max().unwrap_or(0),
+        ),
         options_after: config.filter.k + 1,
         detectors,
     };
-    af_core::atomic::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    af_core::atomic::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     Ok(report)
 }
 
 /// The `edge_change`, `edge_change_ci_low`, `edge_change_ci_high` cells of a comparison CSV;
 /// empty where the two audits did not measure the same questions.
 pub(crate) fn edge_change_fields(e: Option<af_audit::EdgeChange>) -> [String; 3] {
-    e.map_or_else(Default::default, |e| [e.change, e.ci_low, e.ci_high].map(|x| format!("{x:.4}")))
+    e.map_or_else(Default::default, |e| {
+        [e.change, e.ci_low, e.ci_high].map(|x| format!("{x:.4}"))
+    })
 }
 
 fn write_comparison(path: &Path, rows: &[BeforeAfter]) -> anyhow::Result<()> {
@@ -219,25 +294,30 @@ fn write_comparison(path: &Path, rows: &[BeforeAfter]) -> anyhow::Result<()> {
     ])?;
     let f = |x: f64| format!("{x:.4}");
     for r in rows {
-        w.write_record([
-            r.detector.clone(),
-            f(r.before),
-            f(r.before_ci.0),
-            f(r.before_ci.1),
-            f(r.before_chance),
-            f(r.after),
-            f(r.after_ci.0),
-            f(r.after_ci.1),
-            f(r.after_chance),
-            f(r.before_edge),
-            f(r.after_edge),
-            r.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
-            r.before_flagged.to_string(),
-            r.after_flagged.to_string(),
-        ]
-        .into_iter()
-        .chain(edge_change_fields(r.edge_change)))?;
+        w.write_record(
+            [
+                r.detector.clone(),
+                f(r.before),
+                f(r.before_ci.0),
+                f(r.before_ci.1),
+                f(r.before_chance),
+                f(r.after),
+                f(r.after_ci.0),
+                f(r.after_ci.1),
+                f(r.after_chance),
+                f(r.before_edge),
+                f(r.after_edge),
+                r.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
+                r.before_flagged.to_string(),
+                r.after_flagged.to_string(),
+            ]
+            .into_iter()
+            .chain(edge_change_fields(r.edge_change)),
+        )?;
     }
-    af_core::atomic::write(path, &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    af_core::atomic::write(
+        path,
+        &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
     Ok(())
 }

@@ -56,7 +56,10 @@ pub fn release_freed_memory() {
 /// Gives them back, and logs the peak so far at debug level.
 pub fn after_a_model(what: &str) {
     release_freed_memory();
-    tracing::debug!("{what} done; peak host memory so far {:.2} GB", host_peak_bytes().unwrap_or(0) as f64 / 1e9);
+    tracing::debug!(
+        "{what} done; peak host memory so far {:.2} GB",
+        host_peak_bytes().unwrap_or(0) as f64 / 1e9
+    );
 }
 
 /// Starts a stage's host peak afresh (Linux 4.0 and later; elsewhere the peak is the process's).
@@ -78,13 +81,22 @@ pub fn host_bytes() -> Option<u64> {
 
 fn parse_kib(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(key))?;
-    let kib: u64 = line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kib: u64 = line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }
 
 /// The stage's figures, given the resident set at its start.
 pub fn measure(host_bytes_at_start: Option<u64>, device: Option<tch::Device>) -> Resources {
-    Resources { host_bytes_at_start, peak_host_bytes: host_peak_bytes(), device_bytes: device.and_then(af_nn::runtime::device_bytes_in_use) }
+    Resources {
+        host_bytes_at_start,
+        peak_host_bytes: host_peak_bytes(),
+        device_bytes: device.and_then(af_nn::runtime::device_bytes_in_use),
+    }
 }
 
 #[cfg(test)]
@@ -93,7 +105,10 @@ mod tests {
 
     #[test]
     fn reads_the_peak_and_it_follows_an_allocation() {
-        assert_eq!(parse_kib("Name:\taf\nVmHWM:\t   2048 kB\nVmRSS:\t 1 kB\n", "VmHWM:"), Some(2 * 1024 * 1024));
+        assert_eq!(
+            parse_kib("Name:\taf\nVmHWM:\t   2048 kB\nVmRSS:\t 1 kB\n", "VmHWM:"),
+            Some(2 * 1024 * 1024)
+        );
         reset_host_peak();
         let before = host_peak_bytes().expect("Linux reports VmHWM");
         let big = vec![1u8; 256 << 20];

@@ -41,16 +41,33 @@ pub enum StageName {
 }
 
 /// The stages `af run` runs, in order.
-pub const ALL_STAGES: &[StageName] =
-    &[StageName::Pairs, StageName::Lm, StageName::Generate, StageName::Filter, StageName::Export, StageName::Report];
+pub const ALL_STAGES: &[StageName] = &[
+    StageName::Pairs,
+    StageName::Lm,
+    StageName::Generate,
+    StageName::Filter,
+    StageName::Export,
+    StageName::Report,
+];
 
 impl std::str::FromStr for StageName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        ALL_STAGES.iter().copied().find(|st| st.dir_name() == s).ok_or_else(|| {
-            format!("unknown stage `{s}`: the stages are {}", ALL_STAGES.iter().map(|st| st.dir_name()).collect::<Vec<_>>().join(", "))
-        })
+        ALL_STAGES
+            .iter()
+            .copied()
+            .find(|st| st.dir_name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown stage `{s}`: the stages are {}",
+                    ALL_STAGES
+                        .iter()
+                        .map(|st| st.dir_name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
     }
 }
 
@@ -143,7 +160,11 @@ pub enum StageRun {
     /// Its outputs were up to date.
     UpToDate { stage: StageName, dir: PathBuf },
     /// It ran to the end: its report and the record written to `stage.json`.
-    Done { report: StageReport, record: StageRecord, dir: PathBuf },
+    Done {
+        report: StageReport,
+        record: StageRecord,
+        dir: PathBuf,
+    },
     /// It did its share (a `--shard`) and left the rest to other runs.
     Partial { report: StageReport },
 }
@@ -174,21 +195,41 @@ pub fn run_stages(
 
 /// Runs one stage (skipping it when up to date and not forced). With a shard, the stage's work
 /// is split and `stage.json` is written only by a run that finds every part done.
-pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(usize, usize)>, progress: &dyn Progress) -> anyhow::Result<StageRun> {
+pub fn run_stage(
+    config: &Config,
+    stage: StageName,
+    force: bool,
+    shard: Option<(usize, usize)>,
+    progress: &dyn Progress,
+) -> anyhow::Result<StageRun> {
     let dir = config.run.dir.join(stage.dir_name());
     let stamp = fingerprint(config, stage)?;
     let record_path = dir.join("stage.json");
     let last = aside_dir(&dir, "last");
     // The outputs a newer run of another config moved aside, asked for again: they come back.
-    if !force && !is_up_to_date(&record_path, &stamp) && is_up_to_date(&last.join("stage.json"), &stamp) {
+    if !force
+        && !is_up_to_date(&record_path, &stamp)
+        && is_up_to_date(&last.join("stage.json"), &stamp)
+    {
         if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("cannot clear {}", dir.display()))?;
         }
-        std::fs::rename(&last, &dir).with_context(|| format!("cannot move {} back to {}", last.display(), dir.display()))?;
-        tracing::info!("{}: the last complete outputs for this config were kept aside; they are back in {}", stage.dir_name(), dir.display());
+        std::fs::rename(&last, &dir)
+            .with_context(|| format!("cannot move {} back to {}", last.display(), dir.display()))?;
+        tracing::info!(
+            "{}: the last complete outputs for this config were kept aside; they are back in {}",
+            stage.dir_name(),
+            dir.display()
+        );
     }
     if !force && is_up_to_date(&record_path, &stamp) {
-        tracing::info!("{}: up to date in {} (--force {} reruns it)", stage.dir_name(), dir.display(), stage.dir_name());
+        tracing::info!(
+            "{}: up to date in {} (--force {} reruns it)",
+            stage.dir_name(),
+            dir.display(),
+            stage.dir_name()
+        );
         return Ok(StageRun::UpToDate { stage, dir });
     }
     if let Some(up) = stage.upstream() {
@@ -210,16 +251,23 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     } else {
         let work = aside_dir(&dir, "next");
         if work.exists() {
-            std::fs::remove_dir_all(&work).with_context(|| format!("cannot clear {}", work.display()))?;
+            std::fs::remove_dir_all(&work)
+                .with_context(|| format!("cannot clear {}", work.display()))?;
         }
-        std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+        std::fs::create_dir_all(&work)
+            .with_context(|| format!("cannot create {}", work.display()))?;
         work
     };
     crate::resources::release_freed_memory();
     crate::resources::reset_host_peak();
     let host_at_start = crate::resources::host_bytes();
     let start = Instant::now();
-    let ctx = StageContext { config, dir: work.clone(), shard, progress };
+    let ctx = StageContext {
+        config,
+        dir: work.clone(),
+        shard,
+        progress,
+    };
     let (report, complete) = match stage.stage().run(&ctx) {
         Ok(done) => done,
         Err(e) => {
@@ -242,14 +290,28 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
     af_core::atomic::write(work.join("config.toml"), config.to_toml().as_bytes())?;
     let seconds = start.elapsed().as_secs_f64();
     // Only stages that put tensors on the device ask it (asking creates a CUDA context).
-    let device = if stage.stage().uses_device() { Some(crate::setup::device(config)?) } else { None };
+    let device = if stage.stage().uses_device() {
+        Some(crate::setup::device(config)?)
+    } else {
+        None
+    };
     let resources = crate::resources::measure(host_at_start, device);
-    let record = StageRecord { stage, fingerprint: stamp, seconds, af_version: env!("CARGO_PKG_VERSION").to_string(), resources };
-    af_core::atomic::write(work.join("stage.json"), serde_json::to_string_pretty(&record)?.as_bytes())?;
+    let record = StageRecord {
+        stage,
+        fingerprint: stamp,
+        seconds,
+        af_version: env!("CARGO_PKG_VERSION").to_string(),
+        resources,
+    };
+    af_core::atomic::write(
+        work.join("stage.json"),
+        serde_json::to_string_pretty(&record)?.as_bytes(),
+    )?;
     if !resumable {
         replace_dir(&work, &dir)?;
     } else if last.exists() {
-        std::fs::remove_dir_all(&last).with_context(|| format!("cannot remove {}", last.display()))?;
+        std::fs::remove_dir_all(&last)
+            .with_context(|| format!("cannot remove {}", last.display()))?;
     }
     let gb = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));
     tracing::info!(
@@ -260,12 +322,19 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool, shard: Option<(
         gb(record.resources.device_bytes),
         dir.display()
     );
-    Ok(StageRun::Done { report, record, dir })
+    Ok(StageRun::Done {
+        report,
+        record,
+        dir,
+    })
 }
 
 /// Whether `stage` has started work for exactly this config (so a rerun would resume it).
 pub fn resumable(config: &Config, stage: StageName) -> anyhow::Result<bool> {
-    Ok(started_with(&config.run.dir.join(stage.dir_name()), &fingerprint(config, stage)?))
+    Ok(started_with(
+        &config.run.dir.join(stage.dir_name()),
+        &fingerprint(config, stage)?,
+    ))
 }
 
 /// Whether `dir/started.json` holds `fingerprint`.
@@ -285,11 +354,14 @@ fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&old).with_context(|| format!("cannot clear {}", old.display()))?;
     }
     if dir.exists() {
-        std::fs::rename(dir, &old).with_context(|| format!("cannot move {} aside", dir.display()))?;
+        std::fs::rename(dir, &old)
+            .with_context(|| format!("cannot move {} aside", dir.display()))?;
     }
-    std::fs::rename(work, dir).with_context(|| format!("cannot move {} to {}", work.display(), dir.display()))?;
+    std::fs::rename(work, dir)
+        .with_context(|| format!("cannot move {} to {}", work.display(), dir.display()))?;
     if old.exists() {
-        std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove {}", old.display()))?;
+        std::fs::remove_dir_all(&old)
+            .with_context(|| format!("cannot remove {}", old.display()))?;
     }
     Ok(())
 }
@@ -298,7 +370,10 @@ fn replace_dir(work: &Path, dir: &Path) -> anyhow::Result<()> {
 /// resume works there) or `last` (a resumable stage's last complete outputs, kept while a run of
 /// another config works in their place).
 fn aside_dir(dir: &Path, what: &str) -> PathBuf {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     dir.with_file_name(format!(".{name}.{what}"))
 }
 
@@ -308,7 +383,11 @@ fn aside_dir(dir: &Path, what: &str) -> PathBuf {
 fn holds_progress(stage: StageName, dir: &Path) -> bool {
     let mut files = Vec::new();
     collect_files(dir, &mut files);
-    let rel = |p: &PathBuf| p.strip_prefix(dir).map(Path::to_path_buf).unwrap_or_default();
+    let rel = |p: &PathBuf| {
+        p.strip_prefix(dir)
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    };
     files.iter().map(rel).any(|p| match stage {
         StageName::Filter => p == Path::new("state.json"),
         StageName::Generate => p.starts_with("pool"),
@@ -330,7 +409,13 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Makes `dir` ready: resumable when it was started with the same fingerprint, else emptied.
 /// Complete outputs of another config (or forced) are moved to `last` when given, not deleted:
 /// they stay the stage's outputs for their config until the new run completes.
-pub(crate) fn prepare_dir(dir: &Path, last: Option<&Path>, fingerprint: &serde_json::Value, force: bool, shared: bool) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir(
+    dir: &Path,
+    last: Option<&Path>,
+    fingerprint: &serde_json::Value,
+    force: bool,
+    shared: bool,
+) -> anyhow::Result<()> {
     let started = dir.join("started.json");
     let same = started_with(dir, fingerprint);
     if dir.exists() && (force || !same) {
@@ -342,30 +427,44 @@ pub(crate) fn prepare_dir(dir: &Path, last: Option<&Path>, fingerprint: &serde_j
         }
         if let Some(last) = last.filter(|_| dir.join("stage.json").exists()) {
             if last.exists() {
-                std::fs::remove_dir_all(last).with_context(|| format!("cannot clear {}", last.display()))?;
+                std::fs::remove_dir_all(last)
+                    .with_context(|| format!("cannot clear {}", last.display()))?;
             }
-            std::fs::rename(dir, last).with_context(|| format!("cannot move {} aside to {}", dir.display(), last.display()))?;
+            std::fs::rename(dir, last).with_context(|| {
+                format!("cannot move {} aside to {}", dir.display(), last.display())
+            })?;
         } else {
-            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot clear {}", dir.display()))?;
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Whatever happens next, an old record no longer describes what is on disk.
     match std::fs::remove_file(dir.join("stage.json")) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).context("cannot remove stage.json"),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).context("cannot remove stage.json")
+        }
         _ => {}
     }
-    af_core::atomic::write(&started, serde_json::to_string_pretty(fingerprint)?.as_bytes())?;
+    af_core::atomic::write(
+        &started,
+        serde_json::to_string_pretty(fingerprint)?.as_bytes(),
+    )?;
     Ok(())
 }
 
 /// Whether `stage`'s outputs are up to date for this config.
 pub fn up_to_date(config: &Config, stage: StageName) -> anyhow::Result<bool> {
-    Ok(is_up_to_date(&config.run.dir.join(stage.dir_name()).join("stage.json"), &fingerprint(config, stage)?))
+    Ok(is_up_to_date(
+        &config.run.dir.join(stage.dir_name()).join("stage.json"),
+        &fingerprint(config, stage)?,
+    ))
 }
 
 pub(crate) fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value) -> bool {
-    let Ok(text) = std::fs::read_to_string(record_path) else { return false };
+    let Ok(text) = std::fs::read_to_string(record_path) else {
+        return false;
+    };
     serde_json::from_str::<StageRecord>(&text).is_ok_and(|r| &r.fingerprint == fingerprint)
 }
 
@@ -393,7 +492,8 @@ pub fn file_stamp(path: &Path) -> anyhow::Result<serde_json::Value> {
     };
     let mut stamps = Vec::new();
     for p in paths {
-        let (bytes, hash) = content_hash(&p).with_context(|| format!("cannot read input {}", p.display()))?;
+        let (bytes, hash) =
+            content_hash(&p).with_context(|| format!("cannot read input {}", p.display()))?;
         stamps.push(json!({"path": p, "bytes": bytes, "fnv1a64": format!("{hash:016x}")}));
     }
     Ok(json!(stamps))

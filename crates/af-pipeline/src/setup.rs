@@ -29,11 +29,25 @@ pub fn load_config_with(file: Option<&Path>, registry: &Registry) -> anyhow::Res
     if let Err(e) = check_members(&config, registry) {
         // The line where the offending name first appears, when it is quoted in the file.
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let quoted = |l: &str| l.contains(&format!("\"{}\"", e.name)) || l.contains(&format!(".{}]", e.name));
-        let line = if e.name.is_empty() { None } else { text.lines().position(quoted) };
+        let quoted = |l: &str| {
+            l.contains(&format!("\"{}\"", e.name)) || l.contains(&format!(".{}]", e.name))
+        };
+        let line = if e.name.is_empty() {
+            None
+        } else {
+            text.lines().position(quoted)
+        };
         return Err(match line {
-            Some(l) => af_core::ConfigError::Parse { path, line: l + 1, column: 1, message: e.message },
-            None => af_core::ConfigError::Invalid { path, message: e.message },
+            Some(l) => af_core::ConfigError::Parse {
+                path,
+                line: l + 1,
+                column: 1,
+                message: e.message,
+            },
+            None => af_core::ConfigError::Invalid {
+                path,
+                message: e.message,
+            },
         }
         .into());
     }
@@ -58,43 +72,100 @@ impl std::fmt::Display for MemberCheckError {
 /// members and the audit's detectors each hold at most one frozen-embedding member (`encoder` or
 /// `torchscript`), and the audit's detectors read text (a dataset to audit has no LM features).
 pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberCheckError> {
-    let fail = |name: &str, message: String| MemberCheckError { name: name.to_string(), message };
+    let fail = |name: &str, message: String| MemberCheckError {
+        name: name.to_string(),
+        message,
+    };
     let known = || registry.names().join(", ");
     for phase in &config.filter.stages {
         for m in &phase.members {
-            registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[[filter.stages]] `{}`: {e}", phase.name)))?;
+            registry.lookup(m).map_err(|e| {
+                fail(
+                    m.as_str(),
+                    format!("[[filter.stages]] `{}`: {e}", phase.name),
+                )
+            })?;
         }
     }
-    for m in config.ablate.members.iter().chain(config.ablate.compositions.iter().flat_map(|c| &c.members)) {
-        registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[ablate]: {e}")))?;
+    for m in config
+        .ablate
+        .members
+        .iter()
+        .chain(config.ablate.compositions.iter().flat_map(|c| &c.members))
+    {
+        registry
+            .lookup(m)
+            .map_err(|e| fail(m.as_str(), format!("[ablate]: {e}")))?;
     }
     // The design's own rules, once its names are known to be members; a config that leaves
     // [ablate] alone is not held to them (its leave-one-out may not fit a single-member schedule).
     if !config.ablate.is_default() {
-        config.ablate.compositions(&config.filter).map_err(|message| fail("", message))?;
+        config
+            .ablate
+            .compositions(&config.filter)
+            .map_err(|message| fail("", message))?;
     }
     // The filter's phases and the ablations share the pool's table, which holds one set of
     // frozen embeddings.
     let pool_members = crate::committee::named_members(config);
-    let last_encoded = |members: &[af_core::MemberName]| members.iter().rev().find(|m| registry.reads_encoded(std::slice::from_ref(m))).map_or(String::new(), |m| m.to_string());
+    let last_encoded = |members: &[af_core::MemberName]| {
+        members
+            .iter()
+            .rev()
+            .find(|m| registry.reads_encoded(std::slice::from_ref(m)))
+            .map_or(String::new(), |m| m.to_string())
+    };
     if let Err(e) = registry.encoded_member(&pool_members) {
-        return Err(fail(&last_encoded(&pool_members), format!("[[filter.stages]] and [ablate]: {e}")));
+        return Err(fail(
+            &last_encoded(&pool_members),
+            format!("[[filter.stages]] and [ablate]: {e}"),
+        ));
     }
     if let af_core::SwapHead::Member(m) = &config.filter.swap_head {
-        registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
+        registry
+            .lookup(m)
+            .map_err(|e| fail(m.as_str(), format!("[filter] swap-head: {e}")))?;
     }
     // A fine-tuned member (`encoder-ft`) re-scores what the rest of its phase shortlists.
-    let compositions = if config.ablate.is_default() { Vec::new() } else { config.ablate.compositions(&config.filter).unwrap_or_default() };
-    let phases = config.filter.stages.iter().map(|p| ("[[filter.stages]]".to_string(), p));
-    let phases = phases.chain(compositions.iter().flat_map(|c| c.stages.iter().map(move |p| (format!("[ablate] composition `{}`,", c.name), p))));
+    let compositions = if config.ablate.is_default() {
+        Vec::new()
+    } else {
+        config
+            .ablate
+            .compositions(&config.filter)
+            .unwrap_or_default()
+    };
+    let phases = config
+        .filter
+        .stages
+        .iter()
+        .map(|p| ("[[filter.stages]]".to_string(), p));
+    let phases = phases.chain(compositions.iter().flat_map(|c| {
+        c.stages
+            .iter()
+            .map(move |p| (format!("[ablate] composition `{}`,", c.name), p))
+    }));
     for (within, phase) in phases {
         if let Some(af_core::SwapHead::Member(m)) = &phase.swap_head {
-            registry.lookup(m).map_err(|e| fail(m.as_str(), format!("{within} `{}` swap-head: {e}", phase.name)))?;
+            registry.lookup(m).map_err(|e| {
+                fail(
+                    m.as_str(),
+                    format!("{within} `{}` swap-head: {e}", phase.name),
+                )
+            })?;
         }
-        phase.check_driving(&config.filter.swap_head, config.committee.joint, &within).map_err(|message| fail("", message))?;
-        let fine_tuned = registry.fine_tuned(&phase.members, &config.committee).map_err(|e| fail("", format!("{within} `{}`: {e}", phase.name)))?;
+        phase
+            .check_driving(&config.filter.swap_head, config.committee.joint, &within)
+            .map_err(|message| fail("", message))?;
+        let fine_tuned = registry
+            .fine_tuned(&phase.members, &config.committee)
+            .map_err(|e| fail("", format!("{within} `{}`: {e}", phase.name)))?;
         if let Some((name, _)) = fine_tuned {
-            if phase.members.iter().all(|m| registry.is_fine_tuned(m.as_str())) {
+            if phase
+                .members
+                .iter()
+                .all(|m| registry.is_fine_tuned(m.as_str()))
+            {
                 return Err(fail(
                     name,
                     format!("{within} `{}`: `{name}` re-scores a shortlist that the stage's other members choose, and the stage has none (add one, e.g. \"mlp\" or \"cnn\")", phase.name),
@@ -102,20 +173,38 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
             }
         }
     }
-    if let Some(name) = config.committee.member.keys().find(|name| registry.get(name).is_none()) {
-        return Err(fail(name, format!("[committee.member.{name}]: no member is called `{name}` (the members are {})", known())));
+    if let Some(name) = config
+        .committee
+        .member
+        .keys()
+        .find(|name| registry.get(name).is_none())
+    {
+        return Err(fail(
+            name,
+            format!(
+                "[committee.member.{name}]: no member is called `{name}` (the members are {})",
+                known()
+            ),
+        ));
     }
     // Every member's settings, used or not: the flat keys are shared, and a bad one is a bad
     // config whichever phase would have met it first.
     for name in registry.names() {
         let member = registry.get(name).expect("a registered name");
-        member.settings(&config.committee).map_err(|message| fail(name, message))?;
+        member
+            .settings(&config.committee)
+            .map_err(|message| fail(name, message))?;
     }
     if let Err(e) = registry.encoded_member(&config.audit.models) {
-        return Err(fail(&last_encoded(&config.audit.models), format!("[audit] models: {e}")));
+        return Err(fail(
+            &last_encoded(&config.audit.models),
+            format!("[audit] models: {e}"),
+        ));
     }
     for m in &config.audit.models {
-        let member = registry.lookup(m).map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;
+        let member = registry
+            .lookup(m)
+            .map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;
         if member.columns().contains(&Column::Text) {
             return Err(fail(m.as_str(), format!("[audit] models: `{m}` is fine-tuned inside the AF loop and is not an audit detector (text members: {})", registry.text_members().join(", "))));
         }
@@ -134,8 +223,10 @@ pub fn load_tagger(model: Option<&Path>) -> anyhow::Result<af_text::Tagger> {
     match model {
         None => Ok(af_text::Tagger::builtin()),
         Some(p) => {
-            let bytes = std::fs::read(p).with_context(|| format!("cannot read tagger model {}", p.display()))?;
-            af_text::Tagger::from_bytes(&bytes).with_context(|| format!("tagger model {}", p.display()))
+            let bytes = std::fs::read(p)
+                .with_context(|| format!("cannot read tagger model {}", p.display()))?;
+            af_text::Tagger::from_bytes(&bytes)
+                .with_context(|| format!("tagger model {}", p.display()))
         }
     }
 }
@@ -153,15 +244,27 @@ pub fn device_named(name: &str) -> anyhow::Result<tch::Device> {
 
 /// Sets rayon's and libtorch's thread counts from the config (once per process for rayon).
 pub fn init_threads(config: &Config) {
-    rayon::ThreadPoolBuilder::new().num_threads(config.run.threads).build_global().ok();
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(config.run.threads)
+        .build_global()
+        .ok();
     af_nn::runtime::set_threads(config.run.threads);
 }
 
 /// Makes `out` an empty directory for a command's outputs; one that holds files is replaced only
 /// with `force`.
 pub fn empty_out_dir(out: &Path, force: bool) -> anyhow::Result<()> {
-    if out.exists() && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some() {
-        anyhow::ensure!(force, "{} is not empty: pass --force to replace what is there", out.display());
+    if out.exists()
+        && std::fs::read_dir(out)
+            .with_context(|| format!("cannot read {}", out.display()))?
+            .next()
+            .is_some()
+    {
+        anyhow::ensure!(
+            force,
+            "{} is not empty: pass --force to replace what is there",
+            out.display()
+        );
         std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))

@@ -95,14 +95,25 @@ impl<'a> TableBuilder<'a> {
             .iter()
             .zip(&ids)
             .zip(&tags)
-            .map(|(((_, marked), interned), tags)| RawCandidate { interned, tags, marked: marked.clone(), features: [0.0; 8] })
+            .map(|(((_, marked), interned), tags)| RawCandidate {
+                interned,
+                tags,
+                marked: marked.clone(),
+                features: [0.0; 8],
+            })
             .collect();
-        self.full.as_mut().expect("a builder made with_full_view").push(&raw);
+        self.full
+            .as_mut()
+            .expect("a builder made with_full_view")
+            .push(&raw);
     }
 
     /// Each sentence cut to its last `max-tokens` tokens, with its marked range moved along;
     /// counts the cut rows.
-    fn cut<'s>(&mut self, sentences: &'s [TableSentence]) -> Vec<(&'s [String], std::ops::Range<usize>)> {
+    fn cut<'s>(
+        &mut self,
+        sentences: &'s [TableSentence],
+    ) -> Vec<(&'s [String], std::ops::Range<usize>)> {
         // A row keeps its last `max-tokens` tokens: the ending, which tells a question's options
         // apart, is at the end; the shared context or noun phrase at the start goes first.
         let cap = self.config.max_tokens;
@@ -111,13 +122,20 @@ impl<'a> TableBuilder<'a> {
             .iter()
             .map(|s| {
                 let skip = s.words.len().saturating_sub(cap);
-                (&s.words[skip..], s.marked.start.saturating_sub(skip)..s.marked.end.saturating_sub(skip))
+                (
+                    &s.words[skip..],
+                    s.marked.start.saturating_sub(skip)..s.marked.end.saturating_sub(skip),
+                )
             })
             .collect()
     }
 
     /// Interned ids of the kept words; counts the words of counted sentences.
-    fn intern(&mut self, sentences: &[TableSentence], kept: &[(&[String], std::ops::Range<usize>)]) -> Vec<Vec<u32>> {
+    fn intern(
+        &mut self,
+        sentences: &[TableSentence],
+        kept: &[(&[String], std::ops::Range<usize>)],
+    ) -> Vec<Vec<u32>> {
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(sentences.len());
         for (s, (words, _)) in sentences.iter().zip(kept) {
             let row: Vec<u32> = words
@@ -154,7 +172,13 @@ impl<'a> TableBuilder<'a> {
         let kept = self.cut(sentences);
         let tags: Vec<Vec<u8>> = if self.tag {
             kept.par_iter()
-                .map(|(words, _)| self.tagger.tag_ids(words).into_iter().map(|t| u8::try_from(t).expect("fewer than 256 tags")).collect())
+                .map(|(words, _)| {
+                    self.tagger
+                        .tag_ids(words)
+                        .into_iter()
+                        .map(|t| u8::try_from(t).expect("fewer than 256 tags"))
+                        .collect()
+                })
                 .collect()
         } else {
             kept.iter().map(|(words, _)| vec![0; words.len()]).collect()
@@ -172,7 +196,12 @@ impl<'a> TableBuilder<'a> {
             .zip(&kept)
             .zip(&ids)
             .zip(&tags)
-            .map(|(((s, (_, marked)), interned), tags)| RawCandidate { interned, tags, marked: marked.clone(), features: s.features })
+            .map(|(((s, (_, marked)), interned), tags)| RawCandidate {
+                interned,
+                tags,
+                marked: marked.clone(),
+                features: s.features,
+            })
             .collect();
         self.assembler.push(&raw);
     }
@@ -180,8 +209,14 @@ impl<'a> TableBuilder<'a> {
     /// The table; `standardize` scales the features to mean 0 and deviation 1 over all rows.
     pub fn finish(self, standardize: bool) -> (CandidateTable, TableSummary) {
         let c = self.config;
-        let mut ranked: Vec<u32> = (0..self.words.len() as u32).filter(|&id| self.counts[id as usize] > 0).collect();
-        ranked.sort_unstable_by(|&a, &b| self.counts[b as usize].cmp(&self.counts[a as usize]).then_with(|| self.words[a as usize].cmp(&self.words[b as usize])));
+        let mut ranked: Vec<u32> = (0..self.words.len() as u32)
+            .filter(|&id| self.counts[id as usize] > 0)
+            .collect();
+        ranked.sort_unstable_by(|&a, &b| {
+            self.counts[b as usize]
+                .cmp(&self.counts[a as usize])
+                .then_with(|| self.words[a as usize].cmp(&self.words[b as usize]))
+        });
         let mut word_of = vec![1i32; self.words.len()];
         let mut pos_word_of = vec![-1i32; self.words.len()];
         let kept = ranked.len().min(c.max_vocab - 2);
@@ -209,14 +244,22 @@ impl<'a> TableBuilder<'a> {
         if standardize {
             for f in 0..8 {
                 mean[f] = self.sum[f] / n;
-                std[f] = (self.sq[f] / n - mean[f] * mean[f]).max(0.0).sqrt().max(1e-6);
+                std[f] = (self.sq[f] / n - mean[f] * mean[f])
+                    .max(0.0)
+                    .sqrt()
+                    .max(1e-6);
             }
         }
         let rows = self.assembler.rows();
         // The CNN pads a narrower batch itself; cutting batches no narrower than its widest
         // window keeps the arithmetic as it always was.
         let min_len = CnnSettings::resolve(c).map_or(1, |s| s.widest()) as usize;
-        let mut table = self.assembler.finish(&vocab, mean.map(|m| m as f32), std.map(|s| s as f32), min_len);
+        let mut table = self.assembler.finish(
+            &vocab,
+            mean.map(|m| m as f32),
+            std.map(|s| s as f32),
+            min_len,
+        );
         if let Some(full) = self.full {
             assert_eq!(full.rows(), rows, "a full-view row for every row");
             table.full_view = Some(Box::new(full.finish(&vocab, [0.0; 8], [1.0; 8], min_len)));
@@ -238,19 +281,45 @@ impl<'a> TableBuilder<'a> {
 
 /// The committee's table of a pool, built one part at a time: each candidate is its item's
 /// noun phrase then its ending, tagged as a whole, with the noun phrase marked.
-pub fn candidate_table(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> anyhow::Result<(CandidateTable, TableSummary)> {
+pub fn candidate_table(
+    pool: &Pool,
+    c: &CommitteeConfig,
+    tagger: &Tagger,
+    device: Device,
+) -> anyhow::Result<(CandidateTable, TableSummary)> {
     candidate_table_with(pool, c, tagger, device, false)
 }
 
 /// [`candidate_table`], with the full-view rows too when `full_view` (a member reads them): each
 /// candidate's item's context, noun phrase and ending, the context and noun phrase marked, as
 /// the audit's full view reads a question.
-pub fn candidate_table_with(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, device: Device, full_view: bool) -> anyhow::Result<(CandidateTable, TableSummary)> {
-    let np_tokens: Vec<Vec<String>> = pool.items.par_iter().map(|i| tokenize_lowercase(&i.noun_phrase)).collect();
-    let context_tokens: Vec<Vec<String>> = if full_view { pool.items.par_iter().map(|i| tokenize_lowercase(&i.context)).collect() } else { Vec::new() };
+pub fn candidate_table_with(
+    pool: &Pool,
+    c: &CommitteeConfig,
+    tagger: &Tagger,
+    device: Device,
+    full_view: bool,
+) -> anyhow::Result<(CandidateTable, TableSummary)> {
+    let np_tokens: Vec<Vec<String>> = pool
+        .items
+        .par_iter()
+        .map(|i| tokenize_lowercase(&i.noun_phrase))
+        .collect();
+    let context_tokens: Vec<Vec<String>> = if full_view {
+        pool.items
+            .par_iter()
+            .map(|i| tokenize_lowercase(&i.context))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut item_at = 0;
     let builder = TableBuilder::new(tagger, c, device);
-    let mut builder = if full_view { builder.with_full_view(device) } else { builder };
+    let mut builder = if full_view {
+        builder.with_full_view(device)
+    } else {
+        builder
+    };
     pool.for_each_part(|first, part| -> anyhow::Result<()> {
         // A NaN feature would spread to every row through the standardisation.
         if let Some((c, f)) = part.iter().find_map(|c| c.features.iter().position(|x| !x.is_finite()).map(|f| (c, f))) {
@@ -300,7 +369,13 @@ pub fn candidate_table_with(pool: &Pool, c: &CommitteeConfig, tagger: &Tagger, d
 /// The table of sentences without LM features (an audit's options, WinoGrande's filled-in
 /// sentences): each sentence's lowercased tokens and its marked range; vocabularies from the
 /// first `counted` sentences. Also returns how many sentences were cut to `max-tokens`.
-pub fn sentence_table(sentences: &[(&[String], std::ops::Range<usize>)], counted: usize, c: &CommitteeConfig, tagger: &Tagger, device: Device) -> (CandidateTable, usize) {
+pub fn sentence_table(
+    sentences: &[(&[String], std::ops::Range<usize>)],
+    counted: usize,
+    c: &CommitteeConfig,
+    tagger: &Tagger,
+    device: Device,
+) -> (CandidateTable, usize) {
     sentence_table_with(sentences, counted, c, tagger, true, device)
 }
 
@@ -318,7 +393,12 @@ pub fn sentence_table_with(
     let rows: Vec<TableSentence> = sentences
         .iter()
         .enumerate()
-        .map(|(i, (w, marked))| TableSentence { words: w.to_vec(), marked: marked.clone(), features: [0.0; 8], counted: i < counted })
+        .map(|(i, (w, marked))| TableSentence {
+            words: w.to_vec(),
+            marked: marked.clone(),
+            features: [0.0; 8],
+            counted: i < counted,
+        })
         .collect();
     builder.push(&rows);
     let (table, summary) = builder.finish(false);
@@ -349,8 +429,14 @@ mod tests {
         af_io::pool::write_part(&part, &rows).unwrap();
         let pool = Pool::load(dir.path()).unwrap();
         let tagger = crate::setup::load_tagger(None).unwrap();
-        let e = candidate_table(&pool, &CommitteeConfig::default(), &tagger, Device::Cpu).err().unwrap().to_string();
-        assert!(e.contains("candidate 2 of item `item-1`") && e.contains("= NaN"), "{e}");
+        let e = candidate_table(&pool, &CommitteeConfig::default(), &tagger, Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("candidate 2 of item `item-1`") && e.contains("= NaN"),
+            "{e}"
+        );
     }
 
     /// Full-view rows: each candidate's context, noun phrase and ending, the first two marked,
@@ -369,18 +455,37 @@ mod tests {
         let row = pool.row(3, 2) as usize;
         let context = tokenize_lowercase(&pool.items[3].context).len();
         let np = tokenize_lowercase(&pool.items[3].noun_phrase).len();
-        let (n, m) = (usize::from(table.lengths[row]), usize::from(full.lengths[row]));
+        let (n, m) = (
+            usize::from(table.lengths[row]),
+            usize::from(full.lengths[row]),
+        );
         assert_eq!(m, context + n);
         let ids = |t: &CandidateTable, r: usize, len: usize| -> Vec<i64> {
             let start = t.starts.int64_value(&[r as i64]);
-            Vec::<i64>::try_from(t.words.narrow(0, start, len as i64).to_kind(tch::Kind::Int64)).unwrap()
+            Vec::<i64>::try_from(
+                t.words
+                    .narrow(0, start, len as i64)
+                    .to_kind(tch::Kind::Int64),
+            )
+            .unwrap()
         };
-        assert_eq!(ids(full, row, m)[context..], ids(&table, row, n)[..], "the same words, the same ids, after the context");
+        assert_eq!(
+            ids(full, row, m)[context..],
+            ids(&table, row, n)[..],
+            "the same words, the same ids, after the context"
+        );
         let marks = |t: &CandidateTable, r: usize, len: usize| -> Vec<i64> {
             let start = t.starts.int64_value(&[r as i64]);
-            Vec::<i64>::try_from(t.indicator.narrow(0, start, len as i64).to_kind(tch::Kind::Int64)).unwrap()
+            Vec::<i64>::try_from(
+                t.indicator
+                    .narrow(0, start, len as i64)
+                    .to_kind(tch::Kind::Int64),
+            )
+            .unwrap()
         };
-        let want: Vec<i64> = (0..m).map(|j| if j < context + np { 1 } else { 2 }).collect();
+        let want: Vec<i64> = (0..m)
+            .map(|j| if j < context + np { 1 } else { 2 })
+            .collect();
         assert_eq!(marks(full, row, m), want);
 
         let saved = dir.path().join("table");
@@ -390,28 +495,46 @@ mod tests {
         assert!(same(&back_full.words, &full.words) && same(&back_full.indicator, &full.indicator));
         // Saved again without it, the old full view goes.
         plain.save(&saved, 7).unwrap();
-        assert!(CandidateTable::load(&saved, Device::Cpu).unwrap().full_view.is_none());
+        assert!(CandidateTable::load(&saved, Device::Cpu)
+            .unwrap()
+            .full_view
+            .is_none());
     }
 
     #[test]
     fn a_row_longer_than_max_tokens_keeps_its_last_tokens_and_is_counted() {
         let tagger = crate::setup::load_tagger(None).unwrap();
-        let config = CommitteeConfig { max_tokens: 4, max_vocab: 20, ..Default::default() };
+        let config = CommitteeConfig {
+            max_tokens: 4,
+            max_vocab: 20,
+            ..Default::default()
+        };
         let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
         let long = words("the man on the left runs away");
         let short = words("a dog sits");
-        let (table, cut) = sentence_table(&[(&long, 0..2), (&short, 0..1)], 2, &config, &tagger, Device::Cpu);
+        let (table, cut) = sentence_table(
+            &[(&long, 0..2), (&short, 0..1)],
+            2,
+            &config,
+            &tagger,
+            Device::Cpu,
+        );
         assert_eq!(cut, 1);
         assert_eq!(table.lengths, [4, 3]);
         // "the man" was marked; cut to "left runs away" plus one, nothing of it is left.
-        let ind = Vec::<i64>::try_from(table.indicator.narrow(0, 0, 4).to_kind(tch::Kind::Int64)).unwrap();
+        let ind = Vec::<i64>::try_from(table.indicator.narrow(0, 0, 4).to_kind(tch::Kind::Int64))
+            .unwrap();
         assert_eq!(ind, [2, 2, 2, 2]);
     }
 
     #[test]
     fn the_table_does_not_depend_on_how_the_pool_is_cut_into_parts() {
         let tagger = crate::setup::load_tagger(None).unwrap();
-        let config = CommitteeConfig { pos_words: 5, max_vocab: 12, ..Default::default() };
+        let config = CommitteeConfig {
+            pos_words: 5,
+            max_vocab: 12,
+            ..Default::default()
+        };
         let one = run_dir(10, 6, 10);
         let many = run_dir(10, 6, 3);
         // And parts that cut items in two: the same rows, rewritten 5 to a part.
@@ -422,26 +545,54 @@ mod tests {
         for (b, chunk) in rows.chunks(5).enumerate() {
             af_io::pool::write_part(&af_io::pool::part_path(&pool_dir, b), chunk).unwrap();
         }
-        let (p1, pn, pc) = (Pool::load(one.path()).unwrap(), Pool::load(many.path()).unwrap(), Pool::load(cut.path()).unwrap());
-        assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pn.offsets.clone(), pn.sizes.clone(), pn.rows));
-        assert_eq!((p1.offsets.clone(), p1.sizes.clone(), p1.rows), (pc.offsets.clone(), pc.sizes.clone(), pc.rows));
+        let (p1, pn, pc) = (
+            Pool::load(one.path()).unwrap(),
+            Pool::load(many.path()).unwrap(),
+            Pool::load(cut.path()).unwrap(),
+        );
+        assert_eq!(
+            (p1.offsets.clone(), p1.sizes.clone(), p1.rows),
+            (pn.offsets.clone(), pn.sizes.clone(), pn.rows)
+        );
+        assert_eq!(
+            (p1.offsets.clone(), p1.sizes.clone(), p1.rows),
+            (pc.offsets.clone(), pc.sizes.clone(), pc.rows)
+        );
         let (tc, _) = candidate_table(&pc, &config, &tagger, Device::Cpu).unwrap();
         assert_eq!(pn.rows, 70);
         let (t1, s1) = candidate_table(&p1, &config, &tagger, Device::Cpu).unwrap();
         let (tn, sn) = candidate_table(&pn, &config, &tagger, Device::Cpu).unwrap();
-        assert!(same(&t1.words, &tn.words) && same(&t1.pos, &tn.pos) && same(&t1.indicator, &tn.indicator));
-        assert!(same(&t1.words, &tc.words) && same(&t1.pos, &tc.pos) && same(&t1.indicator, &tc.indicator));
+        assert!(
+            same(&t1.words, &tn.words)
+                && same(&t1.pos, &tn.pos)
+                && same(&t1.indicator, &tn.indicator)
+        );
+        assert!(
+            same(&t1.words, &tc.words)
+                && same(&t1.pos, &tc.pos)
+                && same(&t1.indicator, &tc.indicator)
+        );
         assert!(t1.features.allclose(&tn.features, 1e-6, 1e-6, false));
-        assert_eq!((s1.vocabulary, s1.pos_vocabulary, s1.max_tokens), (sn.vocabulary, sn.pos_vocabulary, sn.max_tokens));
+        assert_eq!(
+            (s1.vocabulary, s1.pos_vocabulary, s1.max_tokens),
+            (sn.vocabulary, sn.pos_vocabulary, sn.max_tokens)
+        );
         // max-vocab 12: the 10 most frequent words and pad/unknown; some word is unknown.
         assert_eq!(s1.vocabulary, 12);
         assert!(t1.words.eq(1).any().int64_value(&[]) == 1);
         // The noun phrase is marked, the ending is not; standardised features have mean 0.
-        let ind = Vec::<i64>::try_from(t1.indicator.narrow(0, 0, i64::from(t1.lengths[0])).to_kind(tch::Kind::Int64)).unwrap();
+        let ind = Vec::<i64>::try_from(
+            t1.indicator
+                .narrow(0, 0, i64::from(t1.lengths[0]))
+                .to_kind(tch::Kind::Int64),
+        )
+        .unwrap();
         assert_eq!(&ind[..4], &[1, 1, 2, 2]);
         assert!(t1.features.mean(tch::Kind::Float).double_value(&[]).abs() < 1e-5);
         // The fetched candidates are those of the rows.
-        let fetched = pn.fetch([pn.row(4, 0), pn.row(9, 6), pn.row(4, 0)]).unwrap();
+        let fetched = pn
+            .fetch([pn.row(4, 0), pn.row(9, 6), pn.row(4, 0)])
+            .unwrap();
         assert_eq!(fetched.len(), 2);
         assert_eq!(fetched[&pn.row(9, 6)].item_id, "item-9");
         assert_eq!(fetched[&pn.row(9, 6)].candidate, 6);

@@ -24,7 +24,12 @@ fn small_config(dir: &Path) -> Config {
 }
 
 /// Audits `dataset` into `out` with `config`'s seed, threads and device, as `af audit` does.
-fn audit_with(config: &Config, dataset: &Path, out: &Path, skip_bad: bool) -> anyhow::Result<AuditRun> {
+fn audit_with(
+    config: &Config,
+    dataset: &Path,
+    out: &Path,
+    skip_bad: bool,
+) -> anyhow::Result<AuditRun> {
     let request = AuditRequest {
         dataset,
         eval: None,
@@ -51,13 +56,28 @@ fn write_generic(dir: &Path, name: &str, planted: Planted, seed: u64) -> PathBuf
 }
 
 fn audit(dir: &Path, dataset: &Path) -> Value {
-    let out = dir.join(format!("out-{}", dataset.file_stem().unwrap().to_string_lossy()));
-    let run = audit_with(&small_config(dir), dataset, &out, false).unwrap_or_else(|e| panic!("{e:#}"));
-    for f in ["audit.md", "audit.html", "detectors.csv", "tokens.csv", "detectors.svg", "audit-config.toml"] {
+    let out = dir.join(format!(
+        "out-{}",
+        dataset.file_stem().unwrap().to_string_lossy()
+    ));
+    let run =
+        audit_with(&small_config(dir), dataset, &out, false).unwrap_or_else(|e| panic!("{e:#}"));
+    for f in [
+        "audit.md",
+        "audit.html",
+        "detectors.csv",
+        "tokens.csv",
+        "detectors.svg",
+        "audit-config.toml",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let a = json(&out.join("audit.json"));
-    assert_eq!(a["report"], serde_json::to_value(&run.report).unwrap(), "audit.json holds the report returned");
+    assert_eq!(
+        a["report"],
+        serde_json::to_value(&run.report).unwrap(),
+        "audit.json holds the report returned"
+    );
     a
 }
 
@@ -65,9 +85,21 @@ fn audit(dir: &Path, dataset: &Path) -> Value {
 fn flagged(a: &Value) -> Vec<String> {
     let detectors = a["report"]["detectors"].as_array().unwrap();
     for d in detectors {
-        println!("{} {:<26} {:.3} [{:.3}, {:.3}] flagged {}", a["dataset"], d["name"].as_str().unwrap(), d["accuracy"].as_f64().unwrap(), d["ci_low"].as_f64().unwrap(), d["ci_high"].as_f64().unwrap(), d["flagged"]);
+        println!(
+            "{} {:<26} {:.3} [{:.3}, {:.3}] flagged {}",
+            a["dataset"],
+            d["name"].as_str().unwrap(),
+            d["accuracy"].as_f64().unwrap(),
+            d["ci_low"].as_f64().unwrap(),
+            d["ci_high"].as_f64().unwrap(),
+            d["flagged"]
+        );
     }
-    detectors.iter().filter(|d| d["flagged"] == true).map(|d| d["name"].as_str().unwrap().to_string()).collect()
+    detectors
+        .iter()
+        .filter(|d| d["flagged"] == true)
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -75,7 +107,10 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
     let _lock = lock();
     let dir = tempfile::tempdir().unwrap();
 
-    let word = audit(dir.path(), &write_generic(dir.path(), "word.jsonl", Planted::Word("zzgold"), 1));
+    let word = audit(
+        dir.path(),
+        &write_generic(dir.path(), "word.jsonl", Planted::Word("zzgold"), 1),
+    );
     let mut want: Vec<String> = vec!["token-statistics/ending".into()];
     for view in ["ending", "second-sentence", "full"] {
         for model in ["ngram", "cnn", "lstm"] {
@@ -88,18 +123,43 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
     // The length artifact: the baselines that read length, and no lexical detector. The CNN
     // (max over more windows) and the BiLSTM can see length too; the test does not ask them to
     // stay blind (docs/decisions.md).
-    let long = audit(dir.path(), &write_generic(dir.path(), "long.jsonl", Planted::Longest, 2));
+    let long = audit(
+        dir.path(),
+        &write_generic(dir.path(), "long.jsonl", Planted::Longest, 2),
+    );
     let f = flagged(&long);
     assert!(f.contains(&"longest-ending".to_string()), "{f:?}");
-    for blind in ["random", "shortest-ending", "token-statistics/ending", "ngram/ending", "ngram/second-sentence", "ngram/full"] {
-        assert!(!f.contains(&blind.to_string()), "{blind} cannot see length but was flagged: {f:?}");
+    for blind in [
+        "random",
+        "shortest-ending",
+        "token-statistics/ending",
+        "ngram/ending",
+        "ngram/second-sentence",
+        "ngram/full",
+    ] {
+        assert!(
+            !f.contains(&blind.to_string()),
+            "{blind} cannot see length but was flagged: {f:?}"
+        );
     }
 
-    let clean = audit(dir.path(), &write_generic(dir.path(), "clean.jsonl", Planted::Nothing, 3));
+    let clean = audit(
+        dir.path(),
+        &write_generic(dir.path(), "clean.jsonl", Planted::Nothing, 3),
+    );
     assert_eq!(flagged(&clean), Vec::<String>::new());
     for d in clean["report"]["detectors"].as_array().unwrap() {
-        let (acc, lo, hi, chance) = (d["accuracy"].as_f64().unwrap(), d["ci_low"].as_f64().unwrap(), d["ci_high"].as_f64().unwrap(), d["chance"].as_f64().unwrap());
-        assert!(lo <= chance && chance <= hi, "{}: {acc:.3} [{lo:.3}, {hi:.3}] leaves chance {chance}", d["name"]);
+        let (acc, lo, hi, chance) = (
+            d["accuracy"].as_f64().unwrap(),
+            d["ci_low"].as_f64().unwrap(),
+            d["ci_high"].as_f64().unwrap(),
+            d["chance"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= chance && chance <= hi,
+            "{}: {acc:.3} [{lo:.3}, {hi:.3}] leaves chance {chance}",
+            d["name"]
+        );
     }
 }
 
@@ -116,8 +176,16 @@ fn bad_rows_are_skipped_and_counted_when_asked() {
     config.run.device = "cpu".into();
     let out = dir.path().join("audit/bad");
 
-    let e = format!("{:#}", audit_with(&config, &p, &out, false).err().expect("a bad row stops the audit"));
-    assert!(e.contains("bad.jsonl:8: field `label` is \"9\", expected 0..=3"), "{e}");
+    let e = format!(
+        "{:#}",
+        audit_with(&config, &p, &out, false)
+            .err()
+            .expect("a bad row stops the audit")
+    );
+    assert!(
+        e.contains("bad.jsonl:8: field `label` is \"9\", expected 0..=3"),
+        "{e}"
+    );
     assert!(!out.exists(), "nothing written for a failed read");
 
     let run = audit_with(&config, &p, &out, true).unwrap_or_else(|e| panic!("{e:#}"));
@@ -129,25 +197,53 @@ fn bad_rows_are_skipped_and_counted_when_asked() {
 
 #[test]
 fn real_winogrande_and_swag_samples_are_read_and_audited() {
-    let Some(data) = shared_data("real_winogrande_and_swag_samples_are_read_and_audited") else { return };
+    let Some(data) = shared_data("real_winogrande_and_swag_samples_are_read_and_audited") else {
+        return;
+    };
     let _lock = lock();
     let dir = tempfile::tempdir().unwrap();
     let mut config = small_config(dir.path());
     config.audit.models = vec![MemberName::new("ngram")];
     let out = dir.path().join("w");
-    audit_with(&config, &data.join("winogrande/train_s.jsonl"), &out, false).unwrap_or_else(|e| panic!("{e:#}"));
+    audit_with(&config, &data.join("winogrande/train_s.jsonl"), &out, false)
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let a = json(&out.join("audit.json"));
     assert_eq!(a["format"], "winogrande");
-    assert_eq!(a["report"]["twins"]["pairs"], 320, "train_s is 320 twin pairs");
-    let names: Vec<&str> = a["report"]["detectors"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"ngram/no-candidates") && names.contains(&"ngram/partial-sentence"), "{names:?}");
+    assert_eq!(
+        a["report"]["twins"]["pairs"], 320,
+        "train_s is 320 twin pairs"
+    );
+    let names: Vec<&str> = a["report"]["detectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"ngram/no-candidates") && names.contains(&"ngram/partial-sentence"),
+        "{names:?}"
+    );
     // Every SWAG and HellaSwag sample file with answers is read (the test split has none).
-    for f in ["swag/train.csv", "swag/val.csv", "swag/train_full.csv", "swag/val_full.csv", "hellaswag/hellaswag_train.jsonl", "hellaswag/hellaswag_val.jsonl"] {
+    for f in [
+        "swag/train.csv",
+        "swag/val.csv",
+        "swag/train_full.csv",
+        "swag/val_full.csv",
+        "hellaswag/hellaswag_train.jsonl",
+        "hellaswag/hellaswag_val.jsonl",
+    ] {
         let path = data.join("format-samples").join(f);
-        let file = af_io::questions::read_questions(&path, None, false).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(!file.questions.is_empty() && file.questions.iter().all(|q| q.endings.len() >= 4), "{f}");
+        let file = af_io::questions::read_questions(&path, None, false)
+            .unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(
+            !file.questions.is_empty() && file.questions.iter().all(|q| q.endings.len() >= 4),
+            "{f}"
+        );
     }
-    let e = af_io::questions::read_questions(&data.join("format-samples/swag/test.csv"), None, false).unwrap_err().to_string();
+    let e =
+        af_io::questions::read_questions(&data.join("format-samples/swag/test.csv"), None, false)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("cannot be audited"), "{e}");
 }
 
@@ -173,6 +269,13 @@ fn a_very_long_option_is_cut_to_max_tokens_and_counted() {
     let out = dir.path().join("out");
     let run = audit_with(&config, &dataset, &out, false).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(run.options_cut, 1);
-    assert!(run.to_string().contains("1 options longer than 64 tokens were cut"), "{run}");
-    assert_eq!(json(&out.join("audit.json"))["options_cut_to_max_tokens"], 1);
+    assert!(
+        run.to_string()
+            .contains("1 options longer than 64 tokens were cut"),
+        "{run}"
+    );
+    assert_eq!(
+        json(&out.join("audit.json"))["options_cut_to_max_tokens"],
+        1
+    );
 }

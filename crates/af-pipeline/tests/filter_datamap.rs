@@ -12,14 +12,19 @@ use af_pipeline::stages::filter::final_dynamics;
 use rand::{Rng, SeedableRng};
 use tch::Device;
 
-const WORDS: [&str; 12] = ["the", "man", "walks", "dog", "runs", "park", "sits", "woman", "ball", "water", "jumps", "fence"];
+const WORDS: [&str; 12] = [
+    "the", "man", "walks", "dog", "runs", "park", "sits", "woman", "ball", "water", "jumps",
+    "fence",
+];
 
 /// `n` items with 12 generated endings each, four random words and a full stop; the gold ending
 /// of every even item has "zork" as its second word.
 fn pool_with_cued_golds(dir: &std::path::Path, n: usize) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let mut ending = |cue: bool| {
-        let mut w: Vec<&str> = (0..4).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect();
+        let mut w: Vec<&str> = (0..4)
+            .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+            .collect();
         if cue {
             w[1] = "zork";
         }
@@ -51,7 +56,11 @@ fn pool_with_cued_golds(dir: &std::path::Path, n: usize) {
                 item_id: item.id.clone(),
                 fold: item.fold,
                 candidate: c,
-                ending: if c == 0 { item.ending.clone() } else { ending(false) },
+                ending: if c == 0 {
+                    item.ending.clone()
+                } else {
+                    ending(false)
+                },
                 tokens: 5,
                 truncated: false,
                 features: [0.0; 8],
@@ -76,10 +85,26 @@ fn the_filters_data_map_puts_cued_items_in_easy_to_learn() {
         validation_share: 0.0,
         ..Default::default()
     };
-    let (table, _) = af_pipeline::table::candidate_table(&pool, &committee, &af_text::Tagger::builtin(), Device::Cpu).unwrap();
+    let (table, _) = af_pipeline::table::candidate_table(
+        &pool,
+        &committee,
+        &af_text::Tagger::builtin(),
+        Device::Cpu,
+    )
+    .unwrap();
     let registry = Registry::builtin();
     let mut torch = TorchCommittee::new(&pool, &table, &committee, &registry, Device::Cpu);
-    let filter = FilterConfig { k: 3, patience: 100, stages: vec![Phase { name: "bow".into(), members: member_names(&["bow"]), iterations: 4, swap_head: None }], ..Config::default().filter };
+    let filter = FilterConfig {
+        k: 3,
+        patience: 100,
+        stages: vec![Phase {
+            name: "bow".into(),
+            members: member_names(&["bow"]),
+            iterations: 4,
+            swap_head: None,
+        }],
+        ..Config::default().filter
+    };
     let mut state = FilterState::new(random_assignment(&pool, 3, 1).unwrap());
     while state.step(&mut torch, &pool.groups(), &filter, 9).unwrap() {}
 
@@ -90,22 +115,49 @@ fn the_filters_data_map_puts_cued_items_in_easy_to_learn() {
     assert!(rows.iter().all(|r| r.dynamics.gold_probability.len() == 5));
     // An item's question is final exactly when no swap touched it after the recorded iteration.
     for r in &rows {
-        let swapped_later = state.swaps.iter().any(|s| s.item == r.item && s.iteration > r.iteration);
+        let swapped_later = state
+            .swaps
+            .iter()
+            .any(|s| s.item == r.item && s.iteration > r.iteration);
         assert_eq!(r.final_question, !swapped_later, "item {}", r.item);
     }
     let mean = |cued: bool| {
-        let picked: Vec<f64> = rows.iter().filter(|r| (r.item % 2 == 0) == cued).map(|r| r.dynamics.confidence).collect();
+        let picked: Vec<f64> = rows
+            .iter()
+            .filter(|r| (r.item % 2 == 0) == cued)
+            .map(|r| r.dynamics.confidence)
+            .collect();
         picked.iter().sum::<f64>() / picked.len() as f64
     };
     let (cued, plain) = (mean(true), mean(false));
     eprintln!("mean confidence: cued {cued:.3}, plain {plain:.3}");
-    assert!(cued > plain + 0.25, "mean confidence: cued {cued:.3}, plain {plain:.3}");
+    assert!(
+        cued > plain + 0.25,
+        "mean confidence: cued {cued:.3}, plain {plain:.3}"
+    );
     // Cartography's easy-to-learn third, among the final questions, is the cued items'.
     let finals: Vec<_> = rows.iter().filter(|r| r.final_question).collect();
     let dynamics: Vec<_> = finals.iter().map(|r| r.dynamics.clone()).collect();
-    let regions = af_pipeline::datamap::regions(&dynamics, &af_pipeline::datamap::DatamapOptions::default());
-    let cued_easy = regions.easy.iter().filter(|&&i| finals[i].item % 2 == 0).count();
-    assert!(cued_easy as f64 >= 0.9 * regions.easy.len() as f64, "{cued_easy} of {} easy-to-learn are cued", regions.easy.len());
-    let plain_hard = regions.hard.iter().filter(|&&i| finals[i].item % 2 == 1).count();
-    assert!(plain_hard as f64 >= 0.9 * regions.hard.len() as f64, "{plain_hard} of {} hard-to-learn are plain", regions.hard.len());
+    let regions =
+        af_pipeline::datamap::regions(&dynamics, &af_pipeline::datamap::DatamapOptions::default());
+    let cued_easy = regions
+        .easy
+        .iter()
+        .filter(|&&i| finals[i].item % 2 == 0)
+        .count();
+    assert!(
+        cued_easy as f64 >= 0.9 * regions.easy.len() as f64,
+        "{cued_easy} of {} easy-to-learn are cued",
+        regions.easy.len()
+    );
+    let plain_hard = regions
+        .hard
+        .iter()
+        .filter(|&&i| finals[i].item % 2 == 1)
+        .count();
+    assert!(
+        plain_hard as f64 >= 0.9 * regions.hard.len() as f64,
+        "{plain_hard} of {} hard-to-learn are plain",
+        regions.hard.len()
+    );
 }

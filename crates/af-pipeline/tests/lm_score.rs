@@ -30,10 +30,15 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
     let mut lines = Vec::new();
     let mut expected: HashMap<(String, usize), (f32, u32)> = HashMap::new();
     let mut folds = HashMap::new();
-    for item in items.iter().filter(|i| pool.get(&i.id).is_some_and(|c| c.len() >= 4)).take(40) {
+    for item in items
+        .iter()
+        .filter(|i| pool.get(&i.id).is_some_and(|c| c.len() >= 4))
+        .take(40)
+    {
         let cands = &pool[&item.id];
         let gold = cands.iter().find(|c| c.is_gold()).unwrap();
-        let generated: Vec<&af_core::Candidate> = cands.iter().filter(|c| !c.is_gold()).take(3).collect();
+        let generated: Vec<&af_core::Candidate> =
+            cands.iter().filter(|c| !c.is_gold()).take(3).collect();
         let options = [generated[0], gold, generated[1], generated[2]];
         for (o, c) in options.iter().enumerate() {
             expected.insert((item.id.clone(), o), (c.features[0], c.tokens));
@@ -42,11 +47,21 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
         let endings: Vec<&str> = options.iter().map(|c| c.ending.as_str()).collect();
         lines.push(serde_json::json!({"id": item.id, "group": item.group, "context": item.context, "prefix": item.noun_phrase, "endings": endings, "label": 1}).to_string());
     }
-    assert_eq!(lines.len(), 40, "the fixture pool has 40 items with three generated endings");
+    assert_eq!(
+        lines.len(),
+        40,
+        "the fixture pool has 40 items with three generated endings"
+    );
     let dataset = d.path().join("options.jsonl");
     std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
 
-    let own = score_datasets(&config, &[dataset.clone()], LmChoice::Own, &d.path().join("own")).unwrap();
+    let own = score_datasets(
+        &config,
+        &[dataset.clone()],
+        LmChoice::Own,
+        &d.path().join("own"),
+    )
+    .unwrap();
     let rows = read_rows(&own.datasets[0].csv);
     assert_eq!(rows.len(), 160);
     let mut compared = 0;
@@ -57,36 +72,104 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
         // A generated ending is stored as text; where re-reading it gives other tokens the two
         // scores read different sequences.
         if r.tokens as u32 == tokens {
-            assert!((r.forward_log_ppl - want).abs() < 1e-3, "{}/{}: {} against the pool's {want}", r.question, r.option, r.forward_log_ppl);
+            assert!(
+                (r.forward_log_ppl - want).abs() < 1e-3,
+                "{}/{}: {} against the pool's {want}",
+                r.question,
+                r.option,
+                r.forward_log_ppl
+            );
             compared += 1;
         }
     }
-    assert!(compared >= 150, "only {compared} of 160 options re-read to the pool's tokens");
+    assert!(
+        compared >= 150,
+        "only {compared} of 160 options re-read to the pool's tokens"
+    );
     assert_eq!(own.datasets[0].gold.options, 40);
     assert_eq!(own.datasets[0].distractors.options, 120);
 
-    let other = score_datasets(&config, &[dataset.clone()], LmChoice::Other, &d.path().join("other")).unwrap();
+    let other = score_datasets(
+        &config,
+        &[dataset.clone()],
+        LmChoice::Other,
+        &d.path().join("other"),
+    )
+    .unwrap();
     let other_rows = read_rows(&other.datasets[0].csv);
     let n = config.pairs.folds;
     assert!(n >= 2, "the fixture has {n} folds");
-    assert!(other_rows.iter().all(|r| r.fold == (folds[&r.question] + 1) % n), "the other fold's LM scores each item");
-    let moved = other_rows.iter().zip(&rows).filter(|(a, b)| (a.forward_log_ppl - b.forward_log_ppl).abs() > 1e-3).count();
-    assert!(moved > 150, "another LM gives other scores ({moved} of 160 differ)");
+    assert!(
+        other_rows
+            .iter()
+            .all(|r| r.fold == (folds[&r.question] + 1) % n),
+        "the other fold's LM scores each item"
+    );
+    let moved = other_rows
+        .iter()
+        .zip(&rows)
+        .filter(|(a, b)| (a.forward_log_ppl - b.forward_log_ppl).abs() > 1e-3)
+        .count();
+    assert!(
+        moved > 150,
+        "another LM gives other scores ({moved} of 160 differ)"
+    );
     let summary = json(&d.path().join("other/summary.json"));
     assert_eq!(summary["lm"], "other");
     assert_eq!(summary["datasets"][0]["questions"], 40);
 
     // A question the run never saw: named with its file and line, unless one fold scores all.
-    std::fs::write(&dataset, format!("{}\n{}\n", lines[0], lines[1].replace(&format!("\"id\":\"{}\"", items_id(&lines[1])), "\"id\":\"not-an-item\""))).unwrap();
-    let err = format!("{:#}", score_datasets(&config, &[dataset.clone()], LmChoice::Other, &d.path().join("bad")).unwrap_err());
-    assert!(err.contains("options.jsonl:2") && err.contains("not-an-item") && err.contains("--lm N"), "{err}");
-    let one = score_datasets(&config, &[dataset.clone()], LmChoice::Fold(0), &d.path().join("fold0")).unwrap();
+    std::fs::write(
+        &dataset,
+        format!(
+            "{}\n{}\n",
+            lines[0],
+            lines[1].replace(
+                &format!("\"id\":\"{}\"", items_id(&lines[1])),
+                "\"id\":\"not-an-item\""
+            )
+        ),
+    )
+    .unwrap();
+    let err = format!(
+        "{:#}",
+        score_datasets(
+            &config,
+            &[dataset.clone()],
+            LmChoice::Other,
+            &d.path().join("bad")
+        )
+        .unwrap_err()
+    );
+    assert!(
+        err.contains("options.jsonl:2") && err.contains("not-an-item") && err.contains("--lm N"),
+        "{err}"
+    );
+    let one = score_datasets(
+        &config,
+        &[dataset.clone()],
+        LmChoice::Fold(0),
+        &d.path().join("fold0"),
+    )
+    .unwrap();
     assert_eq!(one.datasets[0].questions, 2);
-    assert!(score_datasets(&config, &[dataset], LmChoice::Fold(n), &d.path().join("beyond")).is_err(), "no fold {n}");
+    assert!(
+        score_datasets(
+            &config,
+            &[dataset],
+            LmChoice::Fold(n),
+            &d.path().join("beyond")
+        )
+        .is_err(),
+        "no fold {n}"
+    );
 }
 
 fn items_id(line: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(line).unwrap()["id"].as_str().unwrap().to_string()
+    serde_json::from_str::<serde_json::Value>(line).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[derive(serde::Deserialize)]
@@ -100,5 +183,9 @@ struct Row {
 }
 
 fn read_rows(path: &std::path::Path) -> Vec<Row> {
-    csv::Reader::from_path(path).unwrap().deserialize().map(Result::unwrap).collect()
+    csv::Reader::from_path(path)
+        .unwrap()
+        .deserialize()
+        .map(Result::unwrap)
+        .collect()
 }

@@ -25,17 +25,36 @@ fn the_committed_world_is_the_grammars_and_splits_like_captions() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &text).unwrap();
     }
-    assert!(std::fs::read_to_string(&path).unwrap() == text, "{} is not what af_text::world writes: rerun this test with AF_BLESS=1", path.display());
+    assert!(
+        std::fs::read_to_string(&path).unwrap() == text,
+        "{} is not what af_text::world writes: rerun this test with AF_BLESS=1",
+        path.display()
+    );
 
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
-    let cfg = config_in(d.path(), &format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", path.display()));
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n",
+            path.display()
+        ),
+    );
     run_stage(&load(&cfg), af_pipeline::StageName::Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
     let report = json(&d.path().join("run/pairs/report.json"));
-    let (items, pairs) = (report["items"].as_u64().unwrap(), report["candidate_pairs"].as_u64().unwrap());
-    assert!(items as f64 >= 0.95 * pairs as f64, "the tagger splits nearly every caption: {report}");
+    let (items, pairs) = (
+        report["items"].as_u64().unwrap(),
+        report["candidate_pairs"].as_u64().unwrap(),
+    );
+    assert!(
+        items as f64 >= 0.95 * pairs as f64,
+        "the tagger splits nearly every caption: {report}"
+    );
     for item in jsonl(&d.path().join("run/pairs/items.jsonl")) {
         let np = item["noun_phrase"].as_str().unwrap();
-        assert!(["He", "She", "The"].iter().any(|s| np.starts_with(s)), "the subject, and any adverb after it: {item}");
+        assert!(
+            ["He", "She", "The"].iter().any(|s| np.starts_with(s)),
+            "the subject, and any adverb after it: {item}"
+        );
     }
 }

@@ -69,7 +69,11 @@ impl Page {
             for q in &self.questions {
                 let _ = write!(out, "<div class=\"q\"><div class=\"sub\">{}</div><p>{} <b>{}</b> &hellip;</p><ol type=\"a\">", escape(&q.id), escape(&q.context), escape(&q.noun_phrase));
                 for (i, o) in q.options.iter().enumerate() {
-                    let class = if i == q.answer { " class=\"right\"" } else { "" };
+                    let class = if i == q.answer {
+                        " class=\"right\""
+                    } else {
+                        ""
+                    };
                     let _ = write!(out, "<li{class}>{}</li>", escape(o));
                 }
                 out.push_str("</ol></div>\n");
@@ -107,7 +111,10 @@ mod tests {
         let page = Page {
             title: "Run <x>".into(),
             subtitle: "s".into(),
-            sections: vec![Section { title: "T".into(), html: table(&["a", "b"], &[vec!["1".into(), "<2>".into()]]) }],
+            sections: vec![Section {
+                title: "T".into(),
+                html: table(&["a", "b"], &[vec!["1".into(), "<2>".into()]]),
+            }],
             questions: vec![Question {
                 id: "q1".into(),
                 context: "A man & a dog.".into(),
@@ -117,8 +124,14 @@ mod tests {
             }],
         };
         let html = page.render();
-        assert!(html.contains("Run &lt;x&gt;") && html.contains("&lt;2&gt;") && html.contains("A man &amp; a dog."));
+        assert!(
+            html.contains("Run &lt;x&gt;")
+                && html.contains("&lt;2&gt;")
+                && html.contains("A man &amp; a dog.")
+        );
         assert!(html.contains("<li class=\"right\">sits.</li>"));
-        assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script"));
+        assert!(
+            !html.contains("http://") && !html.contains("https://") && !html.contains("<script")
+        );
     }
 }

@@ -9,5 +9,8 @@ mod plot;
 
 pub use heatmap::{heatmap_png, heatmap_svg, Heatmap};
 pub use html::{escape, table, Page, Question, Section};
+pub use plot::{
+    accuracy_png, accuracy_svg, bars_svg, detectors_svg, histogram_svg, lines_png, lines_svg,
+    Curve, DetectorBar, LinePlot, PlotError,
+};
 pub use plot::{datamap_png, datamap_svg, MapPoint};
-pub use plot::{accuracy_png, accuracy_svg, bars_svg, detectors_svg, histogram_svg, DetectorBar, lines_png, lines_svg, Curve, LinePlot, PlotError};

@@ -19,7 +19,11 @@ use crate::tokenize::tokenize;
 #[derive(Debug, Error)]
 pub enum PairsError {
     #[error("duplicate item id `{id}`: from {first} and from {second} (are two inputs sharing group ids?)")]
-    DuplicateId { id: String, first: String, second: String },
+    DuplicateId {
+        id: String,
+        first: String,
+        second: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -105,7 +109,13 @@ pub fn question_item(q: &af_core::Question) -> Item {
         context_tokens: count(&q.context),
         noun_phrase_tokens: count(&q.prefix),
         ending_tokens: count(&q.endings[q.label]),
-        distractors: q.endings.iter().enumerate().filter(|&(i, _)| i != q.label).map(|(_, e)| e.clone()).collect(),
+        distractors: q
+            .endings
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != q.label)
+            .map(|(_, e)| e.clone())
+            .collect(),
     }
 }
 
@@ -168,13 +178,21 @@ fn make_pair(doc: &Document, k: usize, tagger: &Tagger, o: &PairOptions) -> Outc
 
 /// Assigns each group a fold: groups in sorted order, shuffled by the seed, dealt round-robin,
 /// so the folds hold equal numbers of groups and the result does not depend on input order.
-pub fn assign_folds<'a>(groups: impl IntoIterator<Item = &'a str>, folds: u32, seed: u64) -> HashMap<String, u32> {
+pub fn assign_folds<'a>(
+    groups: impl IntoIterator<Item = &'a str>,
+    folds: u32,
+    seed: u64,
+) -> HashMap<String, u32> {
     let mut groups: Vec<&str> = groups.into_iter().collect();
     groups.sort_unstable();
     groups.dedup();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0066_6f6c_6473);
     groups.shuffle(&mut rng);
-    groups.into_iter().enumerate().map(|(i, g)| (g.to_string(), (i % folds as usize) as u32)).collect()
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| (g.to_string(), (i % folds as usize) as u32))
+        .collect()
 }
 
 /// Makes the items of `docs`, in document order, then takes the `given` items (read from
@@ -191,7 +209,9 @@ pub fn make_pairs(
         .par_iter()
         .enumerate()
         .map(|(d, doc)| {
-            let pairs = (0..doc.sentences.len().saturating_sub(1)).map(|k| (make_pair(doc, k, tagger, options), d)).collect();
+            let pairs = (0..doc.sentences.len().saturating_sub(1))
+                .map(|k| (make_pair(doc, k, tagger, options), d))
+                .collect();
             on_document();
             pairs
         })
@@ -211,7 +231,11 @@ pub fn make_pairs(
     let mut origin_of: HashMap<String, String> = HashMap::new();
     let mut keep = |item: Item, origin: &str, items: &mut Vec<Item>| {
         if let Some(first) = origin_of.insert(item.id.clone(), origin.to_string()) {
-            return Err(PairsError::DuplicateId { id: item.id, first, second: origin.to_string() });
+            return Err(PairsError::DuplicateId {
+                id: item.id,
+                first,
+                second: origin.to_string(),
+            });
         }
         items.push(item);
         Ok(())
@@ -224,13 +248,21 @@ pub fn make_pairs(
         }
     }
     report.questions = given.len() as u64;
-    let new_groups: std::collections::HashSet<&str> = given.iter().map(|g| g.item.group.as_str()).filter(|g| groups.binary_search(g).is_err()).collect();
+    let new_groups: std::collections::HashSet<&str> = given
+        .iter()
+        .map(|g| g.item.group.as_str())
+        .filter(|g| groups.binary_search(g).is_err())
+        .collect();
     report.groups += new_groups.len() as u64;
     for g in given {
         keep(g.item, &g.origin, &mut items)?;
     }
 
-    let folds = assign_folds(items.iter().map(|i| i.group.as_str()), options.folds, options.seed);
+    let folds = assign_folds(
+        items.iter().map(|i| i.group.as_str()),
+        options.folds,
+        options.seed,
+    );
     report.items_per_fold = vec![0; options.folds as usize];
     report.groups_per_fold = vec![0; options.folds as usize];
     for f in folds.values() {
@@ -240,14 +272,21 @@ pub fn make_pairs(
     for item in &mut items {
         item.fold = folds[&item.group];
         report.items_per_fold[item.fold as usize] += 1;
-        for text in [&item.context, &item.noun_phrase, &item.ending].into_iter().chain(&item.distractors) {
+        for text in [&item.context, &item.noun_phrase, &item.ending]
+            .into_iter()
+            .chain(&item.distractors)
+        {
             for t in tokenize(text).iter() {
                 *token_counts.entry(t.to_string()).or_default() += 1;
             }
         }
     }
     report.items = items.len() as u64;
-    Ok(PairsOutput { items, report, token_counts })
+    Ok(PairsOutput {
+        items,
+        report,
+        token_counts,
+    })
 }
 
 /// What identifies an item across runs and layouts: its context and second sentence, lowercased,
@@ -295,7 +334,10 @@ pub fn follow_folds(items: &mut [Item], source: &[Item], report: &mut PairsRepor
             item.fold = fold;
         }
     }
-    let n = report.items_per_fold.len().max(items.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0));
+    let n = report
+        .items_per_fold
+        .len()
+        .max(items.iter().map(|i| i.fold as usize + 1).max().unwrap_or(0));
     report.items_per_fold = vec![0; n];
     let mut groups: Vec<std::collections::HashSet<&str>> = vec![Default::default(); n];
     for item in items.iter() {
@@ -340,11 +382,25 @@ mod tests {
             item("q4", "q1", 0, "He sits down.", "He", "reads a paper."),
             item("s3", "v3", 0, "A dog runs.", "It", "barks loudly."),
         ];
-        let mut report = PairsReport { items_per_fold: vec![3, 2], groups_per_fold: vec![2, 2], ..Default::default() };
+        let mut report = PairsReport {
+            items_per_fold: vec![3, 2],
+            groups_per_fold: vec![2, 2],
+            ..Default::default()
+        };
         assert_eq!(follow_folds(&mut items, &source, &mut report), 3);
         // q4, unmatched, follows q1 of its video into fold 1; s3 keeps its own fold, not its twin's.
-        assert_eq!(items.iter().map(|i| i.fold).collect::<Vec<_>>(), [1, 0, 1, 1, 1]);
-        assert_eq!((report.items_per_fold, report.groups_per_fold, report.folds_followed), (vec![1, 4], vec![1, 3], Some(3)));
+        assert_eq!(
+            items.iter().map(|i| i.fold).collect::<Vec<_>>(),
+            [1, 0, 1, 1, 1]
+        );
+        assert_eq!(
+            (
+                report.items_per_fold,
+                report.groups_per_fold,
+                report.folds_followed
+            ),
+            (vec![1, 4], vec![1, 3], Some(3))
+        );
     }
 
     #[test]

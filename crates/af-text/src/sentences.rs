@@ -3,8 +3,10 @@
 //! brackets) before whitespace and an uppercase letter, digit or opening quote, unless the word
 //! is an abbreviation or an initial. A blank line always ends a sentence, so headings stand alone.
 
-const ABBREVIATIONS: &[&str] =
-    &["mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "prof", "capt", "col", "gen", "rev", "mt", "no", "messrs"];
+const ABBREVIATIONS: &[&str] = &[
+    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "prof", "capt", "col", "gen", "rev", "mt",
+    "no", "messrs",
+];
 
 pub fn split_sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -28,12 +30,16 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 
 fn ends_sentence(word: &str) -> bool {
     let core = word.trim_end_matches(['"', '\'', ')', ']', '”', '’', '_']);
-    let Some(last) = core.chars().last() else { return false };
+    let Some(last) = core.chars().last() else {
+        return false;
+    };
     if !matches!(last, '.' | '!' | '?') {
         return false;
     }
     if last == '.' {
-        let stem = core.trim_end_matches('.').trim_start_matches(['"', '\'', '(', '“', '‘', '_']);
+        let stem = core
+            .trim_end_matches('.')
+            .trim_start_matches(['"', '\'', '(', '“', '‘', '_']);
         let is_initial = stem.chars().count() == 1 && stem.chars().all(char::is_uppercase);
         if is_initial || ABBREVIATIONS.iter().any(|a| stem.eq_ignore_ascii_case(a)) {
             return false;
@@ -43,7 +49,10 @@ fn ends_sentence(word: &str) -> bool {
 }
 
 fn starts_sentence(word: &str) -> bool {
-    let first = word.trim_start_matches(['"', '\'', '(', '“', '‘', '_']).chars().next();
+    let first = word
+        .trim_start_matches(['"', '\'', '(', '“', '‘', '_'])
+        .chars()
+        .next();
     first.is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
 }
 
@@ -54,17 +63,23 @@ mod tests {
     #[test]
     fn splits_prose() {
         let text = "CHAPTER I\n\nMr. Knightley came in. \"Is it so?\" said she. He\nnodded; then\nleft! The end";
-        assert_eq!(split_sentences(text), [
-            "CHAPTER I",
-            "Mr. Knightley came in.",
-            "\"Is it so?\" said she.",
-            "He nodded; then left!",
-            "The end",
-        ]);
+        assert_eq!(
+            split_sentences(text),
+            [
+                "CHAPTER I",
+                "Mr. Knightley came in.",
+                "\"Is it so?\" said she.",
+                "He nodded; then left!",
+                "The end",
+            ]
+        );
     }
 
     #[test]
     fn initials_do_not_end_sentences() {
-        assert_eq!(split_sentences("J. Smith arrived. It rained."), ["J. Smith arrived.", "It rained."]);
+        assert_eq!(
+            split_sentences("J. Smith arrived. It rained."),
+            ["J. Smith arrived.", "It rained."]
+        );
     }
 }

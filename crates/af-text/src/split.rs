@@ -45,11 +45,17 @@ impl fmt::Display for SplitFailure {
 }
 
 fn is_finite(tag: &str) -> bool {
-    matches!(tag, "VERB_VBZ" | "VERB_VBP" | "VERB_VBD" | "AUX_VBZ" | "AUX_VBP" | "AUX_VBD" | "AUX_MD")
+    matches!(
+        tag,
+        "VERB_VBZ" | "VERB_VBP" | "VERB_VBD" | "AUX_VBZ" | "AUX_VBP" | "AUX_VBD" | "AUX_MD"
+    )
 }
 
 fn is_nominal(tag: &str) -> bool {
-    matches!(upos(tag), "NOUN" | "PROPN" | "PRON" | "NUM" | "DET" | "ADJ" | "SYM" | "X")
+    matches!(
+        upos(tag),
+        "NOUN" | "PROPN" | "PRON" | "NUM" | "DET" | "ADJ" | "SYM" | "X"
+    )
 }
 
 /// How far below the tagger's choice a finite-verb reading may score and still be taken (in the
@@ -63,7 +69,11 @@ pub const MAX_FORCED_VERB_GAP: f32 = 32.0;
 /// dependent clause ("The boy laughs as he falls": `laughs` read as a noun leaves `falls`), the
 /// token before that clause whose finite-verb reading scored closest to the tagger's choice is
 /// taken as the verb, if within [`MAX_FORCED_VERB_GAP`]; otherwise the sentence is dropped.
-pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S], adverbs: AdverbSide) -> Result<(usize, Vec<&'t str>), SplitFailure> {
+pub fn split_sentence<'t, S: AsRef<str>>(
+    tagger: &'t Tagger,
+    words: &[S],
+    adverbs: AdverbSide,
+) -> Result<(usize, Vec<&'t str>), SplitFailure> {
     let (ids, margins) = tagger.tag_with_margins(words);
     let names = tagger.tags();
     let mut tags: Vec<&str> = ids.iter().map(|&t| names[t].as_str()).collect();
@@ -74,12 +84,19 @@ pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S], adverb
         (Err(SplitFailure::NoFiniteVerb), _) => tags.len(),
         (Err(e), _) => return Err(*e),
     };
-    let Some(first_nominal) = analysis.first_nominal else { return Err(SplitFailure::NoFiniteVerb) };
+    let Some(first_nominal) = analysis.first_nominal else {
+        return Err(SplitFailure::NoFiniteVerb);
+    };
     // Only open-class verb readings (auxiliaries are a closed class the tagger knows by heart),
     // and only right after something a verb can follow: not "A close | up of ...".
-    let verb_tags: Vec<usize> = (0..names.len()).filter(|&t| matches!(names[t].as_str(), "VERB_VBZ" | "VERB_VBP" | "VERB_VBD")).collect();
+    let verb_tags: Vec<usize> = (0..names.len())
+        .filter(|&t| matches!(names[t].as_str(), "VERB_VBZ" | "VERB_VBP" | "VERB_VBD"))
+        .collect();
     let can_precede_verb = |i: usize| {
-        (0..i).rev().find(|&j| upos(tags[j]) != "ADV").is_some_and(|p| matches!(upos(tags[p]), "NOUN" | "PROPN" | "PRON" | "NUM" | "PUNCT"))
+        (0..i)
+            .rev()
+            .find(|&j| upos(tags[j]) != "ADV")
+            .is_some_and(|p| matches!(upos(tags[p]), "NOUN" | "PROPN" | "PRON" | "NUM" | "PUNCT"))
     };
     let best = (first_nominal + 1..limit)
         .filter(|&i| !is_finite(tags[i]) && can_precede_verb(i))
@@ -101,7 +118,11 @@ pub fn split_sentence<'t, S: AsRef<str>>(tagger: &'t Tagger, words: &[S], adverb
 }
 
 /// The index of the first token of the ending, or why there is none, from tags alone.
-pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> Result<usize, SplitFailure> {
+pub fn split_subject<S: AsRef<str>>(
+    words: &[S],
+    tags: &[&str],
+    adverbs: AdverbSide,
+) -> Result<usize, SplitFailure> {
     let a = analyse(words, tags, adverbs);
     match a.clause_break {
         None => a.verb,
@@ -111,7 +132,9 @@ pub fn split_subject<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbS
 
 const RELATIVE_PRONOUNS: [&str; 5] = ["who", "which", "that", "whom", "whose"];
 /// Words that open a dependent clause after the subject ("watches as the band plays").
-const CLAUSE_OPENERS: [&str; 9] = ["as", "while", "when", "after", "before", "until", "because", "once", "since"];
+const CLAUSE_OPENERS: [&str; 9] = [
+    "as", "while", "when", "after", "before", "until", "because", "once", "since",
+];
 
 struct Analysis {
     /// The ending's first token.
@@ -127,12 +150,18 @@ fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> An
     let word = |i: usize| words[i].as_ref().to_lowercase();
     // Where the subject can start: after a leading subordinate or participial clause, if any.
     let mut start = 0;
-    let lead = (0..tags.len()).find(|&i| !matches!(upos(tags[i]), "ADV" | "CCONJ" | "PUNCT")).unwrap_or(0);
+    let lead = (0..tags.len())
+        .find(|&i| !matches!(upos(tags[i]), "ADV" | "CCONJ" | "PUNCT"))
+        .unwrap_or(0);
     if lead < tags.len() && (upos(tags[lead]) == "SCONJ" || tags[lead] == "VERB_VBG") {
         match (lead..tags.len()).find(|&i| words[i].as_ref() == ",") {
             Some(comma) => start = comma + 1,
             None if upos(tags[lead]) == "SCONJ" => {
-                return Analysis { verb: Err(SplitFailure::UnclosedSubordinateClause), first_nominal: None, clause_break: None }
+                return Analysis {
+                    verb: Err(SplitFailure::UnclosedSubordinateClause),
+                    first_nominal: None,
+                    clause_break: None,
+                }
             }
             None => {}
         }
@@ -148,7 +177,11 @@ fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> An
             || (tag == "VERB_VB" && previous.is_some_and(|p| matches!(upos(tags[p]), "NOUN" | "PROPN" | "PRON")));
         if finite {
             if first_nominal.is_none() {
-                return Analysis { verb: Err(SplitFailure::NoSubject), first_nominal, clause_break: None };
+                return Analysis {
+                    verb: Err(SplitFailure::NoSubject),
+                    first_nominal,
+                    clause_break: None,
+                };
             }
             if in_relative {
                 in_relative = false;
@@ -156,14 +189,25 @@ fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> An
             }
             // "sits at a piano and begins": a verb right after a coordinator coordinates with
             // a verb before it.
-            let coordinated = previous.filter(|&p| upos(tags[p]) == "CCONJ" && p > first_nominal.unwrap_or(0));
+            let coordinated =
+                previous.filter(|&p| upos(tags[p]) == "CCONJ" && p > first_nominal.unwrap_or(0));
             let mut split = i;
-            while adverbs == AdverbSide::Ending && split > start + 1 && upos(tags[split - 1]) == "ADV" {
+            while adverbs == AdverbSide::Ending
+                && split > start + 1
+                && upos(tags[split - 1]) == "ADV"
+            {
                 split -= 1;
             }
-            return Analysis { verb: Ok(split), first_nominal, clause_break: clause_opener.or(coordinated) };
+            return Analysis {
+                verb: Ok(split),
+                first_nominal,
+                clause_break: clause_opener.or(coordinated),
+            };
         }
-        if first_nominal.is_some() && upos(tag) == "PRON" && RELATIVE_PRONOUNS.contains(&word(i).as_str()) {
+        if first_nominal.is_some()
+            && upos(tag) == "PRON"
+            && RELATIVE_PRONOUNS.contains(&word(i).as_str())
+        {
             in_relative = true;
         }
         if first_nominal.is_some()
@@ -178,7 +222,11 @@ fn analyse<S: AsRef<str>>(words: &[S], tags: &[&str], adverbs: AdverbSide) -> An
             first_nominal = Some(i);
         }
     }
-    Analysis { verb: Err(SplitFailure::NoFiniteVerb), first_nominal, clause_break: None }
+    Analysis {
+        verb: Err(SplitFailure::NoFiniteVerb),
+        first_nominal,
+        clause_break: None,
+    }
 }
 
 #[cfg(test)]
@@ -199,29 +247,78 @@ mod tests {
     fn rules_on_gold_tags() {
         // "A man wearing a hat is seen ."
         assert_eq!(
-            split(&[("A", "DET"), ("man", "NOUN"), ("wearing", "VERB_VBG"), ("a", "DET"), ("hat", "NOUN"), ("is", "AUX_VBZ"), ("seen", "VERB_VBN")]),
+            split(&[
+                ("A", "DET"),
+                ("man", "NOUN"),
+                ("wearing", "VERB_VBG"),
+                ("a", "DET"),
+                ("hat", "NOUN"),
+                ("is", "AUX_VBZ"),
+                ("seen", "VERB_VBN")
+            ]),
             Ok(5)
         );
         // "The woman then begins ." SWAG's side, and af's earlier one.
-        let then = [("The", "DET"), ("woman", "NOUN"), ("then", "ADV"), ("begins", "VERB_VBZ")];
+        let then = [
+            ("The", "DET"),
+            ("woman", "NOUN"),
+            ("then", "ADV"),
+            ("begins", "VERB_VBZ"),
+        ];
         assert_eq!(split(&then), Ok(3));
         assert_eq!(split_with(&then, AdverbSide::Ending), Ok(2));
         // "Then the man slowly and carefully lifts": leading adverbs are the noun phrase's either way.
-        let both = [("Then", "ADV"), ("the", "DET"), ("man", "NOUN"), ("slowly", "ADV"), ("lifts", "VERB_VBZ")];
+        let both = [
+            ("Then", "ADV"),
+            ("the", "DET"),
+            ("man", "NOUN"),
+            ("slowly", "ADV"),
+            ("lifts", "VERB_VBZ"),
+        ];
         assert_eq!(split(&both), Ok(4));
         assert_eq!(split_with(&both, AdverbSide::Ending), Ok(3));
         // "The girl who is dancing smiles ."
         assert_eq!(
-            split(&[("The", "DET"), ("girl", "NOUN"), ("who", "PRON"), ("is", "AUX_VBZ"), ("dancing", "VERB_VBG"), ("smiles", "VERB_VBZ")]),
+            split(&[
+                ("The", "DET"),
+                ("girl", "NOUN"),
+                ("who", "PRON"),
+                ("is", "AUX_VBZ"),
+                ("dancing", "VERB_VBG"),
+                ("smiles", "VERB_VBZ")
+            ]),
             Ok(5)
         );
         // "As he runs , the dog barks"
         assert_eq!(
-            split(&[("As", "SCONJ"), ("he", "PRON"), ("runs", "VERB_VBZ"), (",", "PUNCT"), ("the", "DET"), ("dog", "NOUN"), ("barks", "VERB_VBZ")]),
+            split(&[
+                ("As", "SCONJ"),
+                ("he", "PRON"),
+                ("runs", "VERB_VBZ"),
+                (",", "PUNCT"),
+                ("the", "DET"),
+                ("dog", "NOUN"),
+                ("barks", "VERB_VBZ")
+            ]),
             Ok(6)
         );
-        assert_eq!(split(&[("As", "SCONJ"), ("he", "PRON"), ("runs", "VERB_VBZ"), ("she", "PRON"), ("sits", "VERB_VBZ")]), Err(SplitFailure::UnclosedSubordinateClause));
-        assert_eq!(split(&[("Then", "ADV"), ("jumps", "VERB_VBZ")]), Err(SplitFailure::NoSubject));
-        assert_eq!(split(&[("A", "DET"), ("man", "NOUN"), ("outside", "ADV")]), Err(SplitFailure::NoFiniteVerb));
+        assert_eq!(
+            split(&[
+                ("As", "SCONJ"),
+                ("he", "PRON"),
+                ("runs", "VERB_VBZ"),
+                ("she", "PRON"),
+                ("sits", "VERB_VBZ")
+            ]),
+            Err(SplitFailure::UnclosedSubordinateClause)
+        );
+        assert_eq!(
+            split(&[("Then", "ADV"), ("jumps", "VERB_VBZ")]),
+            Err(SplitFailure::NoSubject)
+        );
+        assert_eq!(
+            split(&[("A", "DET"), ("man", "NOUN"), ("outside", "ADV")]),
+            Err(SplitFailure::NoFiniteVerb)
+        );
     }
 }

@@ -39,7 +39,11 @@ pub fn training_tag(upos: &str, xpos: &str) -> String {
     const VERB_FORMS: [&str; 7] = ["VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"];
     match upos {
         "VERB" | "AUX" => {
-            let form = if VERB_FORMS.contains(&xpos) { xpos } else { "VB" };
+            let form = if VERB_FORMS.contains(&xpos) {
+                xpos
+            } else {
+                "VB"
+            };
             format!("{upos}_{form}")
         }
         _ => upos.to_string(),
@@ -100,8 +104,15 @@ struct TokenView {
 /// (signatures, greetings) change what a capital letter means, so every token knows of them.
 fn views<S: AsRef<str>>(words: &[S], ambiguity: &KeyMap<u64>) -> Vec<TokenView> {
     let mut views: Vec<TokenView> = words.iter().map(|w| view(w.as_ref(), ambiguity)).collect();
-    let alpha: Vec<&str> = words.iter().map(AsRef::as_ref).filter(|w| w.chars().next().is_some_and(char::is_alphabetic)).collect();
-    let capitalised = alpha.iter().filter(|w| w.chars().next().is_some_and(char::is_uppercase)).count();
+    let alpha: Vec<&str> = words
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|w| w.chars().next().is_some_and(char::is_alphabetic))
+        .collect();
+    let capitalised = alpha
+        .iter()
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
+        .count();
     let headline = alpha.len() >= 3 && capitalised * 10 >= alpha.len() * 6;
     let fragment = words.len() <= 3;
     let sentence = 4 | u64::from(headline) | u64::from(fragment) << 1;
@@ -117,7 +128,11 @@ const END: u64 = 0x0045_4e44;
 /// Lowercased word with numbers collapsed, as the features see it.
 fn normalise(word: &str) -> String {
     let first_digit = word.chars().next().is_some_and(|c| c.is_ascii_digit());
-    if first_digit && word.chars().all(|c| c.is_ascii_digit() || ",.:/-".contains(c)) {
+    if first_digit
+        && word
+            .chars()
+            .all(|c| c.is_ascii_digit() || ",.:/-".contains(c))
+    {
         return "!NUM".to_string();
     }
     word.to_lowercase()
@@ -147,14 +162,23 @@ fn view(word: &str, ambiguity: &KeyMap<u64>) -> TokenView {
     let chars: Vec<char> = norm.chars().collect();
     let affix = |n: usize, suffix: bool| -> u64 {
         let n = n.min(chars.len());
-        let s: String = if suffix { chars[chars.len() - n..].iter().collect() } else { chars[..n].iter().collect() };
+        let s: String = if suffix {
+            chars[chars.len() - n..].iter().collect()
+        } else {
+            chars[..n].iter().collect()
+        };
         fnv(s.as_bytes())
     };
     let w = fnv(norm.as_bytes());
     TokenView {
         word: w,
         cased: fnv(word.as_bytes()),
-        suffixes: [affix(1, true), affix(2, true), affix(3, true), affix(4, true)],
+        suffixes: [
+            affix(1, true),
+            affix(2, true),
+            affix(3, true),
+            affix(4, true),
+        ],
         prefixes: [affix(1, false), affix(2, false), affix(3, false)],
         shape: fnv(shape(word).as_bytes()),
         ambiguity: ambiguity.get(&w).copied().unwrap_or(0),
@@ -170,8 +194,16 @@ const N_FEATURES: usize = N_BASE + N_LOOKAHEAD;
 /// The feature keys of token `i`, given the tags already chosen for tokens before it.
 /// The feature keys of token `i`; with `ahead` (the first pass's tags, as tag id + 1), the
 /// lookahead features too. Returns how many of `out` are set.
-fn features(views: &[TokenView], i: usize, prev: u64, prev2: u64, ahead: Option<&[u64]>, out: &mut [u64; N_FEATURES]) -> usize {
-    let at = |j: isize| -> Option<&TokenView> { usize::try_from(j).ok().and_then(|j| views.get(j)) };
+fn features(
+    views: &[TokenView],
+    i: usize,
+    prev: u64,
+    prev2: u64,
+    ahead: Option<&[u64]>,
+    out: &mut [u64; N_FEATURES],
+) -> usize {
+    let at =
+        |j: isize| -> Option<&TokenView> { usize::try_from(j).ok().and_then(|j| views.get(j)) };
     let i_ = i as isize;
     let w = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.word);
     let amb = |j: isize| at(i_ + j).map_or(if j < 0 { START } else { END }, |v| v.ambiguity);
@@ -218,7 +250,12 @@ fn features(views: &[TokenView], i: usize, prev: u64, prev2: u64, ahead: Option<
         key(35, w(-1), v.cased),
         key(36, v.shape, v.sentence),
         key(37, v.word, v.sentence),
-        0, 0, 0, 0, 0, 0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
     ];
     let Some(ahead) = ahead else { return N_BASE };
     let tag_at = |j: usize| ahead.get(j).copied().unwrap_or(END);
@@ -269,7 +306,8 @@ impl Averaged {
             }
             for (class, delta) in [(truth, 1.0f32), (guess, -1.0)] {
                 let j = r * self.n_tags + class;
-                self.totals[j] += f64::from(self.clock - self.stamps[j]) * f64::from(self.weights[j]);
+                self.totals[j] +=
+                    f64::from(self.clock - self.stamps[j]) * f64::from(self.weights[j]);
                 self.stamps[j] = self.clock;
                 self.weights[j] += delta;
             }
@@ -279,7 +317,8 @@ impl Averaged {
     fn averaged(&self) -> Vec<f32> {
         (0..self.weights.len())
             .map(|j| {
-                let total = self.totals[j] + f64::from(self.clock - self.stamps[j]) * f64::from(self.weights[j]);
+                let total = self.totals[j]
+                    + f64::from(self.clock - self.stamps[j]) * f64::from(self.weights[j]);
                 (total / f64::from(self.clock.max(1))) as f32
             })
             .collect()
@@ -306,7 +345,15 @@ pub struct TrainOptions {
 
 impl Default for TrainOptions {
     fn default() -> Self {
-        Self { epochs: 10, seed: 13, dict_min_count: 20, dict_purity: 0.99, jackknife_folds: 5, ambiguity_min_count: 5, passes: 1 }
+        Self {
+            epochs: 10,
+            seed: 13,
+            dict_min_count: 20,
+            dict_purity: 0.99,
+            jackknife_folds: 5,
+            ambiguity_min_count: 5,
+            passes: 1,
+        }
     }
 }
 
@@ -351,7 +398,12 @@ fn decode(
                 let n = features(views, i, prev, prev2, ahead, &mut feats);
                 score(&feats[..n], &mut scores);
                 let t = argmax(&scores);
-                (t, margins.is_some().then(|| scores.iter().map(|s| s - scores[t]).collect()))
+                (
+                    t,
+                    margins
+                        .is_some()
+                        .then(|| scores.iter().map(|s| s - scores[t]).collect()),
+                )
             }
         };
         if let Some(m) = margins.as_deref_mut() {
@@ -438,7 +490,12 @@ fn train_pass(
     for (&f, &r) in &model.rows {
         let row = &averaged[r as usize * n_tags..(r as usize + 1) * n_tags];
         let start = entries.len() as u32;
-        entries.extend(row.iter().enumerate().filter(|(_, w)| **w != 0.0).map(|(c, w)| (c as u8, *w)));
+        entries.extend(
+            row.iter()
+                .enumerate()
+                .filter(|(_, w)| **w != 0.0)
+                .map(|(c, w)| (c as u8, *w)),
+        );
         let n = entries.len() as u32 - start;
         if n > 0 {
             index.insert(f, (start, n as u8));
@@ -458,29 +515,46 @@ impl Tagger {
         if sentences.is_empty() {
             return Err(TaggerError::NoData);
         }
-        let mut tags: Vec<String> = sentences.iter().flat_map(|s| s.tags.iter().cloned()).collect();
+        let mut tags: Vec<String> = sentences
+            .iter()
+            .flat_map(|s| s.tags.iter().cloned())
+            .collect();
         tags.sort();
         tags.dedup();
         if tags.len() > 64 {
             return Err(TaggerError::TooManyTags(tags.len()));
         }
         let n_tags = tags.len();
-        let tag_id: HashMap<&str, usize> = tags.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+        let tag_id: HashMap<&str, usize> = tags
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.as_str(), i))
+            .collect();
 
         // The dictionary is case-sensitive ("US" is not "us"); ambiguity classes are not.
         let mut counts: KeyMap<Vec<u32>> = KeyMap::default();
         let mut cased_counts: KeyMap<Vec<u32>> = KeyMap::default();
         for s in sentences {
             for (w, t) in s.words.iter().zip(&s.tags) {
-                counts.entry(fnv(normalise(w).as_bytes())).or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
-                cased_counts.entry(fnv(w.as_bytes())).or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
+                counts
+                    .entry(fnv(normalise(w).as_bytes()))
+                    .or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
+                cased_counts
+                    .entry(fnv(w.as_bytes()))
+                    .or_insert_with(|| vec![0; n_tags])[tag_id[t.as_str()]] += 1;
             }
         }
         let mut dict = KeyMap::default();
         for (w, c) in &cased_counts {
             let total: u32 = c.iter().sum();
-            let (best, n) = c.iter().enumerate().max_by_key(|(_, n)| **n).expect("at least one tag");
-            if total >= options.dict_min_count && f64::from(*n) / f64::from(total) >= options.dict_purity {
+            let (best, n) = c
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, n)| **n)
+                .expect("at least one tag");
+            if total >= options.dict_min_count
+                && f64::from(*n) / f64::from(total) >= options.dict_purity
+            {
                 dict.insert(*w, best as u8);
             }
         }
@@ -493,12 +567,22 @@ impl Tagger {
             if total < options.ambiguity_min_count {
                 continue;
             }
-            let mask = c.iter().enumerate().filter(|(_, n)| **n * 20 >= total).fold(0u64, |m, (i, _)| m | 1 << i);
+            let mask = c
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n * 20 >= total)
+                .fold(0u64, |m, (i, _)| m | 1 << i);
             ambiguity.insert(*w, mask);
         }
 
-        let views: Vec<Vec<TokenView>> = sentences.iter().map(|s| views(&s.words, &ambiguity)).collect();
-        let gold: Vec<Vec<usize>> = sentences.iter().map(|s| s.tags.iter().map(|t| tag_id[t.as_str()]).collect()).collect();
+        let views: Vec<Vec<TokenView>> = sentences
+            .iter()
+            .map(|s| views(&s.words, &ambiguity))
+            .collect();
+        let gold: Vec<Vec<usize>> = sentences
+            .iter()
+            .map(|s| s.tags.iter().map(|t| tag_id[t.as_str()]).collect())
+            .collect();
         fn examples<'a>(
             views: &'a [Vec<TokenView>],
             gold: &'a [Vec<usize>],
@@ -507,7 +591,11 @@ impl Tagger {
         ) -> Vec<Example<'a>> {
             (0..views.len())
                 .filter(|&i| keep(i))
-                .map(|i| Example { views: &views[i], gold: &gold[i], ahead: ahead.map(|a| a[i].as_slice()) })
+                .map(|i| Example {
+                    views: &views[i],
+                    gold: &gold[i],
+                    ahead: ahead.map(|a| a[i].as_slice()),
+                })
                 .collect()
         }
         let mut epochs_done = 0;
@@ -517,21 +605,57 @@ impl Tagger {
         };
 
         if options.passes < 2 {
-            let first = train_pass(&examples(&views, &gold, None, |_| true), &dict, n_tags, options, |_, a| report(a));
-            return Ok(Self { tags, dict, ambiguity, passes: vec![first] });
+            let first = train_pass(
+                &examples(&views, &gold, None, |_| true),
+                &dict,
+                n_tags,
+                options,
+                |_, a| report(a),
+            );
+            return Ok(Self {
+                tags,
+                dict,
+                ambiguity,
+                passes: vec![first],
+            });
         }
         // First-pass tags of every training sentence from a model that did not see it.
         let k = options.jackknife_folds.max(2);
         let mut ahead: Vec<Vec<u64>> = vec![Vec::new(); sentences.len()];
         for fold in 0..k {
-            let weights = train_pass(&examples(&views, &gold, None, |i| i % k != fold), &dict, n_tags, options, |_, a| report(a));
+            let weights = train_pass(
+                &examples(&views, &gold, None, |i| i % k != fold),
+                &dict,
+                n_tags,
+                options,
+                |_, a| report(a),
+            );
             for i in (fold..sentences.len()).step_by(k) {
-                ahead[i] = feature_tags(&decode(&views[i], &dict, n_tags, None, None, |f, s| weights.score(f, s)));
+                ahead[i] = feature_tags(&decode(&views[i], &dict, n_tags, None, None, |f, s| {
+                    weights.score(f, s)
+                }));
             }
         }
-        let first = train_pass(&examples(&views, &gold, None, |_| true), &dict, n_tags, options, |_, a| report(a));
-        let second = train_pass(&examples(&views, &gold, Some(&ahead), |_| true), &dict, n_tags, options, |_, a| report(a));
-        Ok(Self { tags, dict, ambiguity, passes: vec![first, second] })
+        let first = train_pass(
+            &examples(&views, &gold, None, |_| true),
+            &dict,
+            n_tags,
+            options,
+            |_, a| report(a),
+        );
+        let second = train_pass(
+            &examples(&views, &gold, Some(&ahead), |_| true),
+            &dict,
+            n_tags,
+            options,
+            |_, a| report(a),
+        );
+        Ok(Self {
+            tags,
+            dict,
+            ambiguity,
+            passes: vec![first, second],
+        })
     }
 
     /// How many epochs [`Tagger::train`] runs in all (jackknife, then both passes).
@@ -549,7 +673,10 @@ impl Tagger {
 
     /// Tags one tokenized sentence.
     pub fn tag<S: AsRef<str>>(&self, words: &[S]) -> Vec<&str> {
-        self.tag_ids(words).into_iter().map(|t| self.tags[t].as_str()).collect()
+        self.tag_ids(words)
+            .into_iter()
+            .map(|t| self.tags[t].as_str())
+            .collect()
     }
 
     /// Tags one tokenized sentence, as indices into [`Tagger::tags`].
@@ -560,13 +687,20 @@ impl Tagger {
     /// Tags a sentence and says, per token, how far each other tag scored below the chosen one
     /// (0 for the chosen tag; None for words tagged by dictionary lookup). Lets a caller ask
     /// for the best tagging under a constraint, as the subject/ending split does.
-    pub fn tag_with_margins<S: AsRef<str>>(&self, words: &[S]) -> (Vec<usize>, Vec<Option<Vec<f32>>>) {
+    pub fn tag_with_margins<S: AsRef<str>>(
+        &self,
+        words: &[S],
+    ) -> (Vec<usize>, Vec<Option<Vec<f32>>>) {
         let mut margins = Vec::with_capacity(words.len());
         let tags = self.decode_all(words, Some(&mut margins));
         (tags, margins)
     }
 
-    fn decode_all<S: AsRef<str>>(&self, words: &[S], mut margins: Option<&mut Vec<Option<Vec<f32>>>>) -> Vec<usize> {
+    fn decode_all<S: AsRef<str>>(
+        &self,
+        words: &[S],
+        mut margins: Option<&mut Vec<Option<Vec<f32>>>>,
+    ) -> Vec<usize> {
         let views = views(words, &self.ambiguity);
         let n = self.tags.len();
         let mut ahead: Option<Vec<u64>> = None;
@@ -574,7 +708,9 @@ impl Tagger {
         for (p, pass) in self.passes.iter().enumerate() {
             let last = p + 1 == self.passes.len();
             let m = if last { margins.as_deref_mut() } else { None };
-            tags = decode(&views, &self.dict, n, ahead.as_deref(), m, |f, s| pass.score(f, s));
+            tags = decode(&views, &self.dict, n, ahead.as_deref(), m, |f, s| {
+                pass.score(f, s)
+            });
             ahead = Some(feature_tags(&tags));
         }
         tags
@@ -607,7 +743,12 @@ impl Tagger {
         }
         put_varint(&mut out, self.passes.len() as u64);
         for pass in &self.passes {
-            let max = pass.entries.iter().map(|(_, w)| w.abs()).fold(0.0f32, f32::max).max(f32::MIN_POSITIVE);
+            let max = pass
+                .entries
+                .iter()
+                .map(|(_, w)| w.abs())
+                .fold(0.0f32, f32::max)
+                .max(f32::MIN_POSITIVE);
             let scale = max / f32::from(i16::MAX);
             out.extend_from_slice(&scale.to_le_bytes());
             let mut feats: Vec<(u64, Vec<(u8, i16)>)> = pass
@@ -642,7 +783,9 @@ impl Tagger {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TaggerError> {
         let mut r = Reader { bytes, pos: 0 };
         if r.take(MAGIC.len())? != MAGIC {
-            return Err(TaggerError::BadModel("wrong header (expected an af tagger model, version 2)".into()));
+            return Err(TaggerError::BadModel(
+                "wrong header (expected an af tagger model, version 2)".into(),
+            ));
         }
         let n_tags = r.varint()? as usize;
         if n_tags == 0 || n_tags > 64 {
@@ -651,7 +794,8 @@ impl Tagger {
         let mut tags = Vec::with_capacity(n_tags);
         for _ in 0..n_tags {
             let n = r.varint()? as usize;
-            let t = std::str::from_utf8(r.take(n)?).map_err(|_| TaggerError::BadModel("tag is not UTF-8".into()))?;
+            let t = std::str::from_utf8(r.take(n)?)
+                .map_err(|_| TaggerError::BadModel("tag is not UTF-8".into()))?;
             tags.push(t.to_string());
         }
         let mut dict = KeyMap::default();
@@ -686,7 +830,9 @@ impl Tagger {
                 for _ in 0..n {
                     let c = r.take(1)?[0];
                     if usize::from(c) >= n_tags {
-                        return Err(TaggerError::BadModel("weight for a tag out of range".into()));
+                        return Err(TaggerError::BadModel(
+                            "weight for a tag out of range".into(),
+                        ));
                     }
                     let q = i16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes"));
                     entries.push((c, f32::from(q) * scale));
@@ -696,9 +842,17 @@ impl Tagger {
             passes.push(Weights { index, entries });
         }
         if r.pos != bytes.len() {
-            return Err(TaggerError::BadModel(format!("{} trailing bytes", bytes.len() - r.pos)));
+            return Err(TaggerError::BadModel(format!(
+                "{} trailing bytes",
+                bytes.len() - r.pos
+            )));
         }
-        Ok(Self { tags, dict, ambiguity, passes })
+        Ok(Self {
+            tags,
+            dict,
+            ambiguity,
+            passes,
+        })
     }
 
     /// The model trained on UD English-EWT that ships inside `af` (see models/README.md).
@@ -736,13 +890,16 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], TaggerError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
-        let end = end.ok_or_else(|| TaggerError::BadModel(format!("truncated at byte {}", self.pos)))?;
+        let end =
+            end.ok_or_else(|| TaggerError::BadModel(format!("truncated at byte {}", self.pos)))?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
     }
     fn u64(&mut self) -> Result<u64, TaggerError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn varint(&mut self) -> Result<u64, TaggerError> {
         let mut v = 0u64;
@@ -753,7 +910,10 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err(TaggerError::BadModel(format!("bad varint at byte {}", self.pos)))
+        Err(TaggerError::BadModel(format!(
+            "bad varint at byte {}",
+            self.pos
+        )))
     }
 }
 
@@ -768,18 +928,48 @@ mod tests {
         };
         let mut v = Vec::new();
         for _ in 0..30 {
-            v.push(mk(&[("the", "DET"), ("man", "NOUN"), ("runs", "VERB_VBZ"), (".", "PUNCT")]));
-            v.push(mk(&[("a", "DET"), ("dog", "NOUN"), ("runs", "VERB_VBZ"), ("fast", "ADV"), (".", "PUNCT")]));
-            v.push(mk(&[("the", "DET"), ("runs", "NOUN"), ("end", "VERB_VBP"), (".", "PUNCT")]));
+            v.push(mk(&[
+                ("the", "DET"),
+                ("man", "NOUN"),
+                ("runs", "VERB_VBZ"),
+                (".", "PUNCT"),
+            ]));
+            v.push(mk(&[
+                ("a", "DET"),
+                ("dog", "NOUN"),
+                ("runs", "VERB_VBZ"),
+                ("fast", "ADV"),
+                (".", "PUNCT"),
+            ]));
+            v.push(mk(&[
+                ("the", "DET"),
+                ("runs", "NOUN"),
+                ("end", "VERB_VBP"),
+                (".", "PUNCT"),
+            ]));
         }
         v
     }
 
     #[test]
     fn learns_context_and_survives_a_round_trip() {
-        let t = Tagger::train(&toy(), &TrainOptions { epochs: 5, ..Default::default() }, |_, _| {}).unwrap();
-        assert_eq!(t.tag(&["the", "man", "runs", "."]), ["DET", "NOUN", "VERB_VBZ", "PUNCT"]);
-        assert_eq!(t.tag(&["the", "runs", "end", "."]), ["DET", "NOUN", "VERB_VBP", "PUNCT"]);
+        let t = Tagger::train(
+            &toy(),
+            &TrainOptions {
+                epochs: 5,
+                ..Default::default()
+            },
+            |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(
+            t.tag(&["the", "man", "runs", "."]),
+            ["DET", "NOUN", "VERB_VBZ", "PUNCT"]
+        );
+        assert_eq!(
+            t.tag(&["the", "runs", "end", "."]),
+            ["DET", "NOUN", "VERB_VBP", "PUNCT"]
+        );
         let back = Tagger::from_bytes(&t.to_bytes()).unwrap();
         for s in toy() {
             assert_eq!(back.tag(&s.words), t.tag(&s.words));
@@ -788,7 +978,15 @@ mod tests {
 
     #[test]
     fn corrupt_models_are_rejected() {
-        let t = Tagger::train(&toy(), &TrainOptions { epochs: 1, ..Default::default() }, |_, _| {}).unwrap();
+        let t = Tagger::train(
+            &toy(),
+            &TrainOptions {
+                epochs: 1,
+                ..Default::default()
+            },
+            |_, _| {},
+        )
+        .unwrap();
         let bytes = t.to_bytes();
         assert!(Tagger::from_bytes(&bytes[..bytes.len() - 3]).is_err());
         assert!(Tagger::from_bytes(b"hello").is_err());

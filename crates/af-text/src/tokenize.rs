@@ -7,11 +7,13 @@ use std::ops::Range;
 
 const CLITICS: [&str; 7] = ["'s", "'re", "'ve", "'ll", "'d", "'m", "n't"];
 const OPENERS: &[char] = &['(', '[', '{', '"', '\'', '`', '“', '‘', '«', '$', '#'];
-const CLOSERS: &[char] = &['.', ',', '!', '?', ';', ':', ')', ']', '}', '"', '\'', '”', '’', '»', '%', '…'];
+const CLOSERS: &[char] = &[
+    '.', ',', '!', '?', ';', ':', ')', ']', '}', '"', '\'', '”', '’', '»', '%', '…',
+];
 /// Words whose final period belongs to them.
 const ABBREVIATIONS: &[&str] = &[
-    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "prof", "capt", "col", "gen", "rev", "no", "mt", "ft",
-    "approx", "inc", "ltd", "co",
+    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "prof", "capt", "col", "gen", "rev",
+    "no", "mt", "ft", "approx", "inc", "ltd", "co",
 ];
 
 /// A tokenized text: the input and the byte range of every token.
@@ -136,7 +138,8 @@ fn split_core(text: &str, start: usize, end: usize, out: &mut Vec<Range<usize>>)
     if let Some(pos) = word.find(',') {
         let before = word[..pos].chars().next_back();
         let after = word[pos + 1..].chars().next();
-        let numeric = before.is_some_and(|c| c.is_ascii_digit()) && after.is_some_and(|c| c.is_ascii_digit());
+        let numeric =
+            before.is_some_and(|c| c.is_ascii_digit()) && after.is_some_and(|c| c.is_ascii_digit());
         if !numeric && pos > 0 && pos + 1 < word.len() {
             split_core(text, start, start + pos, out);
             out.push(start + pos..start + pos + 1);
@@ -173,8 +176,10 @@ fn typographic_clitic(word: &str) -> Option<usize> {
 }
 
 fn no_space_before(tok: &str) -> bool {
-    matches!(tok, "." | "," | "!" | "?" | ";" | ":" | "%" | ")" | "]" | "}" | "”" | "’" | "»" | "..." | "…")
-        || is_clitic(tok)
+    matches!(
+        tok,
+        "." | "," | "!" | "?" | ";" | ":" | "%" | ")" | "]" | "}" | "”" | "’" | "»" | "..." | "…"
+    ) || is_clitic(tok)
 }
 
 fn no_space_after(tok: &str) -> bool {
@@ -191,7 +196,8 @@ pub fn detokenize<S: AsRef<str>>(tokens: &[S]) -> String {
         let tok = tok.as_ref();
         let mut glue = glue_next || no_space_before(tok);
         glue_next = no_space_after(tok);
-        if tok == "\"" || tok == "'" && !quote_open && out.ends_with(|c: char| c.is_alphanumeric()) {
+        if tok == "\"" || tok == "'" && !quote_open && out.ends_with(|c: char| c.is_alphanumeric())
+        {
             if tok == "\"" {
                 if quote_open {
                     glue = true;
@@ -221,34 +227,50 @@ mod tests {
 
     #[test]
     fn splits_punctuation_and_clitics() {
-        assert_eq!(toks("The man's dog doesn't bark."), ["The", "man", "'s", "dog", "does", "n't", "bark", "."]);
-        assert_eq!(toks("They can't, won't (really) go!"), [
-            "They", "ca", "n't", ",", "wo", "n't", "(", "really", ")", "go", "!"
-        ]);
-        assert_eq!(toks("She's done... \"Yes,\" he said."), [
-            "She", "'s", "done", "...", "\"", "Yes", ",", "\"", "he", "said", "."
-        ]);
-        assert_eq!(toks("We'll see; I'm sure they've left."), [
-            "We", "'ll", "see", ";", "I", "'m", "sure", "they", "'ve", "left", "."
-        ]);
+        assert_eq!(
+            toks("The man's dog doesn't bark."),
+            ["The", "man", "'s", "dog", "does", "n't", "bark", "."]
+        );
+        assert_eq!(
+            toks("They can't, won't (really) go!"),
+            ["They", "ca", "n't", ",", "wo", "n't", "(", "really", ")", "go", "!"]
+        );
+        assert_eq!(
+            toks("She's done... \"Yes,\" he said."),
+            ["She", "'s", "done", "...", "\"", "Yes", ",", "\"", "he", "said", "."]
+        );
+        assert_eq!(
+            toks("We'll see; I'm sure they've left."),
+            ["We", "'ll", "see", ";", "I", "'m", "sure", "they", "'ve", "left", "."]
+        );
     }
 
     #[test]
     fn clitics_with_typographic_apostrophe() {
-        assert_eq!(toks("It’s the woman’s turn"), ["It", "’s", "the", "woman", "’s", "turn"]);
+        assert_eq!(
+            toks("It’s the woman’s turn"),
+            ["It", "’s", "the", "woman", "’s", "turn"]
+        );
     }
 
     #[test]
     fn keeps_abbreviations_numbers_and_hyphens() {
-        assert_eq!(toks("Mr. Smith paid $3.50 in the U.S. for 1,000 t-shirts."), [
-            "Mr.", "Smith", "paid", "$", "3.50", "in", "the", "U.S.", "for", "1,000", "t-shirts", "."
-        ]);
+        assert_eq!(
+            toks("Mr. Smith paid $3.50 in the U.S. for 1,000 t-shirts."),
+            [
+                "Mr.", "Smith", "paid", "$", "3.50", "in", "the", "U.S.", "for", "1,000",
+                "t-shirts", "."
+            ]
+        );
     }
 
     #[test]
     fn already_tokenized_text_is_stable() {
         let once = toks("The man 's dog does n't bark .");
-        assert_eq!(once, ["The", "man", "'s", "dog", "does", "n't", "bark", "."]);
+        assert_eq!(
+            once,
+            ["The", "man", "'s", "dog", "does", "n't", "bark", "."]
+        );
     }
 
     #[test]

@@ -33,7 +33,12 @@ fn is_punctuation(word: &str) -> bool {
 
 /// Every rule `ending` breaks, in [`ValidityRule::ALL`]'s order; `tags` are the tagger's tags of
 /// `ending` (one per token). `gold` None checks the rules of the ending alone.
-pub fn check<S: AsRef<str>, T: AsRef<str>>(ending: &[S], tags: &[T], gold: Option<&[S]>, rules: &ValidityRules) -> Vec<ValidityRule> {
+pub fn check<S: AsRef<str>, T: AsRef<str>>(
+    ending: &[S],
+    tags: &[T],
+    gold: Option<&[S]>,
+    rules: &ValidityRules,
+) -> Vec<ValidityRule> {
     assert_eq!(ending.len(), tags.len(), "a tag per token");
     let words: Vec<String> = ending.iter().map(|w| w.as_ref().to_lowercase()).collect();
     let tags: Vec<&str> = tags.iter().map(|t| upos(t.as_ref())).collect();
@@ -48,7 +53,10 @@ pub fn check<S: AsRef<str>, T: AsRef<str>>(ending: &[S], tags: &[T], gold: Optio
         out.push(ValidityRule::Repeat);
     }
     let last_word = (0..words.len()).rev().find(|&i| !is_punctuation(&words[i]));
-    if last_word.is_some_and(|i| matches!(tags[i], "DET" | "ADP" | "CCONJ" | "SCONJ") || (tags[i] == "PART" && words[i] == "to")) {
+    if last_word.is_some_and(|i| {
+        matches!(tags[i], "DET" | "ADP" | "CCONJ" | "SCONJ")
+            || (tags[i] == "PART" && words[i] == "to")
+    }) {
         out.push(ValidityRule::Dangling);
     }
     if !tags.iter().any(|t| matches!(*t, "VERB" | "AUX")) {
@@ -81,7 +89,10 @@ fn overlap(a: &[String], b: &[String]) -> f64 {
     if na.max(nb) == 0 {
         return 1.0;
     }
-    let shared: usize = ba.iter().map(|(w, &n)| n.min(bb.get(w).copied().unwrap_or(0))).sum();
+    let shared: usize = ba
+        .iter()
+        .map(|(w, &n)| n.min(bb.get(w).copied().unwrap_or(0)))
+        .sum();
     shared as f64 / na.max(nb) as f64
 }
 
@@ -95,7 +106,10 @@ fn bag(words: &[String]) -> HashMap<&str, usize> {
 }
 
 fn repeats(words: &[String], tags: &[&str]) -> bool {
-    if words.windows(3).any(|w| w[0] == w[1] && w[1] == w[2] && !is_punctuation(&w[0])) {
+    if words
+        .windows(3)
+        .any(|w| w[0] == w[1] && w[1] == w[2] && !is_punctuation(&w[0]))
+    {
         return true;
     }
     let mut content: HashMap<&str, usize> = HashMap::new();
@@ -111,12 +125,22 @@ fn repeats(words: &[String], tags: &[&str]) -> bool {
 mod tests {
     use super::*;
 
-    const RULES: ValidityRules = ValidityRules { near_copy_overlap: 0.8, max_length_gap: 6 };
+    const RULES: ValidityRules = ValidityRules {
+        near_copy_overlap: 0.8,
+        max_length_gap: 6,
+    };
 
     #[test]
     fn an_endings_onset_is_its_first_non_adverb_tag_verbs_by_form() {
-        assert_eq!(onset(&["ADV", "VERB_VBZ", "DET", "NOUN"]).as_deref(), Some("VBZ"));
-        assert_eq!(onset(&["AUX_VBZ", "VERB_VBG"]).as_deref(), Some("VBZ"), "`is` like `runs`");
+        assert_eq!(
+            onset(&["ADV", "VERB_VBZ", "DET", "NOUN"]).as_deref(),
+            Some("VBZ")
+        );
+        assert_eq!(
+            onset(&["AUX_VBZ", "VERB_VBG"]).as_deref(),
+            Some("VBZ"),
+            "`is` like `runs`"
+        );
         assert_eq!(onset(&["VERB_VBP", "NOUN"]).as_deref(), Some("VBP"));
         assert_eq!(onset(&["NOUN", "VERB_VBZ"]).as_deref(), Some("NOUN"));
         assert_eq!(onset(&["ADV", "ADV"]), None);
@@ -130,27 +154,85 @@ mod tests {
     fn reasons(ending: &str, tags: &str, gold: Option<&str>) -> Vec<&'static str> {
         let (e, t) = (words(ending), words(tags));
         let g = gold.map(words);
-        check(&e, &t, g.as_deref(), &RULES).into_iter().map(ValidityRule::name).collect()
+        check(&e, &t, g.as_deref(), &RULES)
+            .into_iter()
+            .map(ValidityRule::name)
+            .collect()
     }
 
     #[test]
     fn each_rule_fires_on_its_own_case_and_not_on_fluent_text() {
         let gold = "puts the ball in the hole .";
-        assert!(reasons("puts the ball in the hole .", "VERB_VBZ DET NOUN ADP DET NOUN PUNCT", None).is_empty(), "the gold alone is fine");
-        assert_eq!(reasons("puts the ball in a hole .", "VERB_VBZ DET NOUN ADP DET NOUN PUNCT", Some(gold)), ["near-copy"]);
-        assert!(reasons("walks away from the table .", "VERB_VBZ ADV ADP DET NOUN PUNCT", Some(gold)).is_empty());
+        assert!(
+            reasons(
+                "puts the ball in the hole .",
+                "VERB_VBZ DET NOUN ADP DET NOUN PUNCT",
+                None
+            )
+            .is_empty(),
+            "the gold alone is fine"
+        );
+        assert_eq!(
+            reasons(
+                "puts the ball in a hole .",
+                "VERB_VBZ DET NOUN ADP DET NOUN PUNCT",
+                Some(gold)
+            ),
+            ["near-copy"]
+        );
+        assert!(reasons(
+            "walks away from the table .",
+            "VERB_VBZ ADV ADP DET NOUN PUNCT",
+            Some(gold)
+        )
+        .is_empty());
         // Three "the" in a long fluent ending is not a repeat; "ball" three times is.
-        assert!(reasons("puts the cap on the pen and the box .", "VERB_VBZ DET NOUN ADP DET NOUN CCONJ DET NOUN PUNCT", Some(gold)).is_empty());
-        assert_eq!(reasons("kicks ball ball ball .", "VERB_VBZ NOUN NOUN NOUN PUNCT", Some(gold)), ["repeat"]);
-        assert_eq!(reasons("is is is .", "AUX_VBZ AUX_VBZ AUX_VBZ PUNCT", None), ["repeat"]);
-        assert_eq!(reasons("walks over to the .", "VERB_VBZ ADP ADP DET PUNCT", Some(gold)), ["dangling"]);
-        assert_eq!(reasons("wants to", "VERB_VBZ PART", Some(gold)), ["dangling"]);
-        assert_eq!(reasons("the man and his dog .", "DET NOUN CCONJ PRON NOUN PUNCT", Some(gold)), ["no-verb"]);
+        assert!(reasons(
+            "puts the cap on the pen and the box .",
+            "VERB_VBZ DET NOUN ADP DET NOUN CCONJ DET NOUN PUNCT",
+            Some(gold)
+        )
+        .is_empty());
+        assert_eq!(
+            reasons(
+                "kicks ball ball ball .",
+                "VERB_VBZ NOUN NOUN NOUN PUNCT",
+                Some(gold)
+            ),
+            ["repeat"]
+        );
+        assert_eq!(
+            reasons("is is is .", "AUX_VBZ AUX_VBZ AUX_VBZ PUNCT", None),
+            ["repeat"]
+        );
+        assert_eq!(
+            reasons(
+                "walks over to the .",
+                "VERB_VBZ ADP ADP DET PUNCT",
+                Some(gold)
+            ),
+            ["dangling"]
+        );
+        assert_eq!(
+            reasons("wants to", "VERB_VBZ PART", Some(gold)),
+            ["dangling"]
+        );
+        assert_eq!(
+            reasons(
+                "the man and his dog .",
+                "DET NOUN CCONJ PRON NOUN PUNCT",
+                Some(gold)
+            ),
+            ["no-verb"]
+        );
         assert_eq!(
             reasons("walks over to the wall and then slowly climbs up the long rope to the very top .", "VERB_VBZ ADP ADP DET NOUN CCONJ ADV ADV VERB_VBZ ADP DET ADJ NOUN ADP DET ADV NOUN PUNCT", Some(gold)),
             ["length-gap"]
         );
         // Several at once, in order.
-        assert_eq!(reasons("the the the", "DET DET DET", Some(gold)), ["repeat", "dangling", "no-verb"]);
+        assert_eq!(
+            reasons("the the the", "DET DET DET", Some(gold)),
+            ["repeat", "dangling", "no-verb"]
+        );
     }
 }

@@ -188,7 +188,14 @@ const PEOPLE: &[(&str, &str, &str)] = &[
     ("A young woman", "The young woman", "She"),
 ];
 
-const LOOKS: &[&str] = &["in a red shirt", "wearing a black hat", "in a blue jacket", "with long hair", "wearing glasses", "in a green sweater"];
+const LOOKS: &[&str] = &[
+    "in a red shirt",
+    "wearing a black hat",
+    "in a blue jacket",
+    "with long hair",
+    "wearing glasses",
+    "in a green sweater",
+];
 
 const OPENINGS: &[&str] = &[
     "{A} is seen standing in a {p}.",
@@ -199,7 +206,15 @@ const OPENINGS: &[&str] = &[
 ];
 
 /// What may stand between the subject and its verb; SWAG keeps it on the noun phrase's side.
-const ADVERBS: &[&str] = &["then", "then", "now", "slowly", "carefully", "quickly", "again"];
+const ADVERBS: &[&str] = &[
+    "then",
+    "then",
+    "now",
+    "slowly",
+    "carefully",
+    "quickly",
+    "again",
+];
 
 const CLOSINGS: &[&str] = &[
     "smiles at the camera.",
@@ -231,10 +246,18 @@ pub fn videos(videos: usize, seed: u64) -> Vec<(String, Vec<String>)> {
             let n = rng.random_range(2..=5);
             for _ in 0..n {
                 let a = actions.remove(rng.random_range(0..actions.len()));
-                captions.push(format!("{} {}", subject(&mut rng, again, pronoun), fill(a, &mut rng)));
+                captions.push(format!(
+                    "{} {}",
+                    subject(&mut rng, again, pronoun),
+                    fill(a, &mut rng)
+                ));
             }
             if rng.random_bool(0.8) {
-                captions.push(format!("{} {}", subject(&mut rng, again, pronoun), fill(CLOSINGS.choose(&mut rng).expect("closings"), &mut rng)));
+                captions.push(format!(
+                    "{} {}",
+                    subject(&mut rng, again, pronoun),
+                    fill(CLOSINGS.choose(&mut rng).expect("closings"), &mut rng)
+                ));
             }
             (format!("v_world{v:04}"), captions)
         })
@@ -263,7 +286,12 @@ mod tests {
         for (_, captions) in &a {
             assert!((3..=7).contains(&captions.len()), "{captions:?}");
             for c in captions {
-                assert!(c.ends_with('.') && !c.contains('{') && c.chars().next().is_some_and(char::is_uppercase), "{c}");
+                assert!(
+                    c.ends_with('.')
+                        && !c.contains('{')
+                        && c.chars().next().is_some_and(char::is_uppercase),
+                    "{c}"
+                );
             }
         }
     }

@@ -31,13 +31,28 @@ pub fn run(a: AblateArgs) -> anyhow::Result<ExitCode> {
             let phases: Vec<String> = c
                 .stages
                 .iter()
-                .map(|p| format!("{} [{}] x{}", p.name, p.members.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "), p.iterations))
+                .map(|p| {
+                    format!(
+                        "{} [{}] x{}",
+                        p.name,
+                        p.members
+                            .iter()
+                            .map(|m| m.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        p.iterations
+                    )
+                })
                 .collect();
             println!("{:<24} {}", c.name, phases.join(" -> "));
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let request = AblateRequest { config: &config, registry: &registry, force: a.force };
+    let request = AblateRequest {
+        config: &config,
+        registry: &registry,
+        force: a.force,
+    };
     let run = af_pipeline::ablate::run(&request, &crate::progress::Bars, |c| {
         let how = match c.outcome {
             Outcome::UpToDate => "up to date",

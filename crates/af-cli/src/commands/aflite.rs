@@ -85,9 +85,19 @@ fn parse_tau(s: &str) -> Result<Tau, String> {
 
 pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     let fields = if a.winogrande {
-        InstanceFields { id: "qID".into(), label: "answer".into(), group: None, twins_from_id: true }
+        InstanceFields {
+            id: "qID".into(),
+            label: "answer".into(),
+            group: None,
+            twins_from_id: true,
+        }
     } else {
-        InstanceFields { id: a.id_field.clone(), label: a.label_field.clone(), group: a.group_field.clone(), twins_from_id: false }
+        InstanceFields {
+            id: a.id_field.clone(),
+            label: a.label_field.clone(),
+            group: a.group_field.clone(),
+            twins_from_id: false,
+        }
     };
     let request = AfliteRequest {
         instances: &a.instances,
@@ -105,7 +115,11 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
             max_iterations: a.max_iterations,
             seed: a.compute.seed,
         },
-        probe: ProbeSettings { steps: a.steps, learning_rate: a.learning_rate, ..Default::default() },
+        probe: ProbeSettings {
+            steps: a.steps,
+            learning_rate: a.learning_rate,
+            ..Default::default()
+        },
         device: a.compute.device.clone(),
         threads: a.compute.threads,
         force: a.compute.force,
@@ -113,7 +127,12 @@ pub fn run(a: AfliteArgs) -> anyhow::Result<ExitCode> {
     let run = af_pipeline::aflite::run(&request)?;
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     for it in &run.per_iteration {
-        let null = it.null.as_ref().map_or("-".to_string(), |q| format!("{:.3}/{:.3}/{:.3}/{:.3}/{:.3}", q.q50, q.q90, q.q95, q.q99, q.max));
+        let null = it.null.as_ref().map_or("-".to_string(), |q| {
+            format!(
+                "{:.3}/{:.3}/{:.3}/{:.3}/{:.3}",
+                q.q50, q.q90, q.q95, q.q99, q.max
+            )
+        });
         println!(
             "iteration {:>3}: {} instances, {} qualify (threshold {}, confidence {}), {} removed, expected false removals {}; null q50/q90/q95/q99/max {}",
             it.iteration,

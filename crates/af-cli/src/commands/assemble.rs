@@ -33,13 +33,26 @@ pub struct AssembleArgs {
 }
 
 pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
-    let key_path = a.key.clone().unwrap_or_else(|| a.sheets[0].parent().unwrap_or(std::path::Path::new(".")).join("key.jsonl"));
-    let text = std::fs::read_to_string(&key_path).with_context(|| format!("cannot read the annotation key {} (pass --key)", key_path.display()))?;
+    let key_path = a.key.clone().unwrap_or_else(|| {
+        a.sheets[0]
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("key.jsonl")
+    });
+    let text = std::fs::read_to_string(&key_path).with_context(|| {
+        format!(
+            "cannot read the annotation key {} (pass --key)",
+            key_path.display()
+        )
+    })?;
     let key: Vec<KeyItem> = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not a key line", key_path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not a key line", key_path.display(), i + 1))
+        })
         .collect::<anyhow::Result<_>>()?;
     let by_id: HashMap<String, KeyItem> = key.iter().map(|k| (k.item.clone(), k.clone())).collect();
     let (mut annotations, mut skipped) = (Vec::new(), Vec::new());
@@ -48,7 +61,12 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         annotations.extend(good);
         skipped.extend(bad.into_iter().map(|e| e.to_string()));
     }
-    let out = a.out.clone().unwrap_or_else(|| key_path.parent().unwrap_or(std::path::Path::new(".")).join("assembled"));
+    let out = a.out.clone().unwrap_or_else(|| {
+        key_path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("assembled")
+    });
     super::empty_out_dir(&out, a.force)?;
     let result = assemble(&key, &annotations);
 
@@ -61,13 +79,22 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         })
         .to_string()
     };
-    let (mut dataset, mut extra, mut reannotate, mut dropped, mut decisions) = (String::new(), String::new(), String::new(), String::new(), String::new());
+    let (mut dataset, mut extra, mut reannotate, mut dropped, mut decisions) = (
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    );
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for (k, d) in key.iter().zip(&result.decided) {
         decisions.push_str(&serde_json::to_string(d)?);
         decisions.push('\n');
         match &d.outcome {
-            Outcome::Kept { distractors, extra_gold } => {
+            Outcome::Kept {
+                distractors,
+                extra_gold,
+            } => {
                 *counts.entry("kept").or_default() += 1;
                 dataset.push_str(&item_line(k, found(k), distractors, &k.split));
                 dataset.push('\n');
@@ -79,13 +106,22 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             }
             Outcome::Reannotate { reason } => {
                 *counts.entry("reannotate").or_default() += 1;
-                let usable: Vec<usize> = (0..k.slots.len()).filter(|&s| d.labels.get(s).is_some_and(|l| *l != af_annotate::Label::Gibberish)).collect();
+                let usable: Vec<usize> = (0..k.slots.len())
+                    .filter(|&s| {
+                        d.labels
+                            .get(s)
+                            .is_some_and(|l| *l != af_annotate::Label::Gibberish)
+                    })
+                    .collect();
                 reannotate.push_str(&json!({"item": k.item, "reason": reason, "sheet": k.sheet, "row": k.row, "usable_slots": usable, "slots": k.slots, "replacements": k.replacements}).to_string());
                 reannotate.push('\n');
             }
             Outcome::Dropped { reason } => {
                 *counts.entry("dropped").or_default() += 1;
-                dropped.push_str(&json!({"item": k.item, "reason": reason, "best": d.best, "second": d.second}).to_string());
+                dropped.push_str(
+                    &json!({"item": k.item, "reason": reason, "best": d.best, "second": d.second})
+                        .to_string(),
+                );
                 dropped.push('\n');
             }
             Outcome::Unannotated => *counts.entry("unannotated").or_default() += 1,
@@ -108,10 +144,25 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "best_alpha": result.best_alpha, "best_pairwise_agreement": result.best_pairwise_agreement,
         "skipped_rows": skipped,
     });
-    write("stats.json", serde_json::to_string_pretty(&stats)?.as_bytes())?;
-    let opt = |x: Option<f64>| x.map_or("n/a (fewer than two annotators per unit)".into(), |v| format!("{v:.3}"));
+    write(
+        "stats.json",
+        serde_json::to_string_pretty(&stats)?.as_bytes(),
+    )?;
+    let opt = |x: Option<f64>| {
+        x.map_or("n/a (fewer than two annotators per unit)".into(), |v| {
+            format!("{v:.3}")
+        })
+    };
     let row = |name: &str, t: &af_annotate::assemble::TypeStats| {
-        format!("| {name} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% |\n", t.judgements, 100.0 * t.likely, 100.0 * t.unlikely, 100.0 * t.gibberish, 100.0 * t.best, 100.0 * t.second)
+        format!(
+            "| {name} | {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% |\n",
+            t.judgements,
+            100.0 * t.likely,
+            100.0 * t.unlikely,
+            100.0 * t.gibberish,
+            100.0 * t.best,
+            100.0 * t.second
+        )
     };
     let md = format!(
         "# Assembly of {} items\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
@@ -143,5 +194,8 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn found(k: &KeyItem) -> usize {
-    k.slots.iter().position(|s| s.source == af_annotate::SlotSource::Found).expect("the key has the found ending")
+    k.slots
+        .iter()
+        .position(|s| s.source == af_annotate::SlotSource::Found)
+        .expect("the key has the found ending")
 }

@@ -73,7 +73,10 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
                 let name = MemberName::new(m.trim());
                 match registry.get(name.as_str()) {
                     Some(member) if !member.columns().contains(&Column::Features) => Ok(name),
-                    _ => Err(anyhow::anyhow!("--models: unknown detector `{m}`: expected one of {}", registry.text_members().join(", "))),
+                    _ => Err(anyhow::anyhow!(
+                        "--models: unknown detector `{m}`: expected one of {}",
+                        registry.text_members().join(", ")
+                    )),
                 }
             })
             .collect::<Result<_, _>>()?;
@@ -82,7 +85,10 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         config.audit.eval_folds = k as usize;
     }
     let out = a.out.clone().unwrap_or_else(|| {
-        let stem = a.dataset.file_stem().map_or("dataset".into(), |s| s.to_string_lossy().into_owned());
+        let stem = a
+            .dataset
+            .file_stem()
+            .map_or("dataset".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("audit").join(stem)
     });
     let request = AuditRequest {
@@ -93,7 +99,10 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         config: &config,
         seed: a.seed.unwrap_or(config.run.seed),
         threads: a.threads.unwrap_or(config.run.threads),
-        device: a.device.clone().unwrap_or_else(|| config.run.device.clone()),
+        device: a
+            .device
+            .clone()
+            .unwrap_or_else(|| config.run.device.clone()),
         out: &out,
         force: a.force,
     };

@@ -247,8 +247,25 @@ impl From<PrecisionArg> for af_core::config::Precision {
 
 pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
-        BenchCommand::Generate { vocab, embedding, hidden, layers, contexts, per_context, context_tokens, max_tokens, batches, device, precision, feature_batch, top_p } => {
-            anyhow::ensure!(top_p > 0.0 && top_p <= 1.0, "--top-p {top_p}: must be in (0, 1]");
+        BenchCommand::Generate {
+            vocab,
+            embedding,
+            hidden,
+            layers,
+            contexts,
+            per_context,
+            context_tokens,
+            max_tokens,
+            batches,
+            device,
+            precision,
+            feature_batch,
+            top_p,
+        } => {
+            anyhow::ensure!(
+                top_p > 0.0 && top_p <= 1.0,
+                "--top-p {top_p}: must be in (0, 1]"
+            );
             use af_nn::lm::{BiLm, LmShape, BOS};
             use af_nn::runtime::in_precision;
             use af_nn::sample::{items_features, sample, ItemEndings, SampleJob, SampleSettings};
@@ -256,13 +273,46 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let mixed = af_core::config::Precision::from(precision).mixed_on(device.is_cuda());
             tch::manual_seed(1);
             let vs = tch::nn::VarStore::new(device);
-            let lm = BiLm::new(&vs.root(), LmShape { vocab, embedding, hidden, layers, dropout: 0.0 });
+            let lm = BiLm::new(
+                &vs.root(),
+                LmShape {
+                    vocab,
+                    embedding,
+                    hidden,
+                    layers,
+                    dropout: 0.0,
+                },
+            );
             // Weights are random: speed does not depend on them. Token 4 stops an ending.
-            let settings = SampleSettings { max_tokens, temperature: 1.0, top_k: 0, top_p, stop: vec![4], device };
-            let prefixes: Vec<Vec<i64>> =
-                (0..contexts).map(|c| std::iter::once(BOS).chain((0..context_tokens).map(|t| 5 + ((c * 31 + t * 7) as i64 % (vocab - 5)))).collect()).collect();
-            let uniforms: Vec<f32> = (0..per_context * max_tokens).map(|i| ((i * 2_654_435_761) % 1000) as f32 / 1000.0).collect();
-            let jobs: Vec<SampleJob> = prefixes.iter().map(|p| SampleJob { prefix: p, count: per_context, uniforms: &uniforms }).collect();
+            let settings = SampleSettings {
+                max_tokens,
+                temperature: 1.0,
+                top_k: 0,
+                top_p,
+                stop: vec![4],
+                device,
+            };
+            let prefixes: Vec<Vec<i64>> = (0..contexts)
+                .map(|c| {
+                    std::iter::once(BOS)
+                        .chain(
+                            (0..context_tokens)
+                                .map(|t| 5 + ((c * 31 + t * 7) as i64 % (vocab - 5))),
+                        )
+                        .collect()
+                })
+                .collect();
+            let uniforms: Vec<f32> = (0..per_context * max_tokens)
+                .map(|i| ((i * 2_654_435_761) % 1000) as f32 / 1000.0)
+                .collect();
+            let jobs: Vec<SampleJob> = prefixes
+                .iter()
+                .map(|p| SampleJob {
+                    prefix: p,
+                    count: per_context,
+                    uniforms: &uniforms,
+                })
+                .collect();
             let _ = in_precision(mixed, device, || sample(&lm, &jobs, &settings)); // warm-up
             let start = Instant::now();
             let mut endings = 0usize;
@@ -276,11 +326,17 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let items: Vec<ItemEndings> = prefixes
                 .iter()
                 .zip(&last)
-                .map(|(p, drawn)| ItemEndings { s: &p[1..], n: &[], endings: drawn.iter().map(Vec::as_slice).collect() })
+                .map(|(p, drawn)| ItemEndings {
+                    s: &p[1..],
+                    n: &[],
+                    endings: drawn.iter().map(Vec::as_slice).collect(),
+                })
                 .collect();
             let scored: usize = items.iter().map(|i| i.endings.len()).sum();
             let start = Instant::now();
-            let _ = in_precision(mixed, device, || items_features(&lm, &items, feature_batch, device));
+            let _ = in_precision(mixed, device, || {
+                items_features(&lm, &items, feature_batch, device)
+            });
             let feature_seconds = start.elapsed().as_secs_f64();
             let out = json!({
                 "benchmark": "generate",
@@ -306,26 +362,69 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Committee { items, pool, k, tokens, vocab, members, epochs, score_batch, batch_items, device, precision, check_cpu } => {
-            bench_committee(items, pool, k, tokens, vocab, &members, epochs, score_batch, batch_items, &device, precision.into(), check_cpu)
-        }
-        BenchCommand::Aflite { instances, dim, m, t, steps, device } => {
+        BenchCommand::Committee {
+            items,
+            pool,
+            k,
+            tokens,
+            vocab,
+            members,
+            epochs,
+            score_batch,
+            batch_items,
+            device,
+            precision,
+            check_cpu,
+        } => bench_committee(
+            items,
+            pool,
+            k,
+            tokens,
+            vocab,
+            &members,
+            epochs,
+            score_batch,
+            batch_items,
+            &device,
+            precision.into(),
+            check_cpu,
+        ),
+        BenchCommand::Aflite {
+            instances,
+            dim,
+            m,
+            t,
+            steps,
+            device,
+        } => {
             use rand::{Rng, SeedableRng};
             let device = super::device_named(&device)?;
-            anyhow::ensure!(t < instances, "t must be smaller than the number of instances");
+            anyhow::ensure!(
+                t < instances,
+                "t must be smaller than the number of instances"
+            );
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-            let features: Vec<f32> = (0..instances * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let features: Vec<f32> = (0..instances * dim)
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect();
             let labels: Vec<u32> = (0..instances).map(|i| (i % 2) as u32).collect();
-            let settings = af_nn::aflite::ProbeSettings { steps, ..Default::default() };
-            let probes = af_nn::aflite::BatchedProbes::new(&features, instances, dim, &labels, 2, settings, device);
+            let settings = af_nn::aflite::ProbeSettings {
+                steps,
+                ..Default::default()
+            };
+            let probes = af_nn::aflite::BatchedProbes::new(
+                &features, instances, dim, &labels, 2, settings, device,
+            );
             let active: Vec<usize> = (0..instances).collect();
-            let train: Vec<Vec<bool>> = (0..m).map(|_| {
-                let mut side = vec![false; instances];
-                for i in rand::seq::index::sample(&mut rng, instances, t) {
-                    side[i] = true;
-                }
-                side
-            }).collect();
+            let train: Vec<Vec<bool>> = (0..m)
+                .map(|_| {
+                    let mut side = vec![false; instances];
+                    for i in rand::seq::index::sample(&mut rng, instances, t) {
+                        side[i] = true;
+                    }
+                    side
+                })
+                .collect();
             let _ = probes.fit_predict(&active, &train[..1])?; // warm-up
             let start = Instant::now();
             let predicted = probes.fit_predict(&active, &train)?;
@@ -342,7 +441,13 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Pool { items, per_item, block_items, device, dir } => {
+        BenchCommand::Pool {
+            items,
+            per_item,
+            block_items,
+            device,
+            dir,
+        } => {
             use af_io::pool_index::{write_synthetic_pool, Pool};
             use af_pipeline::table::candidate_table;
             let device = super::device_named(&device)?;
@@ -358,7 +463,8 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             let pool = Pool::load(&dir)?;
             let index_seconds = start.elapsed().as_secs_f64();
             let start = Instant::now();
-            let (table, summary) = candidate_table(&pool, &af_core::CommitteeConfig::default(), &tagger, device)?;
+            let (table, summary) =
+                candidate_table(&pool, &af_core::CommitteeConfig::default(), &tagger, device)?;
             let table_seconds = start.elapsed().as_secs_f64();
             let out = json!({
                 "benchmark": "pool",
@@ -381,47 +487,123 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Encoder { model, sentences, batch, passes, device, half, random_weights, check_cpu, torchscript, max_length } => {
+        BenchCommand::Encoder {
+            model,
+            sentences,
+            batch,
+            passes,
+            device,
+            half,
+            random_weights,
+            check_cpu,
+            torchscript,
+            max_length,
+        } => {
             use af_nn::encoder::EncoderSource;
             let source = match (torchscript, model) {
-                (Some(module), _) => EncoderSource::TorchScript { tokenizer: module.with_file_name("tokenizer.json"), module },
+                (Some(module), _) => EncoderSource::TorchScript {
+                    tokenizer: module.with_file_name("tokenizer.json"),
+                    module,
+                },
                 (None, Some(dir)) => EncoderSource::Bert { dir },
-                (None, None) => EncoderSource::Bert { dir: default_encoder_dir()? },
+                (None, None) => EncoderSource::Bert {
+                    dir: default_encoder_dir()?,
+                },
             };
-            let max_length = matches!(source, EncoderSource::TorchScript { .. }).then_some(max_length);
-            bench_encoder(source, max_length, sentences, batch, passes, &device, half, random_weights, check_cpu)
+            let max_length =
+                matches!(source, EncoderSource::TorchScript { .. }).then_some(max_length);
+            bench_encoder(
+                source,
+                max_length,
+                sentences,
+                batch,
+                passes,
+                &device,
+                half,
+                random_weights,
+                check_cpu,
+            )
         }
-        BenchCommand::EncoderFt { model, questions, options, batch_items, scored, batch, max_length, device, random_weights } => {
+        BenchCommand::EncoderFt {
+            model,
+            questions,
+            options,
+            batch_items,
+            scored,
+            batch,
+            max_length,
+            device,
+            random_weights,
+        } => {
             let dir = match model {
                 Some(dir) => dir,
                 None => default_encoder_dir()?,
             };
-            bench_encoder_ft(&dir, questions, options, batch_items, scored, batch, max_length, &device, random_weights)
+            bench_encoder_ft(
+                &dir,
+                questions,
+                options,
+                batch_items,
+                scored,
+                batch,
+                max_length,
+                &device,
+                random_weights,
+            )
         }
-        BenchCommand::Pretrained { model, prompts, per_prompt, examples, max_tokens, top_p, batches, device, random_weights } => {
+        BenchCommand::Pretrained {
+            model,
+            prompts,
+            per_prompt,
+            examples,
+            max_tokens,
+            top_p,
+            batches,
+            device,
+            random_weights,
+        } => {
             let random = tempfile::tempdir()?;
             if random_weights {
                 let path = random.path().join("random-smollm2-135m.gguf");
-                af_nn::causal_lm::toy::write_random_llama(&path, af_nn::causal_lm::toy::LlamaShape::SMOLLM2_135M, 19)?;
-                return bench_pretrained(&path, prompts, per_prompt, examples, max_tokens, top_p, batches, &device);
+                af_nn::causal_lm::toy::write_random_llama(
+                    &path,
+                    af_nn::causal_lm::toy::LlamaShape::SMOLLM2_135M,
+                    19,
+                )?;
+                return bench_pretrained(
+                    &path, prompts, per_prompt, examples, max_tokens, top_p, batches, &device,
+                );
             }
             let path = match model.or_else(af_nn::causal_lm::default_path) {
                 Some(p) => p,
                 None => anyhow::bail!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::causal_lm::CAUSAL_LM_ENV),
             };
-            bench_pretrained(&path, prompts, per_prompt, examples, max_tokens, top_p, batches, &device)
+            bench_pretrained(
+                &path, prompts, per_prompt, examples, max_tokens, top_p, batches, &device,
+            )
         }
-        BenchCommand::Tagger { conllu, min_tokens, model } => {
+        BenchCommand::Tagger {
+            conllu,
+            min_tokens,
+            model,
+        } => {
             let tagger = super::load_tagger(model.as_deref())?;
             let (source, sentences): (String, Vec<Vec<String>>) = match &conllu {
                 Some(p) => (
                     p.display().to_string(),
-                    af_io::conllu::read_conllu(p)?.into_iter().map(|s| s.words).collect(),
+                    af_io::conllu::read_conllu(p)?
+                        .into_iter()
+                        .map(|s| s.words)
+                        .collect(),
                 ),
                 None => {
                     let path = PathBuf::from("fixtures/text/splits.tsv");
                     let text = af_io::read_utf8(&path)?;
-                    let rows = text.lines().skip(1).map(|l| af_text::tokenize::tokenize_owned(&l.replace('\t', " "))).collect();
+                    let rows = text
+                        .lines()
+                        .skip(1)
+                        .map(|l| af_text::tokenize::tokenize_owned(&l.replace('\t', " ")))
+                        .collect();
                     (path.display().to_string(), rows)
                 }
             };
@@ -455,10 +637,22 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn bench_pretrained(path: &std::path::Path, prompts: usize, per_prompt: usize, examples: usize, max_tokens: usize, top_p: f64, batches: usize, device: &str) -> anyhow::Result<ExitCode> {
+fn bench_pretrained(
+    path: &std::path::Path,
+    prompts: usize,
+    per_prompt: usize,
+    examples: usize,
+    max_tokens: usize,
+    top_p: f64,
+    batches: usize,
+    device: &str,
+) -> anyhow::Result<ExitCode> {
     use af_nn::causal_lm::{CausalLm, CausalSampleSettings, PromptJob};
     use rand::{Rng, SeedableRng};
-    anyhow::ensure!(prompts > 0 && per_prompt > 0 && max_tokens > 0 && batches > 0, "--prompts, --per-prompt, --max-tokens and --batches must be positive");
+    anyhow::ensure!(
+        prompts > 0 && per_prompt > 0 && max_tokens > 0 && batches > 0,
+        "--prompts, --per-prompt, --max-tokens and --batches must be positive"
+    );
     let device = super::device_named(device)?;
     let start = Instant::now();
     let lm = CausalLm::load(path, device)?;
@@ -471,20 +665,41 @@ fn bench_pretrained(path: &std::path::Path, prompts: usize, per_prompt: usize, e
         let texts: Vec<String> = (0..prompts)
             .map(|p| {
                 let at = (batch * prompts + p) * (examples + 1);
-                let mut text: String = (0..examples).map(|e| format!("{}\n", sentences[at + e])).collect();
+                let mut text: String = (0..examples)
+                    .map(|e| format!("{}\n", sentences[at + e]))
+                    .collect();
                 // The prompt ends as the stage's do: a context, then a noun phrase.
                 text.push_str(&format!("{} He", sentences[at + examples]));
                 text
             })
             .collect();
-        let uniforms: Vec<Vec<f32>> = (0..prompts).map(|_| (0..per_prompt * max_tokens).map(|_| rng.random::<f32>()).collect()).collect();
-        let jobs: Vec<PromptJob> = texts.iter().zip(&uniforms).map(|(t, u)| PromptJob { prompt: t, count: per_prompt, uniforms: u, lengths: &[] }).collect();
+        let uniforms: Vec<Vec<f32>> = (0..prompts)
+            .map(|_| {
+                (0..per_prompt * max_tokens)
+                    .map(|_| rng.random::<f32>())
+                    .collect()
+            })
+            .collect();
+        let jobs: Vec<PromptJob> = texts
+            .iter()
+            .zip(&uniforms)
+            .map(|(t, u)| PromptJob {
+                prompt: t,
+                count: per_prompt,
+                uniforms: u,
+                lengths: &[],
+            })
+            .collect();
         let start = Instant::now();
         let out = lm.sample(&jobs, &settings)?;
         if batch > 0 {
             seconds += start.elapsed().as_secs_f64();
             draws += out.iter().map(Vec::len).sum::<usize>();
-            words += out.iter().flatten().map(|e| e.split_whitespace().count()).sum::<usize>();
+            words += out
+                .iter()
+                .flatten()
+                .map(|e| e.split_whitespace().count())
+                .sum::<usize>();
         }
     }
     let out = json!({
@@ -511,7 +726,12 @@ fn bench_pretrained(path: &std::path::Path, prompts: usize, per_prompt: usize, e
 fn default_encoder_dir() -> anyhow::Result<PathBuf> {
     std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV)
         .map(PathBuf::from)
-        .ok_or_else(|| anyhow::anyhow!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::encoder::ENCODER_DIR_ENV))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))",
+                af_nn::encoder::ENCODER_DIR_ENV
+            )
+        })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -527,7 +747,10 @@ fn bench_encoder_ft(
     random_weights: bool,
 ) -> anyhow::Result<ExitCode> {
     use af_nn::encoder::{CrossEncoder, FineTuneOptions};
-    anyhow::ensure!(questions > 0 && options > 1 && scored > 0, "--questions, --scored must be positive and --options at least 2");
+    anyhow::ensure!(
+        questions > 0 && options > 1 && scored > 0,
+        "--questions, --scored must be positive and --options at least 2"
+    );
     let device = super::device_named(device)?;
     let random_dir = tempfile::tempdir()?;
     let dir = if random_weights {
@@ -536,7 +759,13 @@ fn bench_encoder_ft(
     } else {
         dir
     };
-    let fine_tune = FineTuneOptions { max_length, batch_size: batch, epochs: 1, batch_items, ..FineTuneOptions::default() };
+    let fine_tune = FineTuneOptions {
+        max_length,
+        batch_size: batch,
+        epochs: 1,
+        batch_items,
+        ..FineTuneOptions::default()
+    };
     tch::manual_seed(19);
     let start = Instant::now();
     let mut encoder = CrossEncoder::fresh(dir, device, &fine_tune)?;
@@ -549,18 +778,29 @@ fn bench_encoder_ft(
         pairs.extend((1..=options).map(|o| (sentences[at].as_str(), sentences[at + o].as_str())));
     }
     let base = questions * (options + 1);
-    pairs.extend((0..scored).map(|i| (sentences[base + 2 * i].as_str(), sentences[base + 2 * i + 1].as_str())));
+    pairs.extend((0..scored).map(|i| {
+        (
+            sentences[base + 2 * i].as_str(),
+            sentences[base + 2 * i + 1].as_str(),
+        )
+    }));
     let encodings = encoder.tokenize_pairs(&pairs)?;
     let n_train = questions * options;
-    let mean_tokens = encodings.iter().map(|e| e.len()).sum::<usize>() as f64 / encodings.len() as f64;
-    let groups: Vec<Vec<usize>> = (0..questions).map(|q| (q * options..(q + 1) * options).collect()).collect();
+    let mean_tokens =
+        encodings.iter().map(|e| e.len()).sum::<usize>() as f64 / encodings.len() as f64;
+    let groups: Vec<Vec<usize>> = (0..questions)
+        .map(|q| (q * options..(q + 1) * options).collect())
+        .collect();
     let start = Instant::now();
     let report = encoder.fine_tune(&encodings[..n_train], &groups, 19)?;
     let train_seconds = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let scores = encoder.score(&encodings[n_train..]);
     let score_seconds = start.elapsed().as_secs_f64();
-    let (train_rate, score_rate) = (n_train as f64 / train_seconds, scored as f64 / score_seconds);
+    let (train_rate, score_rate) = (
+        n_train as f64 / train_seconds,
+        scored as f64 / score_seconds,
+    );
     // The ActivityNet CPU config: 1,000 items, 10-way, 80% trained on, shortlist 16.
     let (train_pairs, score_pairs) = (800.0 * 10.0, 200.0 * (10.0 + 16.0));
     let out = json!({
@@ -588,7 +828,16 @@ fn bench_encoder_ft(
 
 /// Deterministic caption-like sentences, as the encoder member reads them (ActivityNet style).
 fn caption_sentences(n: usize) -> Vec<String> {
-    const WHO: &[&str] = &["A man", "A young woman", "Two boys", "The girl", "A group of people", "An older man in a red shirt", "The instructor", "A little child"];
+    const WHO: &[&str] = &[
+        "A man",
+        "A young woman",
+        "Two boys",
+        "The girl",
+        "A group of people",
+        "An older man in a red shirt",
+        "The instructor",
+        "A little child",
+    ];
     const DOES: &[&str] = &[
         "is seen speaking to the camera while holding a guitar",
         "begins chopping onions on a wooden board in a bright kitchen",
@@ -608,7 +857,12 @@ fn caption_sentences(n: usize) -> Vec<String> {
     ];
     (0..n)
         .map(|i| {
-            let s = format!("{} {}. {}", WHO[i % WHO.len()], DOES[(i / WHO.len()) % DOES.len()], THEN[(i / 7) % THEN.len()]);
+            let s = format!(
+                "{} {}. {}",
+                WHO[i % WHO.len()],
+                DOES[(i / WHO.len()) % DOES.len()],
+                THEN[(i / 7) % THEN.len()]
+            );
             s.trim_end().to_string()
         })
         .collect()
@@ -630,9 +884,15 @@ fn bench_encoder(
     let device = super::device_named(device)?;
     const SEED: i64 = 19;
     let load = |device: tch::Device, half: bool| {
-        let options = EncoderOptions { batch_size: batch, max_length, half };
+        let options = EncoderOptions {
+            batch_size: batch,
+            max_length,
+            half,
+        };
         match &source {
-            EncoderSource::Bert { dir } if random_weights => Encoder::load_with_random_weights(dir, device, &options, SEED),
+            EncoderSource::Bert { dir } if random_weights => {
+                Encoder::load_with_random_weights(dir, device, &options, SEED)
+            }
             source => Encoder::open(source, device, &options),
         }
     };
@@ -646,7 +906,10 @@ fn bench_encoder(
     let start = Instant::now();
     let mut checksum = 0.0;
     for _ in 0..passes.max(1) {
-        checksum += encoder.encode(&refs)?.sum(tch::Kind::Double).double_value(&[]);
+        checksum += encoder
+            .encode(&refs)?
+            .sum(tch::Kind::Double)
+            .double_value(&[]);
     }
     let seconds = start.elapsed().as_secs_f64();
     let encoded = n * passes.max(1);
@@ -656,7 +919,10 @@ fn bench_encoder(
         let here = encoder.encode(some)?;
         let cpu = load(tch::Device::Cpu, false)?.encode(some)?;
         // Both are unit vectors: the dot product is the cosine.
-        let least = (&here * &cpu).sum_dim_intlist(1, false, tch::Kind::Double).min().double_value(&[]);
+        let least = (&here * &cpu)
+            .sum_dim_intlist(1, false, tch::Kind::Double)
+            .min()
+            .double_value(&[]);
         let floor = if half_used { 0.999 } else { 0.9999 };
         Some((least, floor))
     } else {
@@ -697,7 +963,12 @@ fn bench_encoder(
 
 /// A synthetic candidate table built on the device: random words, lengths 8..=T, the first three
 /// tokens a noun phrase, Gaussian features.
-fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn::table::CandidateTable {
+fn synthetic_table(
+    rows: i64,
+    t: i64,
+    vocab: i64,
+    device: tch::Device,
+) -> af_nn::table::CandidateTable {
     use tch::{Kind, Tensor};
     let pos_vocab = 120;
     let opts = (Kind::Int, device);
@@ -707,7 +978,15 @@ fn synthetic_table(rows: i64, t: i64, vocab: i64, device: tch::Device) -> af_nn:
     let words = Tensor::randint_low(2, vocab, [rows, t], opts) * present.to_kind(Kind::Int);
     let pos = (words.remainder(pos_vocab - 2) + 2) * present.to_kind(Kind::Int);
     let indicator = (positions.ge(3).to_kind(Kind::Int) + 1) * present.to_kind(Kind::Int);
-    af_nn::table::CandidateTable::from_tensors(words, pos, indicator, Tensor::randn([rows, 8], (Kind::Float, device)), vocab, pos_vocab, 5)
+    af_nn::table::CandidateTable::from_tensors(
+        words,
+        pos,
+        indicator,
+        Tensor::randn([rows, 8], (Kind::Float, device)),
+        vocab,
+        pos_vocab,
+        5,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -737,7 +1016,10 @@ fn bench_committee(
             Ok(name)
         })
         .collect::<anyhow::Result<_>>()?;
-    anyhow::ensure!(k <= pool && items >= 5, "need k <= pool and at least 5 items");
+    anyhow::ensure!(
+        k <= pool && items >= 5,
+        "need k <= pool and at least 5 items"
+    );
     tch::manual_seed(3);
     let width = pool + 1;
     let mut table = synthetic_table((items * width) as i64, tokens, vocab, device);
@@ -748,15 +1030,32 @@ fn bench_committee(
         let (rows, dim) = ((items * width) as i64, 384);
         let text = Tensor::randn([rows, dim], (Kind::Float, device));
         let contexts = Tensor::randn([items as i64, dim], (Kind::Float, device));
-        let of = Tensor::arange(rows, (Kind::Int64, device)).divide_scalar_mode(width as i64, "floor");
-        table.attach_encoded(af_nn::table::EncodedRows { text, contexts: Some((contexts, of)) })?;
+        let of =
+            Tensor::arange(rows, (Kind::Int64, device)).divide_scalar_mode(width as i64, "floor");
+        table.attach_encoded(af_nn::table::EncodedRows {
+            text,
+            contexts: Some((contexts, of)),
+        })?;
     }
-    let score_batch = score_batch.map_or(af_core::ScoreBatch::Auto, af_core::ScoreBatch::Candidates);
-    let config = CommitteeConfig { epochs, validation_share: 0.0, batch_items, score_batch, precision, ..Default::default() };
+    let score_batch =
+        score_batch.map_or(af_core::ScoreBatch::Auto, af_core::ScoreBatch::Candidates);
+    let config = CommitteeConfig {
+        epochs,
+        validation_share: 0.0,
+        batch_items,
+        score_batch,
+        precision,
+        ..Default::default()
+    };
     let mixed = precision.mixed_on(device.is_cuda());
     let n_train = items * 4 / 5;
-    let questions: Vec<Vec<i64>> =
-        (0..n_train).map(|i| (0..=k).map(|c| (i * width + c * (pool / k.max(1)).max(1) % width) as i64).collect()).collect();
+    let questions: Vec<Vec<i64>> = (0..n_train)
+        .map(|i| {
+            (0..=k)
+                .map(|c| (i * width + c * (pool / k.max(1)).max(1) % width) as i64)
+                .collect()
+        })
+        .collect();
     let vs = tch::nn::VarStore::new(device);
     let model = CommitteeModel::new(&vs.root(), &config, &registry, &members, true, &table)?;
     let sync = || {
@@ -800,13 +1099,25 @@ fn bench_committee(
         let rows: Vec<i64> = heldout.iter().copied().take(8 * width).collect();
         let mut cpu_vs = tch::nn::VarStore::new(tch::Device::Cpu);
         let cpu_table = table.to_device(tch::Device::Cpu);
-        let cpu_model = CommitteeModel::new(&cpu_vs.root(), &config, &registry, &members, true, &cpu_table)?;
+        let cpu_model = CommitteeModel::new(
+            &cpu_vs.root(),
+            &config,
+            &registry,
+            &members,
+            true,
+            &cpu_table,
+        )?;
         cpu_vs.copy(&vs)?;
         let on_cpu = score(&cpu_model, &cpu_table, &rows, score_batch);
         let (mut max_diff, mut max_abs) = (0f32, 0f32);
         // What AF acts on: each item's hardest candidate (the top score) per head.
         let (mut same_top, mut tops) = (0usize, 0usize);
-        let argmax = |s: &[f32]| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i);
+        let argmax = |s: &[f32]| {
+            s.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(i, _)| i)
+        };
         for ((_, a), (_, b)) in scores.iter().zip(&on_cpu) {
             for (x, y) in a.iter().zip(b) {
                 max_diff = max_diff.max((x - y).abs());
@@ -840,7 +1151,11 @@ fn bench_committee(
 pub fn machine() -> serde_json::Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
     json!({
         "cpu": cpu,

@@ -67,11 +67,21 @@ pub fn run(a: DatamapArgs) -> anyhow::Result<ExitCode> {
         Some(p) => af_pipeline::load_config(Some(p))?,
         None => Config::default(),
     };
-    for (name, share) in [("--easy", a.easy), ("--ambiguous", a.ambiguous), ("--hard", a.hard)] {
-        anyhow::ensure!((0.0..=1.0).contains(&share), "{name} must be a share in [0, 1], not {share}");
+    for (name, share) in [
+        ("--easy", a.easy),
+        ("--ambiguous", a.ambiguous),
+        ("--hard", a.hard),
+    ] {
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&share),
+            "{name} must be a share in [0, 1], not {share}"
+        );
     }
     let out = a.out.clone().unwrap_or_else(|| {
-        let stem = a.dataset.file_stem().map_or("dataset".into(), |s| s.to_string_lossy().into_owned());
+        let stem = a
+            .dataset
+            .file_stem()
+            .map_or("dataset".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("datamap").join(stem)
     });
     let request = DatamapRequest {
@@ -79,14 +89,29 @@ pub fn run(a: DatamapArgs) -> anyhow::Result<ExitCode> {
         format: a.format,
         skip_bad: a.skip_bad,
         config: &config,
-        members: a.members.as_ref().map(|m| m.iter().map(|n| MemberName::new(n.trim())).collect()),
-        options: DatamapOptions { epochs: a.epochs, folds: a.folds, easy: a.easy, ambiguous: a.ambiguous, hard: a.hard },
+        members: a
+            .members
+            .as_ref()
+            .map(|m| m.iter().map(|n| MemberName::new(n.trim())).collect()),
+        options: DatamapOptions {
+            epochs: a.epochs,
+            folds: a.folds,
+            easy: a.easy,
+            ambiguous: a.ambiguous,
+            hard: a.hard,
+        },
         seed: a.seed.unwrap_or(config.run.seed),
         threads: a.threads.unwrap_or(config.run.threads),
-        device: a.device.clone().unwrap_or_else(|| config.run.device.clone()),
+        device: a
+            .device
+            .clone()
+            .unwrap_or_else(|| config.run.device.clone()),
         out: &out,
         force: a.force,
     };
-    println!("{}", af_pipeline::datamap::run(&request, &crate::progress::Bars)?);
+    println!(
+        "{}",
+        af_pipeline::datamap::run(&request, &crate::progress::Bars)?
+    );
     Ok(ExitCode::SUCCESS)
 }

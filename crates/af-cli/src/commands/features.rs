@@ -31,7 +31,10 @@ pub struct FeaturesArgs {
 }
 
 pub fn run(a: FeaturesArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(a.slice > 0.0 && a.slice < 1.0, "--slice must be strictly between 0 and 1");
+    anyhow::ensure!(
+        a.slice > 0.0 && a.slice < 1.0,
+        "--slice must be strictly between 0 and 1"
+    );
     let request = FeaturesRequest {
         winogrande: &a.winogrande,
         out: &a.out,

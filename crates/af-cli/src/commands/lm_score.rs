@@ -37,12 +37,28 @@ pub fn run(a: LmScoreArgs) -> anyhow::Result<ExitCode> {
         LmChoice::Fold(n) => format!("fold {n}'s"),
     };
     println!("lm score: forward log-perplexity of each ending given its context (natural log, per token), LM: {lm}, of {}", report.run.display());
-    println!("{:>9}  {:<24}  {:<24}  {:>5}  dataset", "questions", "gold mean [95%]", "distractors mean [95%]", "KS");
+    println!(
+        "{:>9}  {:<24}  {:<24}  {:>5}  dataset",
+        "questions", "gold mean [95%]", "distractors mean [95%]", "KS"
+    );
     for d in &report.datasets {
-        let show = |k: &af_pipeline::lm_score::KindSummary| format!("{:.3} [{:.3}, {:.3}]", k.mean, k.mean_ci.0, k.mean_ci.1);
-        println!("{:>9}  {:<24}  {:<24}  {:>5.3}  {}", d.questions, show(&d.gold), show(&d.distractors), d.ks_gold_distractors, d.dataset.display());
+        let show = |k: &af_pipeline::lm_score::KindSummary| {
+            format!("{:.3} [{:.3}, {:.3}]", k.mean, k.mean_ci.0, k.mean_ci.1)
+        };
+        println!(
+            "{:>9}  {:<24}  {:<24}  {:>5.3}  {}",
+            d.questions,
+            show(&d.gold),
+            show(&d.distractors),
+            d.ks_gold_distractors,
+            d.dataset.display()
+        );
     }
-    println!("lm score: per option in {}, figures in {}", out.display(), out.join("summary.json").display());
+    println!(
+        "lm score: per option in {}, figures in {}",
+        out.display(),
+        out.join("summary.json").display()
+    );
     if report.lm != LmChoice::Own {
         println!("lm score: every LM but the item's own fold's trained on its found ending, so the gold's figure is optimistic: compare distractors with distractors");
     }

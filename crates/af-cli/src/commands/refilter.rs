@@ -53,7 +53,15 @@ pub struct RefilterArgs {
 pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::builtin();
     let base = af_pipeline::load_config(a.config.as_deref())?;
-    let options = RefilterOptions { input: a.dataset, layout: a.format, generate: a.generate, skip_bad: a.skip_bad, k: a.k, out: a.out, lms: a.lms };
+    let options = RefilterOptions {
+        input: a.dataset,
+        layout: a.format,
+        generate: a.generate,
+        skip_bad: a.skip_bad,
+        k: a.k,
+        out: a.out,
+        lms: a.lms,
+    };
     let config = refilter_config(&base, &options)?;
     // A first run that fails (a bad question) leaves no run directory behind.
     let fresh = !config.run.dir.exists();
@@ -61,8 +69,18 @@ pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(&config.run.dir)?;
         let written = config.run.dir.join("refilter.toml");
         af_core::atomic::write(&written, config.to_toml().as_bytes())?;
-        eprintln!("refilter: run directory {} (config {})", config.run.dir.display(), written.display());
-        af_pipeline::runner::run_stages(&config, af_pipeline::ALL_STAGES, &a.force, &crate::progress::Bars, crate::print_stage)?;
+        eprintln!(
+            "refilter: run directory {} (config {})",
+            config.run.dir.display(),
+            written.display()
+        );
+        af_pipeline::runner::run_stages(
+            &config,
+            af_pipeline::ALL_STAGES,
+            &a.force,
+            &crate::progress::Bars,
+            crate::print_stage,
+        )?;
         audit_before_after(&config, &registry, &crate::progress::Bars)
     })();
     let report = match outcome {
@@ -75,6 +93,10 @@ pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
         }
     };
     println!("{report}");
-    println!("refilter: the re-filtered dataset is in {}, the comparison in {}", config.run.dir.join("export").display(), config.run.dir.join("refilter").display());
+    println!(
+        "refilter: the re-filtered dataset is in {}, the comparison in {}",
+        config.run.dir.join("export").display(),
+        config.run.dir.join("refilter").display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -56,11 +56,28 @@ pub enum TaggerCommand {
 
 pub fn run(command: TaggerCommand) -> anyhow::Result<ExitCode> {
     match command {
-        TaggerCommand::Train { conllu, dev, epochs, seed, passes, out } => {
-            let options = TrainOptions { epochs, seed, passes: passes.into(), ..Default::default() };
+        TaggerCommand::Train {
+            conllu,
+            dev,
+            epochs,
+            seed,
+            passes,
+            out,
+        } => {
+            let options = TrainOptions {
+                epochs,
+                seed,
+                passes: passes.into(),
+                ..Default::default()
+            };
             train(&conllu, dev.as_deref(), &options, &out)
         }
-        TaggerCommand::Eval { conllu, model, json, confusions } => {
+        TaggerCommand::Eval {
+            conllu,
+            model,
+            json,
+            confusions,
+        } => {
             let tagger = super::load_tagger(model.as_deref())?;
             let sentences = read_all(&conllu)?;
             let acc = evaluate(&tagger, &sentences);
@@ -85,9 +102,17 @@ pub fn run(command: TaggerCommand) -> anyhow::Result<ExitCode> {
                 let tokens = af_text::tokenize(&s);
                 let words = tokens.to_vec();
                 let tags = tagger.tag(&words);
-                let tagged: Vec<String> = words.iter().zip(&tags).map(|(w, t)| format!("{w}/{t}")).collect();
+                let tagged: Vec<String> = words
+                    .iter()
+                    .zip(&tags)
+                    .map(|(w, t)| format!("{w}/{t}"))
+                    .collect();
                 println!("{}", tagged.join(" "));
-                match af_text::split::split_subject(&words, &tags, af_text::split::AdverbSide::default()) {
+                match af_text::split::split_subject(
+                    &words,
+                    &tags,
+                    af_text::split::AdverbSide::default(),
+                ) {
                     Ok(i) => {
                         let cut = tokens.spans[i].start;
                         println!("{} | {}", s[..cut].trim_end(), &s[cut..]);
@@ -101,11 +126,14 @@ pub fn run(command: TaggerCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn print_confusions(tagger: &Tagger, sentences: &[TaggedSentence], n: usize) {
-    let mut counts: std::collections::HashMap<(String, String), (usize, Vec<String>)> = Default::default();
+    let mut counts: std::collections::HashMap<(String, String), (usize, Vec<String>)> =
+        Default::default();
     for s in sentences {
         for ((p, g), w) in tagger.tag(&s.words).iter().zip(&s.tags).zip(&s.words) {
             if upos(p) != upos(g) {
-                let e = counts.entry((upos(g).to_string(), upos(p).to_string())).or_default();
+                let e = counts
+                    .entry((upos(g).to_string(), upos(p).to_string()))
+                    .or_default();
                 e.0 += 1;
                 if e.1.len() < 8 {
                     e.1.push(w.clone());
@@ -145,13 +173,26 @@ pub fn evaluate(tagger: &Tagger, sentences: &[TaggedSentence]) -> Accuracy {
         }
     }
     let n = tokens.max(1) as f64;
-    Accuracy { tokens, upos_accuracy: upos_right as f64 / n, fine_accuracy: fine_right as f64 / n }
+    Accuracy {
+        tokens,
+        upos_accuracy: upos_right as f64 / n,
+        fine_accuracy: fine_right as f64 / n,
+    }
 }
 
-fn train(conllu: &[PathBuf], dev: Option<&Path>, options: &TrainOptions, out: &Path) -> anyhow::Result<ExitCode> {
+fn train(
+    conllu: &[PathBuf],
+    dev: Option<&Path>,
+    options: &TrainOptions,
+    out: &Path,
+) -> anyhow::Result<ExitCode> {
     let sentences = read_all(conllu)?;
     let tokens: usize = sentences.iter().map(|s| s.words.len()).sum();
-    tracing::info!("training on {} sentences, {tokens} tokens, {} epochs per pass", sentences.len(), options.epochs);
+    tracing::info!(
+        "training on {} sentences, {tokens} tokens, {} epochs per pass",
+        sentences.len(),
+        options.epochs
+    );
     let start = Instant::now();
     let bar = crate::progress::bar(Tagger::training_epochs(options) as u64, "epochs");
     let tagger = Tagger::train(&sentences, options, |epoch, acc| {
@@ -162,7 +203,8 @@ fn train(conllu: &[PathBuf], dev: Option<&Path>, options: &TrainOptions, out: &P
     let bytes = tagger.to_bytes();
     // The saved model is quantised: evaluate what was saved, not what was trained.
     let saved = Tagger::from_bytes(&bytes).context("the model just written does not read back")?;
-    af_core::atomic::write(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    af_core::atomic::write(out, &bytes)
+        .with_context(|| format!("cannot write {}", out.display()))?;
     println!(
         "wrote {} ({} KiB, {} tags) in {:.1} s",
         out.display(),
@@ -172,7 +214,12 @@ fn train(conllu: &[PathBuf], dev: Option<&Path>, options: &TrainOptions, out: &P
     );
     if let Some(dev) = dev {
         let acc = evaluate(&saved, &af_io::conllu::read_conllu(dev)?);
-        println!("{}: UPOS accuracy {:.2}% over {} tokens", dev.display(), 100.0 * acc.upos_accuracy, acc.tokens);
+        println!(
+            "{}: UPOS accuracy {:.2}% over {} tokens",
+            dev.display(),
+            100.0 * acc.upos_accuracy,
+            acc.tokens
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

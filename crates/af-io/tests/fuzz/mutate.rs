@@ -54,13 +54,23 @@ pub const KINDS: &[&str] = &[
 
 /// One mutation of `input`; `other` is another seed to splice from. `long` caps the size of a
 /// long line (bytes).
-pub fn mutate_once(input: &[u8], other: &[u8], rng: &mut Rng, long: usize) -> (Vec<u8>, &'static str) {
+pub fn mutate_once(
+    input: &[u8],
+    other: &[u8],
+    rng: &mut Rng,
+    long: usize,
+) -> (Vec<u8>, &'static str) {
     let kind = *rng.pick(KINDS);
     (apply(kind, input, other, rng, long), kind)
 }
 
 /// 1 to 3 mutations stacked; returns the result and the names of the mutations applied.
-pub fn mutate(input: &[u8], other: &[u8], rng: &mut Rng, long: usize) -> (Vec<u8>, Vec<&'static str>) {
+pub fn mutate(
+    input: &[u8],
+    other: &[u8],
+    rng: &mut Rng,
+    long: usize,
+) -> (Vec<u8>, Vec<&'static str>) {
     let n = 1 + rng.below(3);
     let mut out = input.to_vec();
     let mut kinds = Vec::new();
@@ -89,7 +99,15 @@ pub fn apply(kind: &str, input: &[u8], other: &[u8], rng: &mut Rng, long: usize)
             }
         }
         "invalid-utf8" => {
-            let bad: &[&[u8]] = &[b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe9", b"\xf8\x88\x80\x80\x80", b"\xc0\xaf", b"\x80"];
+            let bad: &[&[u8]] = &[
+                b"\xff",
+                b"\xc3",
+                b"\xed\xa0\x80",
+                b"\xe9",
+                b"\xf8\x88\x80\x80\x80",
+                b"\xc0\xaf",
+                b"\x80",
+            ];
             let at = pos(rng, &b);
             let bad = rng.pick(bad);
             b.splice(at..at, bad.iter().copied());
@@ -114,19 +132,52 @@ pub fn apply(kind: &str, input: &[u8], other: &[u8], rng: &mut Rng, long: usize)
         }
         "huge-number" => {
             let huge: &[&str] = &[
-                "1e400", "-1e400", "99999999999999999999999999", "18446744073709551616", "4294967296", "65536",
-                "-1", "-0", "1e-400", "0x10", "1.7976931348623157e309", "340282366920938463463374607431768211456", "1_000",
+                "1e400",
+                "-1e400",
+                "99999999999999999999999999",
+                "18446744073709551616",
+                "4294967296",
+                "65536",
+                "-1",
+                "-0",
+                "1e-400",
+                "0x10",
+                "1.7976931348623157e309",
+                "340282366920938463463374607431768211456",
+                "1_000",
             ];
             let with = rng.pick(huge).as_bytes().to_vec();
             b = replace_number(&b, &with, rng);
         }
         "non-finite" => {
-            let nf: &[&str] = &["NaN", "nan", "-nan", "inf", "-inf", "Infinity", "-Infinity", "infinity", "1e39"];
+            let nf: &[&str] = &[
+                "NaN",
+                "nan",
+                "-nan",
+                "inf",
+                "-inf",
+                "Infinity",
+                "-Infinity",
+                "infinity",
+                "1e39",
+            ];
             let with = rng.pick(nf).as_bytes().to_vec();
             b = replace_number(&b, &with, rng);
         }
         "wrong-type" => {
-            let values: &[&str] = &["1", "-7.5", "true", "null", "[]", "{}", "[\"a\", 1]", "{\"ending\": 3}", "\"\"", "\"x\"", "[[]]"];
+            let values: &[&str] = &[
+                "1",
+                "-7.5",
+                "true",
+                "null",
+                "[]",
+                "{}",
+                "[\"a\", 1]",
+                "{\"ending\": 3}",
+                "\"\"",
+                "\"x\"",
+                "[[]]",
+            ];
             let with = rng.pick(values).as_bytes().to_vec();
             b = replace_value(&b, &with, rng);
         }
@@ -164,7 +215,11 @@ pub fn apply(kind: &str, input: &[u8], other: &[u8], rng: &mut Rng, long: usize)
         }
         "deep-nesting" => {
             let depth = [64, 200, 5_000, 50_000][rng.below(4)];
-            let (open, close): (&[u8], &[u8]) = *rng.pick(&[(&b"["[..], &b"]"[..]), (b"{\"a\":", b"}"), (b"[{\"k\":[", b"]}]")]);
+            let (open, close): (&[u8], &[u8]) = *rng.pick(&[
+                (&b"["[..], &b"]"[..]),
+                (b"{\"a\":", b"}"),
+                (b"[{\"k\":[", b"]}]"),
+            ]);
             let mut chunk = Vec::new();
             for _ in 0..depth {
                 chunk.extend_from_slice(open);
@@ -175,17 +230,33 @@ pub fn apply(kind: &str, input: &[u8], other: &[u8], rng: &mut Rng, long: usize)
                     chunk.extend_from_slice(close);
                 }
             }
-            let at = if rng.below(2) == 0 { value_start(&b, rng).unwrap_or(0) } else { pos(rng, &b) };
+            let at = if rng.below(2) == 0 {
+                value_start(&b, rng).unwrap_or(0)
+            } else {
+                pos(rng, &b)
+            };
             b.splice(at..at, chunk);
         }
         "syntax-char" => {
-            let chars: &[&[u8]] = &[b"\"", b",", b"\t", b"\n", b"\\", b"{", b"}", b"[", b"]", b":", b"_", b"\0", b"\n\n", b"#", b"=", b"'"];
+            let chars: &[&[u8]] = &[
+                b"\"", b",", b"\t", b"\n", b"\\", b"{", b"}", b"[", b"]", b":", b"_", b"\0",
+                b"\n\n", b"#", b"=", b"'",
+            ];
             let at = pos(rng, &b);
             let c = rng.pick(chars);
             b.splice(at..at, c.iter().copied());
         }
         "empty" => {
-            b = [&b""[..], b"\n", b"   \n\n", b"\xef\xbb\xbf", b"{}", b"[]", b"null"][rng.below(7)].to_vec();
+            b = [
+                &b""[..],
+                b"\n",
+                b"   \n\n",
+                b"\xef\xbb\xbf",
+                b"{}",
+                b"[]",
+                b"null",
+            ][rng.below(7)]
+            .to_vec();
             // Keep only the header (first line) half of the time: a file with no rows.
             if rng.below(2) == 0 {
                 if let Some(end) = input.iter().position(|&c| c == b'\n') {
@@ -228,7 +299,9 @@ fn numbers(b: &[u8]) -> Vec<(usize, usize)> {
     while i < b.len() {
         if b[i].is_ascii_digit() {
             let s = i;
-            while i < b.len() && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b'e' | b'E' | b'-' | b'+')) {
+            while i < b.len()
+                && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b'e' | b'E' | b'-' | b'+'))
+            {
                 i += 1;
             }
             out.push((s, i));
@@ -254,7 +327,12 @@ fn replace_number(b: &[u8], with: &[u8], rng: &mut Rng) -> Vec<u8> {
 
 /// Where a JSON value starts: after a `:` (and spaces).
 fn value_start(b: &[u8], rng: &mut Rng) -> Option<usize> {
-    let colons: Vec<usize> = b.iter().enumerate().filter(|(_, c)| **c == b':').map(|(i, _)| i + 1).collect();
+    let colons: Vec<usize> = b
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c == b':')
+        .map(|(i, _)| i + 1)
+        .collect();
     if colons.is_empty() {
         return None;
     }
@@ -327,7 +405,12 @@ fn value_end(b: &[u8], s: usize) -> usize {
 
 /// A span from one separator (`,`, tab or `\n`) up to and including the next `,` or tab.
 fn field_span(b: &[u8], rng: &mut Rng) -> Option<(usize, usize)> {
-    let seps: Vec<usize> = b.iter().enumerate().filter(|(_, c)| matches!(**c, b',' | b'\t')).map(|(i, _)| i).collect();
+    let seps: Vec<usize> = b
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(**c, b',' | b'\t'))
+        .map(|(i, _)| i)
+        .collect();
     if seps.is_empty() {
         return None;
     }

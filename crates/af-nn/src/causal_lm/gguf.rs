@@ -56,34 +56,59 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], CausalLmError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| self.error(format!("ends inside its header (at byte {}, {n} more wanted)", self.at)))?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "ends inside its header (at byte {}, {n} more wanted)",
+                    self.at
+                ))
+            })?;
         let out = &self.bytes[self.at..end];
         self.at = end;
         Ok(out)
     }
 
     fn error(&self, message: String) -> CausalLmError {
-        CausalLmError::File { path: self.path.to_path_buf(), message }
+        CausalLmError::File {
+            path: self.path.to_path_buf(),
+            message,
+        }
     }
 
     fn u32(&mut self) -> Result<u32, CausalLmError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn u64(&mut self) -> Result<u64, CausalLmError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     fn len(&mut self) -> Result<usize, CausalLmError> {
         let n = self.u64()?;
         // No count in a header can exceed the file: a corrupt one is refused before allocating.
-        usize::try_from(n).ok().filter(|&n| n <= self.bytes.len()).ok_or_else(|| self.error(format!("a count of {n} at byte {} is larger than the file", self.at - 8)))
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.bytes.len())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "a count of {n} at byte {} is larger than the file",
+                    self.at - 8
+                ))
+            })
     }
 
     fn string(&mut self) -> Result<String, CausalLmError> {
         let n = self.len()?;
         let at = self.at;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| self.error(format!("a string at byte {at} is not UTF-8")))
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| self.error(format!("a string at byte {at} is not UTF-8")))
     }
 
     /// A scalar of GGUF type `kind` as an integer, float, bool or string.
@@ -91,17 +116,25 @@ impl Cursor<'_> {
         Ok(match kind {
             0 => Value::Int(i64::from(self.take(1)?[0])),
             1 => Value::Int(i64::from(self.take(1)?[0] as i8)),
-            2 => Value::Int(i64::from(u16::from_le_bytes(self.take(2)?.try_into().expect("2")))),
-            3 => Value::Int(i64::from(i16::from_le_bytes(self.take(2)?.try_into().expect("2")))),
+            2 => Value::Int(i64::from(u16::from_le_bytes(
+                self.take(2)?.try_into().expect("2"),
+            ))),
+            3 => Value::Int(i64::from(i16::from_le_bytes(
+                self.take(2)?.try_into().expect("2"),
+            ))),
             4 => Value::Int(i64::from(self.u32()?)),
             5 => Value::Int(i64::from(self.u32()? as i32)),
-            6 => Value::Float(f64::from(f32::from_le_bytes(self.take(4)?.try_into().expect("4")))),
+            6 => Value::Float(f64::from(f32::from_le_bytes(
+                self.take(4)?.try_into().expect("4"),
+            ))),
             7 => Value::Bool(self.take(1)?[0] != 0),
             8 => Value::Str(self.string()?),
             10 => Value::Int(self.u64()? as i64),
             11 => Value::Int(self.u64()? as i64),
             12 => Value::Float(f64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
-            other => return Err(self.error(format!("unknown metadata type {other} at byte {}", self.at))),
+            other => {
+                return Err(self.error(format!("unknown metadata type {other} at byte {}", self.at)))
+            }
         })
     }
 
@@ -112,7 +145,10 @@ impl Cursor<'_> {
         let element = self.u32()?;
         let n = self.len()?;
         match element {
-            8 => (0..n).map(|_| self.string()).collect::<Result<_, _>>().map(Value::Strs),
+            8 => (0..n)
+                .map(|_| self.string())
+                .collect::<Result<_, _>>()
+                .map(Value::Strs),
             0..=5 | 10 | 11 => (0..n)
                 .map(|_| match self.scalar(element)? {
                     Value::Int(i) => Ok(i),
@@ -132,8 +168,15 @@ impl Cursor<'_> {
 
 impl Gguf {
     pub fn read(path: &Path) -> Result<Self, CausalLmError> {
-        let bytes = std::fs::read(path).map_err(|e| CausalLmError::File { path: path.to_path_buf(), message: format!("cannot read: {e}") })?;
-        let mut c = Cursor { bytes: &bytes, at: 0, path };
+        let bytes = std::fs::read(path).map_err(|e| CausalLmError::File {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let mut c = Cursor {
+            bytes: &bytes,
+            at: 0,
+            path,
+        };
         if c.take(4)? != b"GGUF" {
             return Err(c.error("not a GGUF file (its first bytes are not `GGUF`)".into()));
         }
@@ -153,7 +196,9 @@ impl Gguf {
         for _ in 0..n_tensors {
             let name = c.string()?;
             let n_dims = c.u32()? as usize;
-            let mut dims = (0..n_dims).map(|_| c.len()).collect::<Result<Vec<_>, _>>()?;
+            let mut dims = (0..n_dims)
+                .map(|_| c.len())
+                .collect::<Result<Vec<_>, _>>()?;
             dims.reverse();
             let kind = c.u32()?;
             let offset = c.len()?;
@@ -164,7 +209,13 @@ impl Gguf {
             _ => 32,
         };
         let data_start = c.at.div_ceil(alignment) * alignment;
-        Ok(Self { path: path.to_path_buf(), metadata, tensors, bytes, data_start })
+        Ok(Self {
+            path: path.to_path_buf(),
+            metadata,
+            tensors,
+            bytes,
+            data_start,
+        })
     }
 
     pub fn int(&self, key: &str) -> Result<i64, CausalLmError> {
@@ -208,31 +259,53 @@ impl Gguf {
             None => "nothing".to_string(),
             Some(v) => format!("{v:?}").chars().take(80).collect(),
         };
-        CausalLmError::File { path: self.path.clone(), message: format!("metadata `{key}`: expected {wanted}, found {found}") }
+        CausalLmError::File {
+            path: self.path.clone(),
+            message: format!("metadata `{key}`: expected {wanted}, found {found}"),
+        }
     }
 
     /// The tensor `name` as f32 values, row-major in `dims` order.
     pub fn tensor(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>), CausalLmError> {
-        let info = self.tensors.get(name).ok_or_else(|| CausalLmError::File { path: self.path.clone(), message: format!("no tensor `{name}`") })?;
+        let info = self.tensors.get(name).ok_or_else(|| CausalLmError::File {
+            path: self.path.clone(),
+            message: format!("no tensor `{name}`"),
+        })?;
         let count: usize = info.dims.iter().product();
-        let error = |message: String| CausalLmError::File { path: self.path.clone(), message: format!("tensor `{name}`: {message}") };
+        let error = |message: String| CausalLmError::File {
+            path: self.path.clone(),
+            message: format!("tensor `{name}`: {message}"),
+        };
         let (bytes_per_block, values_per_block) = match info.kind {
             F32 => (4, 1),
             F16 => (2, 1),
             Q4_1 => (20, BLOCK),
             Q8_0 => (34, BLOCK),
-            other => return Err(error(format!("type {other} (af reads F32, F16, Q4_1 and Q8_0)"))),
+            other => {
+                return Err(error(format!(
+                    "type {other} (af reads F32, F16, Q4_1 and Q8_0)"
+                )))
+            }
         };
         if count % values_per_block != 0 {
-            return Err(error(format!("{count} values are not whole blocks of {values_per_block}")));
+            return Err(error(format!(
+                "{count} values are not whole blocks of {values_per_block}"
+            )));
         }
         let start = self.data_start + info.offset;
         let end = start + count / values_per_block * bytes_per_block;
-        let raw = self.bytes.get(start..end).ok_or_else(|| error(format!("its data (bytes {start}..{end}) lies past the end of the file")))?;
+        let raw = self.bytes.get(start..end).ok_or_else(|| {
+            error(format!(
+                "its data (bytes {start}..{end}) lies past the end of the file"
+            ))
+        })?;
         let half = |b: &[u8]| f16::from_le_bytes([b[0], b[1]]).to_f32();
         let mut out = Vec::with_capacity(count);
         match info.kind {
-            F32 => out.extend(raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4")))),
+            F32 => out.extend(
+                raw.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().expect("4"))),
+            ),
             F16 => out.extend(raw.chunks_exact(2).map(half)),
             Q4_1 => {
                 // d, m (f16), then 16 bytes: the low nibbles are values 0..16, the high 16..32.
@@ -299,7 +372,7 @@ mod tests {
         b.extend(f16::from_f32(-1.0).to_le_bytes());
         b.extend((0u8..16).map(|j| j | ((15 - j) << 4)));
         b.extend([0u8; 12]); // to the next tensor's offset, 32
-        // Q8_0: d = 0.25, q = -16..16.
+                             // Q8_0: d = 0.25, q = -16..16.
         b.extend(f16::from_f32(0.25).to_le_bytes());
         b.extend((-16i8..16).map(|q| q as u8));
         std::fs::write(path, b).unwrap();
@@ -315,11 +388,16 @@ mod tests {
         assert_eq!(g.strs("tokenizer.ggml.tokens").unwrap(), ["a", "b"]);
         let (dims, q) = g.tensor("q").unwrap();
         assert_eq!(dims, [1, 32]);
-        let want: Vec<f32> = (0..16).map(|j| j as f32 * 0.5 - 1.0).chain((0..16).map(|j| (15 - j) as f32 * 0.5 - 1.0)).collect();
+        let want: Vec<f32> = (0..16)
+            .map(|j| j as f32 * 0.5 - 1.0)
+            .chain((0..16).map(|j| (15 - j) as f32 * 0.5 - 1.0))
+            .collect();
         assert_eq!(q, want);
         let (_, e) = g.tensor("e").unwrap();
         assert_eq!(e, (-16..16).map(|q| q as f32 * 0.25).collect::<Vec<_>>());
-        assert!(matches!(g.int("general.architecture"), Err(CausalLmError::File { message, .. }) if message.contains("expected an integer")));
+        assert!(
+            matches!(g.int("general.architecture"), Err(CausalLmError::File { message, .. }) if message.contains("expected an integer"))
+        );
     }
 
     #[test]
@@ -333,7 +411,10 @@ mod tests {
         let err = g.tensor("e").unwrap_err().to_string();
         assert!(err.contains("past the end of the file"), "{err}");
         std::fs::write(&path, &bytes[..40]).unwrap();
-        let err = Gguf::read(&path).err().expect("a header cut short").to_string();
+        let err = Gguf::read(&path)
+            .err()
+            .expect("a header cut short")
+            .to_string();
         assert!(err.contains("tiny.gguf"), "{err}");
     }
 }

@@ -25,7 +25,12 @@ impl LlamaConfig {
     pub fn from_gguf(g: &Gguf) -> Result<Self, CausalLmError> {
         let arch = g.str("general.architecture")?;
         if arch != "llama" {
-            return Err(CausalLmError::File { path: g.path.clone(), message: format!("architecture `{arch}`; af runs `llama` models (SmolLM2, TinyLlama, Llama)") });
+            return Err(CausalLmError::File {
+                path: g.path.clone(),
+                message: format!(
+                    "architecture `{arch}`; af runs `llama` models (SmolLM2, TinyLlama, Llama)"
+                ),
+            });
         }
         let int = |k: &str| g.int(&format!("llama.{k}")).map(|v| v as usize);
         Ok(Self {
@@ -82,7 +87,11 @@ impl Cache {
     /// Keeps the rows `rows` (a [R] int64 index, repeats allowed) of every tensor.
     pub fn select(&self, rows: &Tensor) -> Cache {
         Cache {
-            layers: self.layers.iter().map(|(k, v)| (k.index_select(0, rows), v.index_select(0, rows))).collect(),
+            layers: self
+                .layers
+                .iter()
+                .map(|(k, v)| (k.index_select(0, rows), v.index_select(0, rows)))
+                .collect(),
             key_mask: self.key_mask.index_select(0, rows),
             len: self.len,
             next_position: self.next_position.index_select(0, rows),
@@ -96,10 +105,17 @@ impl Llama {
         let load = |name: &str, want: &[usize]| -> Result<Tensor, CausalLmError> {
             let (dims, values) = g.tensor(name)?;
             if dims != want {
-                return Err(CausalLmError::File { path: g.path.clone(), message: format!("tensor `{name}` has shape {dims:?}, the config says {want:?}") });
+                return Err(CausalLmError::File {
+                    path: g.path.clone(),
+                    message: format!(
+                        "tensor `{name}` has shape {dims:?}, the config says {want:?}"
+                    ),
+                });
             }
             let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-            Ok(Tensor::from_slice(&values).view(shape.as_slice()).to_device(device))
+            Ok(Tensor::from_slice(&values)
+                .view(shape.as_slice())
+                .to_device(device))
         };
         let (h, v) = (config.hidden, config.vocab);
         let kv = config.kv_heads * (config.hidden / config.heads);
@@ -125,12 +141,39 @@ impl Llama {
         }
         let out_norm = load("output_norm.weight", &[h])?;
         let d = config.head_dim();
-        let inv_freq = (Tensor::arange_start_step(0, d, 2, (Kind::Float, device)) / d as f64 * -config.rope_base.ln()).exp();
-        Ok(Self { config, embed, blocks, out_norm, inv_freq })
+        let inv_freq = (Tensor::arange_start_step(0, d, 2, (Kind::Float, device)) / d as f64
+            * -config.rope_base.ln())
+        .exp();
+        Ok(Self {
+            config,
+            embed,
+            blocks,
+            out_norm,
+            inv_freq,
+        })
     }
 
     pub fn parameters(&self) -> i64 {
-        let b: i64 = self.blocks.iter().map(|b| [&b.attn_norm, &b.wq, &b.wk, &b.wv, &b.wo, &b.ffn_norm, &b.gate, &b.up, &b.down].iter().map(|t| t.numel() as i64).sum::<i64>()).sum();
+        let b: i64 = self
+            .blocks
+            .iter()
+            .map(|b| {
+                [
+                    &b.attn_norm,
+                    &b.wq,
+                    &b.wk,
+                    &b.wv,
+                    &b.wo,
+                    &b.ffn_norm,
+                    &b.gate,
+                    &b.up,
+                    &b.down,
+                ]
+                .iter()
+                .map(|t| t.numel() as i64)
+                .sum::<i64>()
+            })
+            .sum();
         b + self.embed.numel() as i64 + self.out_norm.numel() as i64
     }
 
@@ -160,10 +203,22 @@ impl Llama {
         let c = &self.config;
         let dev = mask.device();
         let shape = [b, c.kv_heads as i64, capacity, c.head_dim()];
-        let layers = (0..c.layers).map(|_| (Tensor::zeros(shape, (Kind::Float, dev)), Tensor::zeros(shape, (Kind::Float, dev)))).collect();
+        let layers = (0..c.layers)
+            .map(|_| {
+                (
+                    Tensor::zeros(shape, (Kind::Float, dev)),
+                    Tensor::zeros(shape, (Kind::Float, dev)),
+                )
+            })
+            .collect();
         let key_mask = Tensor::zeros([b, capacity], (Kind::Bool, dev));
         let _ = key_mask.narrow(1, 0, t).copy_(&mask.gt(0));
-        Cache { layers, key_mask, len: 0, next_position: mask.sum_dim_intlist(1, false, Kind::Int64) }
+        Cache {
+            layers,
+            key_mask,
+            len: 0,
+            next_position: mask.sum_dim_intlist(1, false, Kind::Int64),
+        }
     }
 
     /// Runs `tokens` [B, T] whose positions are `positions` [B, T] through the model, writing
@@ -179,15 +234,30 @@ impl Llama {
         // A query sees the real keys at or before its own slot; a large negative rather than -inf
         // keeps rows of padding (which see no real key) finite.
         let causal = Tensor::ones([t, capacity], (Kind::Bool, tokens.device())).tril(start);
-        let allowed = causal.unsqueeze(0).logical_and(&cache.key_mask.unsqueeze(1)); // [B, T, capacity]
-        let bias = Tensor::zeros([b, 1, 1, t, capacity], (Kind::Float, tokens.device())).masked_fill(&allowed.logical_not().view([b, 1, 1, t, capacity]), -1e9);
+        let allowed = causal
+            .unsqueeze(0)
+            .logical_and(&cache.key_mask.unsqueeze(1)); // [B, T, capacity]
+        let bias = Tensor::zeros([b, 1, 1, t, capacity], (Kind::Float, tokens.device()))
+            .masked_fill(&allowed.logical_not().view([b, 1, 1, t, capacity]), -1e9);
         let rotation = self.rotation(positions);
-        let mut x = self.embed.index_select(0, &tokens.flatten(0, -1)).view([b, t, c.hidden as i64]);
+        let mut x =
+            self.embed
+                .index_select(0, &tokens.flatten(0, -1))
+                .view([b, t, c.hidden as i64]);
         for (i, blk) in self.blocks.iter().enumerate() {
             let h = self.rms_norm(&x, &blk.attn_norm);
-            let q = h.matmul(&blk.wq.tr()).view([b, t, heads, d]).transpose(1, 2);
-            let k = h.matmul(&blk.wk.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
-            let v = h.matmul(&blk.wv.tr()).view([b, t, kv_heads, d]).transpose(1, 2);
+            let q = h
+                .matmul(&blk.wq.tr())
+                .view([b, t, heads, d])
+                .transpose(1, 2);
+            let k = h
+                .matmul(&blk.wk.tr())
+                .view([b, t, kv_heads, d])
+                .transpose(1, 2);
+            let v = h
+                .matmul(&blk.wv.tr())
+                .view([b, t, kv_heads, d])
+                .transpose(1, 2);
             let (q, k) = (Self::rope(&q, &rotation), Self::rope(&k, &rotation));
             let (kc, vc) = &cache.layers[i];
             let _ = kc.narrow(2, start, t).copy_(&k);
@@ -195,9 +265,17 @@ impl Llama {
             // Grouped-query attention without copying keys per head: the query heads that share a
             // key/value head (consecutive, `group` of them) are stacked along the query axis.
             let q = q.reshape([b, kv_heads, group * t, d]);
-            let scores = (q.matmul(&kc.transpose(-2, -1)) / (d as f64).sqrt()).view([b, kv_heads, group, t, capacity]) + &bias;
-            let probs = scores.softmax(-1, Kind::Float).view([b, kv_heads, group * t, capacity]);
-            let a = probs.matmul(vc).view([b, heads, t, d]).transpose(1, 2).reshape([b, t, c.hidden as i64]);
+            let scores = (q.matmul(&kc.transpose(-2, -1)) / (d as f64).sqrt())
+                .view([b, kv_heads, group, t, capacity])
+                + &bias;
+            let probs = scores
+                .softmax(-1, Kind::Float)
+                .view([b, kv_heads, group * t, capacity]);
+            let a = probs
+                .matmul(vc)
+                .view([b, heads, t, d])
+                .transpose(1, 2)
+                .reshape([b, t, c.hidden as i64]);
             x = x + a.matmul(&blk.wo.tr());
             let h = self.rms_norm(&x, &blk.ffn_norm);
             let f = h.matmul(&blk.gate.tr()).silu() * h.matmul(&blk.up.tr());
@@ -238,6 +316,9 @@ impl Llama {
         let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
         let mut cache = self.new_cache(&mask, t);
         let logits = self.logits(&self.run(tokens, &positions, &mut cache).narrow(1, 0, t - 1));
-        logits.log_softmax(-1, Kind::Float).gather(2, &tokens.narrow(1, 1, t - 1).unsqueeze(2), false).squeeze_dim(2)
+        logits
+            .log_softmax(-1, Kind::Float)
+            .gather(2, &tokens.narrow(1, 1, t - 1).unsqueeze(2), false)
+            .squeeze_dim(2)
     }
 }

@@ -69,7 +69,14 @@ pub struct CausalSampleSettings {
 impl CausalSampleSettings {
     /// Plain sampling: no length shaping.
     pub fn new(max_tokens: usize, temperature: f64, top_k: usize, top_p: f64) -> Self {
-        Self { max_tokens, temperature, top_k, top_p, length_bias: 0.0, length_floor: 0 }
+        Self {
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            length_bias: 0.0,
+            length_floor: 0,
+        }
     }
 }
 
@@ -104,7 +111,13 @@ impl CausalLm {
         let (mut never, mut stop, mut not_first) = (Vec::new(), Vec::new(), Vec::new());
         let mut word_starts = vec![0f32; vocab];
         for id in 0..vocab {
-            let text = tokenizer.decode(&[id as u32], false).map_err(|e| CausalLmError::Tokenizer { path: path.into(), message: e.to_string() })?;
+            let text =
+                tokenizer
+                    .decode(&[id as u32], false)
+                    .map_err(|e| CausalLmError::Tokenizer {
+                        path: path.into(),
+                        message: e.to_string(),
+                    })?;
             // Type 1 is a normal token; 3 control, 4 user-defined, 6 byte, 2 unknown.
             let normal = kinds.is_none_or(|k| k.get(id) == Some(&1));
             if !normal || text.contains(['\n', '\r']) || text.is_empty() {
@@ -112,7 +125,9 @@ impl CausalLm {
                 continue;
             }
             let body = text.trim();
-            if text.starts_with(' ') && !body.is_empty() || !body.is_empty() && body.chars().all(|c| c.is_ascii_punctuation()) {
+            if text.starts_with(' ') && !body.is_empty()
+                || !body.is_empty() && body.chars().all(|c| c.is_ascii_punctuation())
+            {
                 word_starts[id] = 1.0;
             }
             if text.contains(['.', '!', '?']) {
@@ -125,9 +140,23 @@ impl CausalLm {
         let stops = Tensor::zeros([vocab as i64], (Kind::Bool, device));
         let stop_ids = Tensor::from_slice(&stop).to_device(device);
         let _ = stops.shallow_clone().index_fill_(0, &stop_ids, 1);
-        let (never, not_first) = (Tensor::from_slice(&never).to_device(device), Tensor::from_slice(&not_first).to_device(device));
+        let (never, not_first) = (
+            Tensor::from_slice(&never).to_device(device),
+            Tensor::from_slice(&not_first).to_device(device),
+        );
         let word_starts_t = Tensor::from_slice(&word_starts).to_device(device);
-        Ok(Self { path: path.to_path_buf(), name, model, tokenizer, never, stops, not_first, word_starts, word_starts_t, device })
+        Ok(Self {
+            path: path.to_path_buf(),
+            name,
+            model,
+            tokenizer,
+            never,
+            stops,
+            not_first,
+            word_starts,
+            word_starts_t,
+            device,
+        })
     }
 
     /// The length of `text` as an ending, in the units [`CausalSampleSettings::length_bias`]
@@ -135,7 +164,10 @@ impl CausalLm {
     /// punctuation.
     pub fn words(&self, text: &str) -> Result<usize, CausalLmError> {
         let ids = self.encode(&format!(" {}", text.trim()))?;
-        Ok(ids.iter().map(|&i| self.word_starts.get(i as usize).copied().unwrap_or(0.0) as usize).sum())
+        Ok(ids
+            .iter()
+            .map(|&i| self.word_starts.get(i as usize).copied().unwrap_or(0.0) as usize)
+            .sum())
     }
 
     pub fn parameters(&self) -> i64 {
@@ -143,7 +175,13 @@ impl CausalLm {
     }
 
     fn encode(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
-        let e = self.tokenizer.encode(text, false).map_err(|e| CausalLmError::Tokenizer { path: self.path.clone(), message: e.to_string() })?;
+        let e = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| CausalLmError::Tokenizer {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
         Ok(e.get_ids().iter().map(|&i| i64::from(i)).collect())
     }
 
@@ -155,33 +193,57 @@ impl CausalLm {
             return Ok(0.0);
         }
         let tokens = Tensor::from_slice(&ids).unsqueeze(0).to_device(self.device);
-        Ok(-self.model.token_logprobs(&tokens).mean(Kind::Float).double_value(&[]))
+        Ok(-self
+            .model
+            .token_logprobs(&tokens)
+            .mean(Kind::Float)
+            .double_value(&[]))
     }
 
     /// Continues every job's prompt `count` times; an ending stops after its first token holding
     /// `.`, `!` or `?` (the text is cut after that mark) or after `max_tokens`. Returns per job
     /// its endings as text, trimmed, in draw order (empty strings are possible only for
     /// `max_tokens` 0).
-    pub fn sample(&self, jobs: &[PromptJob], s: &CausalSampleSettings) -> Result<Vec<Vec<String>>, CausalLmError> {
+    pub fn sample(
+        &self,
+        jobs: &[PromptJob],
+        s: &CausalSampleSettings,
+    ) -> Result<Vec<Vec<String>>, CausalLmError> {
         let _guard = tch::no_grad_guard();
         let total: usize = jobs.iter().map(|j| j.count).sum();
         if total == 0 || s.max_tokens == 0 {
             return Ok(jobs.iter().map(|j| vec![String::new(); j.count]).collect());
         }
         let dev = self.device;
-        let prompts = jobs.iter().map(|j| self.encode(j.prompt)).collect::<Result<Vec<_>, _>>()?;
+        let prompts = jobs
+            .iter()
+            .map(|j| self.encode(j.prompt))
+            .collect::<Result<Vec<_>, _>>()?;
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0).max(1);
         // Left padding, so every prompt's last token is the batch's last position.
         let mut ids = Vec::with_capacity(prompts.len() * width);
         let mut mask = Vec::with_capacity(prompts.len() * width);
         for p in &prompts {
             ids.extend(std::iter::repeat_n(0i64, width - p.len()).chain(p.iter().copied()));
-            mask.extend(std::iter::repeat_n(0i64, width - p.len()).chain(std::iter::repeat_n(1, p.len())));
+            mask.extend(
+                std::iter::repeat_n(0i64, width - p.len()).chain(std::iter::repeat_n(1, p.len())),
+            );
         }
         let shape = [prompts.len() as i64, width as i64];
-        let (cache, logits) = self.model.prefill(&Tensor::from_slice(&ids).view(shape).to_device(dev), &Tensor::from_slice(&mask).view(shape).to_device(dev), s.max_tokens as i64);
+        let (cache, logits) = self.model.prefill(
+            &Tensor::from_slice(&ids).view(shape).to_device(dev),
+            &Tensor::from_slice(&mask).view(shape).to_device(dev),
+            s.max_tokens as i64,
+        );
         let t_max = s.max_tokens;
-        let (rows, mut uniforms) = crate::sample::expand_jobs(&jobs.iter().map(|j| (j.count, j.uniforms)).collect::<Vec<_>>(), t_max, dev);
+        let (rows, mut uniforms) = crate::sample::expand_jobs(
+            &jobs
+                .iter()
+                .map(|j| (j.count, j.uniforms))
+                .collect::<Vec<_>>(),
+            t_max,
+            dev,
+        );
         let mut cache = cache.select(&rows);
         let mut logits = logits.index_select(0, &rows);
         let drawn = Tensor::full([total as i64, t_max as i64], -1, (Kind::Int64, dev));
@@ -192,7 +254,10 @@ impl CausalLm {
             let per_row: Vec<f32> = jobs
                 .iter()
                 .flat_map(|j| {
-                    assert!(j.lengths.is_empty() || j.lengths.len() == j.count, "one length per ending, or none");
+                    assert!(
+                        j.lengths.is_empty() || j.lengths.len() == j.count,
+                        "one length per ending, or none"
+                    );
                     (0..j.count).map(|e| j.lengths.get(e).map_or(f32::NAN, |&n| n as f32))
                 })
                 .collect();
@@ -211,16 +276,24 @@ impl CausalLm {
             if shaping {
                 l = self.shape_length(l, &words, &target, &stops_f, s);
             }
-            let mut token = crate::sample::draw(l, s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
+            let mut token =
+                crate::sample::draw(l, s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
             if shaping {
                 words = words + self.word_starts_t.index_select(0, &token);
             }
-            let _ = drawn.narrow(1, t as i64, 1).index_copy_(0, &alive, &token.unsqueeze(1));
+            let _ = drawn
+                .narrow(1, t as i64, 1)
+                .index_copy_(0, &alive, &token.unsqueeze(1));
             if t + 1 == t_max {
                 break;
             }
             // A finished row leaves the batch: a step costs in proportion to the rows still drawing.
-            let going = self.stops.index_select(0, &token).logical_not().nonzero().squeeze_dim(1);
+            let going = self
+                .stops
+                .index_select(0, &token)
+                .logical_not()
+                .nonzero()
+                .squeeze_dim(1);
             if going.size()[0] == 0 {
                 break;
             }
@@ -236,13 +309,24 @@ impl CausalLm {
             }
             logits = self.model.step(&token, &mut cache);
         }
-        let flat: Vec<i64> = Vec::<i64>::try_from(drawn.to_device(Device::Cpu).flatten(0, -1)).expect("int64 tokens");
+        let flat: Vec<i64> = Vec::<i64>::try_from(drawn.to_device(Device::Cpu).flatten(0, -1))
+            .expect("int64 tokens");
         let mut out: Vec<Vec<String>> = jobs.iter().map(|j| Vec::with_capacity(j.count)).collect();
         let mut row = 0;
         for (j, job) in jobs.iter().enumerate() {
             for _ in 0..job.count {
-                let tokens: Vec<u32> = flat[row * t_max..(row + 1) * t_max].iter().take_while(|&&t| t >= 0).map(|&t| t as u32).collect();
-                let text = self.tokenizer.decode(&tokens, true).map_err(|e| CausalLmError::Tokenizer { path: self.path.clone(), message: e.to_string() })?;
+                let tokens: Vec<u32> = flat[row * t_max..(row + 1) * t_max]
+                    .iter()
+                    .take_while(|&&t| t >= 0)
+                    .map(|&t| t as u32)
+                    .collect();
+                let text =
+                    self.tokenizer
+                        .decode(&tokens, true)
+                        .map_err(|e| CausalLmError::Tokenizer {
+                            path: self.path.clone(),
+                            message: e.to_string(),
+                        })?;
                 out[j].push(cut_after_sentence_end(&text));
                 row += 1;
             }
@@ -252,12 +336,20 @@ impl CausalLm {
 
     /// The logits `l` [rows, V] with sentence ends forbidden or favoured by each row's length so
     /// far (`words`) against its `target` (NaN: left alone); see [`CausalSampleSettings`].
-    fn shape_length(&self, l: Tensor, words: &Tensor, target: &Tensor, stops_f: &Tensor, s: &CausalSampleSettings) -> Tensor {
+    fn shape_length(
+        &self,
+        l: Tensor,
+        words: &Tensor,
+        target: &Tensor,
+        stops_f: &Tensor,
+        s: &CausalSampleSettings,
+    ) -> Tensor {
         let shaped = target.isnan().logical_not();
         // The ending's length if it stopped now (the stop token is one more word), less its target.
         let over = (words + 1.0 - target).nan_to_num(0.0, 0.0, 0.0);
         let too_short = over.lt(-(s.length_floor as f64)).logical_and(&shaped);
-        let bonus = ((over + 1.0).clamp_min(0.0) * s.length_bias).where_self(&shaped, &Tensor::zeros([1], (Kind::Float, l.device())));
+        let bonus = ((over + 1.0).clamp_min(0.0) * s.length_bias)
+            .where_self(&shaped, &Tensor::zeros([1], (Kind::Float, l.device())));
         let l = l + bonus.unsqueeze(1) * stops_f;
         let forbidden = too_short.unsqueeze(1).logical_and(&self.stops.unsqueeze(0));
         l.masked_fill(&forbidden, f64::NEG_INFINITY)
@@ -277,12 +369,21 @@ fn cut_after_sentence_end(text: &str) -> String {
 fn byte_level_bpe(g: &Gguf) -> Result<Tokenizer, CausalLmError> {
     let model = g.str("tokenizer.ggml.model")?;
     if model != "gpt2" {
-        return Err(CausalLmError::File { path: g.path.clone(), message: format!("tokenizer `{model}`; af rebuilds byte-level BPE (`gpt2`) tokenizers only") });
+        return Err(CausalLmError::File {
+            path: g.path.clone(),
+            message: format!(
+                "tokenizer `{model}`; af rebuilds byte-level BPE (`gpt2`) tokenizers only"
+            ),
+        });
     }
     let tokens = g.strs("tokenizer.ggml.tokens")?;
     let merges = g.strs("tokenizer.ggml.merges")?;
     let kinds = g.ints("tokenizer.ggml.token_type").ok();
-    let vocab: serde_json::Map<String, serde_json::Value> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), serde_json::Value::from(i))).collect();
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), serde_json::Value::from(i)))
+        .collect();
     let added: Vec<serde_json::Value> = tokens
         .iter()
         .enumerate()
@@ -302,7 +403,12 @@ fn byte_level_bpe(g: &Gguf) -> Result<Tokenizer, CausalLmError> {
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,
                   "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": merges},
     });
-    json.to_string().parse::<Tokenizer>().map_err(|e| CausalLmError::Tokenizer { path: g.path.clone(), message: e.to_string() })
+    json.to_string()
+        .parse::<Tokenizer>()
+        .map_err(|e| CausalLmError::Tokenizer {
+            path: g.path.clone(),
+            message: e.to_string(),
+        })
 }
 
 /// What `af doctor` says of a generator file, read from its metadata.
@@ -320,13 +426,24 @@ pub fn inspect(path: &Path) -> Result<GeneratorInfo, CausalLmError> {
     let g = Gguf::read(path)?;
     let c = LlamaConfig::from_gguf(&g)?;
     byte_level_bpe(&g)?;
-    let megabytes = std::fs::metadata(path).map(|m| m.len() as f64 / 1e6).unwrap_or(0.0);
-    Ok(GeneratorInfo { path: path.to_path_buf(), name: g.str("general.name").unwrap_or("unnamed").to_string(), layers: c.layers, hidden: c.hidden, vocab: c.vocab, megabytes })
+    let megabytes = std::fs::metadata(path)
+        .map(|m| m.len() as f64 / 1e6)
+        .unwrap_or(0.0);
+    Ok(GeneratorInfo {
+        path: path.to_path_buf(),
+        name: g.str("general.name").unwrap_or("unnamed").to_string(),
+        layers: c.layers,
+        hidden: c.hidden,
+        vocab: c.vocab,
+        megabytes,
+    })
 }
 
 /// The default generator's GGUF file: `AF_CAUSAL_LM`, as `scripts/setup --env` sets it.
 pub fn default_path() -> Option<PathBuf> {
-    std::env::var_os(CAUSAL_LM_ENV).map(PathBuf::from).filter(|p| p.is_file())
+    std::env::var_os(CAUSAL_LM_ENV)
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -335,7 +452,10 @@ mod tests {
 
     #[test]
     fn an_ending_is_cut_after_its_first_sentence_mark() {
-        assert_eq!(cut_after_sentence_end(" then jumps into the pool.\" He"), "then jumps into the pool.");
+        assert_eq!(
+            cut_after_sentence_end(" then jumps into the pool.\" He"),
+            "then jumps into the pool."
+        );
         assert_eq!(cut_after_sentence_end(" runs away"), "runs away");
         assert_eq!(cut_after_sentence_end(" waves! Then."), "waves!");
     }
@@ -345,23 +465,65 @@ mod tests {
     #[test]
     fn the_installed_generator_reads_and_writes_english() {
         let Some(path) = default_path() else {
-            eprintln!("SKIPPED: {CAUSAL_LM_ENV} is not set to a GGUF file (scripts/setup --env sets it)");
+            eprintln!(
+                "SKIPPED: {CAUSAL_LM_ENV} is not set to a GGUF file (scripts/setup --env sets it)"
+            );
             return;
         };
         let lm = CausalLm::load(&path, Device::Cpu).unwrap();
-        let english = lm.mean_nll("The man in the red shirt picks up the ball and throws it to the dog in the yard.").unwrap();
-        let shuffled = lm.mean_nll("Ball the dog red it yard the picks shirt man to up the and in throws the in.").unwrap();
+        let english = lm
+            .mean_nll(
+                "The man in the red shirt picks up the ball and throws it to the dog in the yard.",
+            )
+            .unwrap();
+        let shuffled = lm
+            .mean_nll(
+                "Ball the dog red it yard the picks shirt man to up the and in throws the in.",
+            )
+            .unwrap();
         // A broken model (wrong rotary layout, wrong dequantisation) is near uniform: ln(49152) = 10.8.
-        assert!(english < 4.0, "mean NLL of an English sentence {english:.2}");
-        assert!(shuffled > english + 2.0, "shuffled {shuffled:.2} against {english:.2}");
-        let uniforms: Vec<f32> = (0..4 * 12).map(|i| ((i * 37 % 101) as f32 + 0.5) / 101.0).collect();
+        assert!(
+            english < 4.0,
+            "mean NLL of an English sentence {english:.2}"
+        );
+        assert!(
+            shuffled > english + 2.0,
+            "shuffled {shuffled:.2} against {english:.2}"
+        );
+        let uniforms: Vec<f32> = (0..4 * 12)
+            .map(|i| ((i * 37 % 101) as f32 + 0.5) / 101.0)
+            .collect();
         let settings = CausalSampleSettings::new(12, 1.0, 0, 0.9);
-        let job = |prompt| PromptJob { prompt, count: 4, uniforms: &uniforms, lengths: &[] };
-        let a = lm.sample(&[job("A woman is standing in a kitchen. She")], &settings).unwrap();
-        let b = lm.sample(&[job("Two boys play soccer on a field. They"), job("A woman is standing in a kitchen. She")], &settings).unwrap();
+        let job = |prompt| PromptJob {
+            prompt,
+            count: 4,
+            uniforms: &uniforms,
+            lengths: &[],
+        };
+        let a = lm
+            .sample(&[job("A woman is standing in a kitchen. She")], &settings)
+            .unwrap();
+        let b = lm
+            .sample(
+                &[
+                    job("Two boys play soccer on a field. They"),
+                    job("A woman is standing in a kitchen. She"),
+                ],
+                &settings,
+            )
+            .unwrap();
         assert_eq!(a[0], b[1], "an item's endings do not depend on its batch");
-        eprintln!("mean NLL: English {english:.2}, shuffled {shuffled:.2}; endings: {:?}", a[0]);
+        eprintln!(
+            "mean NLL: English {english:.2}, shuffled {shuffled:.2}; endings: {:?}",
+            a[0]
+        );
         assert_eq!(a[0].len(), 4);
-        assert!(a[0].iter().all(|e| !e.is_empty() && !e.contains('\n') && e.starts_with(char::is_alphanumeric)), "{:?}", a[0]);
+        assert!(
+            a[0].iter().all(|e| !e.is_empty()
+                && !e.contains('\n')
+                && e.starts_with(char::is_alphanumeric)),
+            "{:?}",
+            a[0]
+        );
     }
 }

@@ -21,7 +21,11 @@ pub enum Meta<'a> {
 
 /// Writes a GGUF (version 3) file with `metadata` and F32 `tensors` (name, dims outermost first,
 /// values row-major).
-pub fn write_gguf(path: &Path, metadata: &[(&str, Meta)], tensors: &[(String, Vec<usize>, Vec<f32>)]) -> std::io::Result<()> {
+pub fn write_gguf(
+    path: &Path,
+    metadata: &[(&str, Meta)],
+    tensors: &[(String, Vec<usize>, Vec<f32>)],
+) -> std::io::Result<()> {
     fn string(b: &mut Vec<u8>, t: &str) {
         b.extend((t.len() as u64).to_le_bytes());
         b.extend(t.as_bytes());
@@ -86,7 +90,8 @@ pub fn write_gguf(path: &Path, metadata: &[(&str, Meta)], tensors: &[(String, Ve
 
 /// GPT-2's byte-to-symbol table: printable bytes stand for themselves, the rest map past U+0100.
 fn byte_symbols() -> Vec<char> {
-    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
     let mut extra = 0;
     (0u32..256)
         .map(|b| {
@@ -114,9 +119,23 @@ pub struct LlamaShape {
 }
 
 impl LlamaShape {
-    pub const TOY: Self = Self { layers: 2, hidden: 16, heads: 2, kv_heads: 1, ffn: 32, vocab: 283 };
+    pub const TOY: Self = Self {
+        layers: 2,
+        hidden: 16,
+        heads: 2,
+        kv_heads: 1,
+        ffn: 32,
+        vocab: 283,
+    };
     /// SmolLM2-135M's architecture, for speed measurements without its weights.
-    pub const SMOLLM2_135M: Self = Self { layers: 30, hidden: 576, heads: 9, kv_heads: 3, ffn: 1536, vocab: 49152 };
+    pub const SMOLLM2_135M: Self = Self {
+        layers: 30,
+        hidden: 576,
+        heads: 9,
+        kv_heads: 3,
+        ffn: 1536,
+        vocab: 49152,
+    };
 }
 
 /// Writes the toy model to `path`; weights drawn from `seed`.
@@ -137,22 +156,49 @@ pub fn write_random_llama(path: &Path, shape: LlamaShape, seed: u64) -> std::io:
     tokens.extend((0..filler).map(|i| format!("tok{i}")));
     let mut kinds = vec![3i32];
     kinds.extend(std::iter::repeat_n(1, tokens.len() - 1));
-    let LlamaShape { layers, hidden, ffn, heads, kv_heads, .. } = shape;
+    let LlamaShape {
+        layers,
+        hidden,
+        ffn,
+        heads,
+        kv_heads,
+        ..
+    } = shape;
     let vocab = tokens.len();
     let kv = kv_heads * hidden / heads;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut random = |dims: Vec<usize>| -> Vec<f32> { (0..dims.iter().product::<usize>()).map(|_| rng.random_range(-0.3f32..0.3)).collect() };
-    let mut tensors = vec![("token_embd.weight".to_string(), vec![vocab, hidden], random(vec![vocab, hidden]))];
+    let mut random = |dims: Vec<usize>| -> Vec<f32> {
+        (0..dims.iter().product::<usize>())
+            .map(|_| rng.random_range(-0.3f32..0.3))
+            .collect()
+    };
+    let mut tensors = vec![(
+        "token_embd.weight".to_string(),
+        vec![vocab, hidden],
+        random(vec![vocab, hidden]),
+    )];
     for i in 0..layers {
         let n = |s: &str| format!("blk.{i}.{s}.weight");
-        for (name, dims) in [("attn_q", vec![hidden, hidden]), ("attn_k", vec![kv, hidden]), ("attn_v", vec![kv, hidden]), ("attn_output", vec![hidden, hidden]), ("ffn_gate", vec![ffn, hidden]), ("ffn_up", vec![ffn, hidden]), ("ffn_down", vec![hidden, ffn])] {
+        for (name, dims) in [
+            ("attn_q", vec![hidden, hidden]),
+            ("attn_k", vec![kv, hidden]),
+            ("attn_v", vec![kv, hidden]),
+            ("attn_output", vec![hidden, hidden]),
+            ("ffn_gate", vec![ffn, hidden]),
+            ("ffn_up", vec![ffn, hidden]),
+            ("ffn_down", vec![hidden, ffn]),
+        ] {
             let values = random(dims.clone());
             tensors.push((n(name), dims, values));
         }
         tensors.push((n("attn_norm"), vec![hidden], vec![1.0; hidden]));
         tensors.push((n("ffn_norm"), vec![hidden], vec![1.0; hidden]));
     }
-    tensors.push(("output_norm.weight".to_string(), vec![hidden], vec![1.0; hidden]));
+    tensors.push((
+        "output_norm.weight".to_string(),
+        vec![hidden],
+        vec![1.0; hidden],
+    ));
     let metadata = [
         ("general.architecture", Meta::Str("llama")),
         ("general.name", Meta::Str("toy llama")),
@@ -189,14 +235,38 @@ mod tests {
     fn the_toy_model_loads_samples_reproducibly_and_starts_each_ending_with_a_word() {
         let (_dir, lm) = toy_lm();
         assert_eq!(lm.name, "toy llama");
-        let uniforms: Vec<f32> = (0..3 * 6).map(|i| ((i * 29 % 97) as f32 + 0.5) / 97.0).collect();
+        let uniforms: Vec<f32> = (0..3 * 6)
+            .map(|i| ((i * 29 % 97) as f32 + 0.5) / 97.0)
+            .collect();
         let s = CausalSampleSettings::new(6, 1.0, 0, 1.0);
-        let job = |prompt, uniforms| PromptJob { prompt, count: 3, uniforms, lengths: &[] };
+        let job = |prompt, uniforms| PromptJob {
+            prompt,
+            count: 3,
+            uniforms,
+            lengths: &[],
+        };
         let one = lm.sample(&[job("a man walks. he", &uniforms)], &s).unwrap();
-        let two = lm.sample(&[job("the dog barks loudly at night. it", &uniforms), job("a man walks. he", &uniforms)], &s).unwrap();
-        assert_eq!(one[0], two[1], "left padding does not change an item's endings");
+        let two = lm
+            .sample(
+                &[
+                    job("the dog barks loudly at night. it", &uniforms),
+                    job("a man walks. he", &uniforms),
+                ],
+                &s,
+            )
+            .unwrap();
+        assert_eq!(
+            one[0], two[1],
+            "left padding does not change an item's endings"
+        );
         // The first token is a space-led letter: the ending starts a new word after the noun phrase.
-        assert!(one[0].iter().all(|e| e.starts_with(|c: char| c.is_ascii_lowercase())), "{:?}", one[0]);
+        assert!(
+            one[0]
+                .iter()
+                .all(|e| e.starts_with(|c: char| c.is_ascii_lowercase())),
+            "{:?}",
+            one[0]
+        );
         assert!(lm.mean_nll("a man walks.").unwrap() > 0.0);
     }
 
@@ -205,24 +275,61 @@ mod tests {
     #[test]
     fn length_shaping_ends_endings_near_their_target_and_leaves_other_jobs_alone() {
         let (_dir, lm) = toy_lm();
-        assert_eq!(lm.words("a b.").unwrap(), 3, "two space-led words and a full stop");
+        assert_eq!(
+            lm.words("a b.").unwrap(),
+            3,
+            "two space-led words and a full stop"
+        );
         // Most of the toy's tokens are bytes inside a word: enough steps to reach every target.
         let (count, max_tokens) = (40, 64);
-        let uniforms: Vec<f32> = (0..count * max_tokens).map(|i| ((i * 7919 % 1009) as f32 + 0.5) / 1009.0).collect();
+        let uniforms: Vec<f32> = (0..count * max_tokens)
+            .map(|i| ((i * 7919 % 1009) as f32 + 0.5) / 1009.0)
+            .collect();
         let plain = CausalSampleSettings::new(max_tokens, 1.0, 0, 1.0);
-        let shaped = CausalSampleSettings { length_bias: 40.0, length_floor: 1, ..plain.clone() };
-        let job = |prompt, lengths| PromptJob { prompt, count, uniforms: &uniforms, lengths };
-        let free = lm.sample(&[job("a man walks. he", &[])], &plain).unwrap().remove(0);
+        let shaped = CausalSampleSettings {
+            length_bias: 40.0,
+            length_floor: 1,
+            ..plain.clone()
+        };
+        let job = |prompt, lengths| PromptJob {
+            prompt,
+            count,
+            uniforms: &uniforms,
+            lengths,
+        };
+        let free = lm
+            .sample(&[job("a man walks. he", &[])], &plain)
+            .unwrap()
+            .remove(0);
         // Each ending its own target: 3 words for the first half, 5 for the second.
-        let targets: Vec<usize> = (0..count).map(|e| if e < count / 2 { 3 } else { 5 }).collect();
-        let out = lm.sample(&[job("the dog barks. it", &targets), job("a man walks. he", &[])], &shaped).unwrap();
-        assert_eq!(out[1], free, "a job without lengths is drawn as without shaping");
+        let targets: Vec<usize> = (0..count)
+            .map(|e| if e < count / 2 { 3 } else { 5 })
+            .collect();
+        let out = lm
+            .sample(
+                &[
+                    job("the dog barks. it", &targets),
+                    job("a man walks. he", &[]),
+                ],
+                &shaped,
+            )
+            .unwrap();
+        assert_eq!(
+            out[1], free,
+            "a job without lengths is drawn as without shaping"
+        );
         let ends = |e: &String| e.ends_with(['.', '!', '?']);
-        assert!(free.iter().filter(|e| ends(e)).count() < count, "the toy's endings do not all stop by themselves: {free:?}");
+        assert!(
+            free.iter().filter(|e| ends(e)).count() < count,
+            "the toy's endings do not all stop by themselves: {free:?}"
+        );
         for (e, target) in out[0].iter().zip(&targets) {
             assert!(ends(e), "{e:?} does not end a sentence");
             let n = lm.words(e).unwrap();
-            assert!((target - 1..=*target).contains(&n), "{e:?}: {n} words, target {target}, floor 1");
+            assert!(
+                (target - 1..=*target).contains(&n),
+                "{e:?}: {n} words, target {target}, floor 1"
+            );
         }
     }
 }

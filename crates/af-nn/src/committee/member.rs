@@ -40,7 +40,10 @@ impl<'a> BuildContext<'a> {
             committee,
             vocab: table.vocab,
             pos_vocab: table.pos_vocab,
-            encoded: table.encoded.as_ref().map(|e| (e.dim(), e.contexts.is_some())),
+            encoded: table
+                .encoded
+                .as_ref()
+                .map(|e| (e.dim(), e.contexts.is_some())),
         }
     }
 }
@@ -71,13 +74,19 @@ pub trait Member: Send + Sync + 'static {
 
     /// The frozen encoder that fills the table's embeddings for a member that reads them
     /// ([`Column::Encoded`]), as these settings name it; `None` for every other member.
-    fn frozen_encoder(&self, _committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
+    fn frozen_encoder(
+        &self,
+        _committee: &CommitteeConfig,
+    ) -> Result<Option<FrozenEncoder>, NnError> {
         Ok(None)
     }
 
     /// The settings of the cross-encoder the caller fine-tunes for a member that reads the text
     /// itself ([`Column::Text`]); `None` for every other member.
-    fn fine_tuned(&self, _committee: &CommitteeConfig) -> Result<Option<EncoderFtSettings>, NnError> {
+    fn fine_tuned(
+        &self,
+        _committee: &CommitteeConfig,
+    ) -> Result<Option<EncoderFtSettings>, NnError> {
         Ok(None)
     }
 
@@ -89,7 +98,11 @@ pub trait Member: Send + Sync + 'static {
 /// Whether `member`, under these settings, reads a table's full-view rows: its view is the full
 /// one and it reads token columns (the `encoder` member's context comes with its embeddings).
 pub fn reads_full_view_rows(member: &dyn Member, committee: &CommitteeConfig) -> bool {
-    member.view(committee) == af_core::View::Full && member.columns().iter().any(|c| matches!(c, Column::Words | Column::Pos | Column::Indicator))
+    member.view(committee) == af_core::View::Full
+        && member
+            .columns()
+            .iter()
+            .any(|c| matches!(c, Column::Words | Column::Pos | Column::Indicator))
 }
 
 /// A built member: its representation of each candidate.

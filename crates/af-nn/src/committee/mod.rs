@@ -33,8 +33,8 @@ pub use member::{reads_full_view_rows, BuildContext, Column, Member, MemberNet};
 pub use members::Registry;
 
 use crate::table::CandidateTable;
-use af_core::ScoreBatch;
 use crate::NnError;
+use af_core::ScoreBatch;
 
 /// The rows of one batch, gathered from the table: what a [`MemberNet`] reads. Token columns
 /// are i64, zero at padding.
@@ -65,10 +65,16 @@ impl Batch {
         let positions = Tensor::arange(width, (Kind::Int64, table.device)).unsqueeze(0);
         let mask = positions.lt_tensor(&lengths.unsqueeze(1));
         // Padding reads token 0 of the table and is zeroed after.
-        let index = (starts + &positions).where_self(&mask, &Tensor::zeros([], (Kind::Int64, table.device)));
+        let index = (starts + &positions)
+            .where_self(&mask, &Tensor::zeros([], (Kind::Int64, table.device)));
         let n = index.size()[0];
         let flat = index.flatten(0, -1);
-        let pick = |t: &Tensor| t.index_select(0, &flat).view([n, width]).to_kind(Kind::Int64).masked_fill(&mask.logical_not(), 0);
+        let pick = |t: &Tensor| {
+            t.index_select(0, &flat)
+                .view([n, width])
+                .to_kind(Kind::Int64)
+                .masked_fill(&mask.logical_not(), 0)
+        };
         Self {
             words: pick(&table.words),
             pos: pick(&table.pos),
@@ -76,12 +82,19 @@ impl Batch {
             lengths,
             mask,
             features: table.features.index_select(0, rows),
-            encoded: table.encoded.as_ref().map(|e| e.text.index_select(0, rows).to_kind(Kind::Float)),
+            encoded: table
+                .encoded
+                .as_ref()
+                .map(|e| e.text.index_select(0, rows).to_kind(Kind::Float)),
             encoded_context: table
                 .encoded
                 .as_ref()
                 .and_then(|e| e.contexts.as_ref())
-                .map(|(contexts, of)| contexts.index_select(0, &of.index_select(0, rows)).to_kind(Kind::Float)),
+                .map(|(contexts, of)| {
+                    contexts
+                        .index_select(0, &of.index_select(0, rows))
+                        .to_kind(Kind::Float)
+                }),
         }
     }
 
@@ -96,7 +109,10 @@ impl Batch {
             lengths: self.lengths.index_select(0, rows),
             features: self.features.index_select(0, rows),
             encoded: self.encoded.as_ref().map(|e| e.index_select(0, rows)),
-            encoded_context: self.encoded_context.as_ref().map(|e| e.index_select(0, rows)),
+            encoded_context: self
+                .encoded_context
+                .as_ref()
+                .map(|e| e.index_select(0, rows)),
         }
     }
 
@@ -126,7 +142,12 @@ impl Batch {
         let order = Tensor::from_slice(&order);
         let parts: Vec<Tensor> = groups
             .iter()
-            .map(|g| per_row(&self.select(&order.narrow(0, g.start as i64, g.len() as i64), sorted[g.end - 1].max(1))))
+            .map(|g| {
+                per_row(&self.select(
+                    &order.narrow(0, g.start as i64, g.len() as i64),
+                    sorted[g.end - 1].max(1),
+                ))
+            })
             .collect();
         // Row order[j] of the batch is row j of the parts: put each back in its place.
         let out = Tensor::cat(&parts, 0);
@@ -178,7 +199,9 @@ struct Batches {
 impl Batches {
     fn of(&self, full: bool) -> &Batch {
         if full {
-            self.full.as_ref().expect("gathered for a member that reads the full view")
+            self.full
+                .as_ref()
+                .expect("gathered for a member that reads the full view")
         } else {
             &self.given
         }
@@ -220,12 +243,18 @@ impl CommitteeModel {
         table: &CandidateTable,
     ) -> Result<Self, NnError> {
         // Every name and every member's settings checked before any variable is made.
-        let kinds = members.iter().map(|name| registry.lookup(name)).collect::<Result<Vec<_>, _>>()?;
+        let kinds = members
+            .iter()
+            .map(|name| registry.lookup(name))
+            .collect::<Result<Vec<_>, _>>()?;
         for member in &kinds {
             member.settings(config).map_err(NnError::InvalidSettings)?;
         }
         // A fine-tuned member (`encoder-ft`) is the caller's to run, beside this committee.
-        let kinds: Vec<&dyn Member> = kinds.into_iter().filter(|m| !m.columns().contains(&Column::Text)).collect();
+        let kinds: Vec<&dyn Member> = kinds
+            .into_iter()
+            .filter(|m| !m.columns().contains(&Column::Text))
+            .collect();
         if kinds.is_empty() {
             return Err(NnError::InvalidSettings(format!(
                 "the committee {} has no member that reads the candidate table (a fine-tuned member needs others to shortlist with)",
@@ -255,14 +284,32 @@ impl CommitteeModel {
         }
         let joint = joint.then(|| {
             let p = root / JOINT;
-            (nn::linear(&p / "hidden", total, config.joint_hidden, Default::default()), nn::linear(&p / "score", config.joint_hidden, 1, Default::default()))
+            (
+                nn::linear(
+                    &p / "hidden",
+                    total,
+                    config.joint_hidden,
+                    Default::default(),
+                ),
+                nn::linear(&p / "score", config.joint_hidden, 1, Default::default()),
+            )
         });
-        Ok(Self { members: built, full_view, joint, dropout: config.dropout, mixed: config.precision.mixed_on(table.device.is_cuda()) })
+        Ok(Self {
+            members: built,
+            full_view,
+            joint,
+            dropout: config.dropout,
+            mixed: config.precision.mixed_on(table.device.is_cuda()),
+        })
     }
 
     /// Head names in output order: the joint head (if any), then the members.
     pub fn heads(&self) -> Vec<(String, bool)> {
-        let mut v: Vec<(String, bool)> = self.joint.iter().map(|_| (JOINT.to_string(), false)).collect();
+        let mut v: Vec<(String, bool)> = self
+            .joint
+            .iter()
+            .map(|_| (JOINT.to_string(), false))
+            .collect();
         v.extend(self.members.iter().map(|(name, _, _)| (name.clone(), true)));
         v
     }
@@ -273,7 +320,12 @@ impl CommitteeModel {
     pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
         let batches = self.gather(table, rows);
         // fp32 whatever autocast made of each member (the bag of words has no matrix product).
-        let reps: Vec<Tensor> = self.members.iter().zip(&self.full_view).map(|((_, net, _), &full)| net.represent(batches.of(full), false).to_kind(Kind::Float)).collect();
+        let reps: Vec<Tensor> = self
+            .members
+            .iter()
+            .zip(&self.full_view)
+            .map(|((_, net, _), &full)| net.represent(batches.of(full), false).to_kind(Kind::Float))
+            .collect();
         Tensor::cat(&reps, 1)
     }
 
@@ -282,10 +334,16 @@ impl CommitteeModel {
     fn gather(&self, table: &CandidateTable, rows: &[i64]) -> Batches {
         let index = Tensor::from_slice(rows).to(table.device);
         let full = self.full_view.iter().any(|&f| f).then(|| {
-            let view = table.full_view.as_deref().expect("checked when the committee was built");
+            let view = table
+                .full_view
+                .as_deref()
+                .expect("checked when the committee was built");
             Batch::gather(view, &index, view.width_of(rows))
         });
-        Batches { given: Batch::gather(table, &index, table.width_of(rows)), full }
+        Batches {
+            given: Batch::gather(table, &index, table.width_of(rows)),
+            full,
+        }
     }
 
     /// Every head's score for the candidates at `rows` (table rows).
@@ -295,13 +353,27 @@ impl CommitteeModel {
         let mut out = Vec::with_capacity(self.members.len() + 1);
         for ((name, net, score), &full) in self.members.iter().zip(&self.full_view) {
             let r = net.represent(batches.of(full), train);
-            out.push(HeadOutput { head: name.clone(), is_member: true, scores: score.forward(&r).squeeze_dim(1) });
+            out.push(HeadOutput {
+                head: name.clone(),
+                is_member: true,
+                scores: score.forward(&r).squeeze_dim(1),
+            });
             // Under autocast members come out in fp16 or fp32: the joint head reads them as fp32.
             reps.push(r.to_kind(Kind::Float));
         }
         if let Some((hidden, score)) = &self.joint {
-            let h = hidden.forward(&Tensor::cat(&reps, 1)).relu().dropout(self.dropout, train);
-            out.insert(0, HeadOutput { head: JOINT.to_string(), is_member: false, scores: score.forward(&h).squeeze_dim(1) });
+            let h = hidden
+                .forward(&Tensor::cat(&reps, 1))
+                .relu()
+                .dropout(self.dropout, train);
+            out.insert(
+                0,
+                HeadOutput {
+                    head: JOINT.to_string(),
+                    is_member: false,
+                    scores: score.forward(&h).squeeze_dim(1),
+                },
+            );
         }
         out
     }
@@ -328,7 +400,15 @@ pub fn train(
     config: &CommitteeConfig,
     seed: u64,
 ) -> Result<TrainReport, NnError> {
-    train_observed(vs, model, table, questions, config, seed, &mut |_, _| Ok(()))
+    train_observed(
+        vs,
+        model,
+        table,
+        questions,
+        config,
+        seed,
+        &mut |_, _| Ok(()),
+    )
 }
 
 /// Called after each epoch's updates (before validation): the epoch (0-based) and the model as
@@ -356,8 +436,13 @@ pub fn train_observed(
     };
     let (valid, fit) = order.split_at(n_valid);
     let mut fit = fit.to_vec();
-    let mut opt = nn::Adam::default().build(vs, config.learning_rate).map_err(NnError::Torch)?;
-    let mut report = TrainReport { validation_questions: valid.to_vec(), ..TrainReport::default() };
+    let mut opt = nn::Adam::default()
+        .build(vs, config.learning_rate)
+        .map_err(NnError::Torch)?;
+    let mut report = TrainReport {
+        validation_questions: valid.to_vec(),
+        ..TrainReport::default()
+    };
     let mut best: Option<(f64, HashMap<String, Tensor>)> = None;
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
@@ -369,7 +454,11 @@ pub fn train_observed(
             let target = Tensor::zeros([chunk.len() as i64], (Kind::Int64, table.device));
             let loss = heads
                 .iter()
-                .map(|h| h.scores.view([chunk.len() as i64, width]).cross_entropy_for_logits(&target))
+                .map(|h| {
+                    h.scores
+                        .view([chunk.len() as i64, width])
+                        .cross_entropy_for_logits(&target)
+                })
                 .reduce(|a, b| a + b)
                 .expect("a committee has at least one head");
             let value = loss.double_value(&[]);
@@ -397,7 +486,11 @@ pub fn train_observed(
         let accuracy = validation_accuracy(model, table, questions, valid, config.score_batch);
         report.validation_accuracy.push(accuracy);
         if best.as_ref().is_none_or(|(b, _)| accuracy > *b) {
-            let weights = vs.variables().into_iter().map(|(k, v)| (k, v.detach().copy())).collect();
+            let weights = vs
+                .variables()
+                .into_iter()
+                .map(|(k, v)| (k, v.detach().copy()))
+                .collect();
             best = Some((accuracy, weights));
             report.best_epoch = epoch;
         } else {
@@ -417,7 +510,12 @@ pub fn train_observed(
 /// Batches of at most `size` questions, each of one width (number of options). AF's questions all
 /// have k+1 options and are batched in their shuffled order; datasets with mixed widths (SWAG's
 /// full layout) get per-width batches in a shuffled order.
-fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<usize>> {
+fn batches_by_width(
+    order: &[usize],
+    questions: &[Vec<i64>],
+    size: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Vec<usize>> {
     let mut by_width: Vec<(usize, Vec<usize>)> = Vec::new();
     for &q in order {
         let w = questions[q].len();
@@ -426,7 +524,10 @@ fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &
             None => by_width.push((w, vec![q])),
         }
     }
-    let mut batches: Vec<Vec<usize>> = by_width.iter().flat_map(|(_, v)| v.chunks(size).map(<[usize]>::to_vec)).collect();
+    let mut batches: Vec<Vec<usize>> = by_width
+        .iter()
+        .flat_map(|(_, v)| v.chunks(size).map(<[usize]>::to_vec))
+        .collect();
     if by_width.len() > 1 {
         batches.shuffle(rng);
     }
@@ -436,15 +537,27 @@ fn batches_by_width(order: &[usize], questions: &[Vec<i64>], size: usize, rng: &
 /// Rows of the questions at `which`, flat (B*(k+1)); all questions have the same width.
 fn question_rows(questions: &[Vec<i64>], which: &[usize]) -> (Vec<i64>, i64) {
     let width = questions[which[0]].len();
-    let flat: Vec<i64> = which.iter().flat_map(|&q| {
-        debug_assert_eq!(questions[q].len(), width);
-        questions[q].iter().copied()
-    }).collect();
+    let flat: Vec<i64> = which
+        .iter()
+        .flat_map(|&q| {
+            debug_assert_eq!(questions[q].len(), width);
+            questions[q].iter().copied()
+        })
+        .collect();
     (flat, width as i64)
 }
 
-fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions: &[Vec<i64>], valid: &[usize], batch: ScoreBatch) -> f64 {
-    let rows: Vec<i64> = valid.iter().flat_map(|&q| questions[q].iter().copied()).collect();
+fn validation_accuracy(
+    model: &CommitteeModel,
+    table: &CandidateTable,
+    questions: &[Vec<i64>],
+    valid: &[usize],
+    batch: ScoreBatch,
+) -> f64 {
+    let rows: Vec<i64> = valid
+        .iter()
+        .flat_map(|&q| questions[q].iter().copied())
+        .collect();
     let scores = score(model, table, &rows, batch);
     let mut total = 0.0;
     for head in &scores {
@@ -465,7 +578,10 @@ fn validation_accuracy(model: &CommitteeModel, table: &CandidateTable, questions
 /// when there is a joint head, else the members' mean softmax. Per question, `(width, gold)` (its
 /// number of options and which is right); returns per question the gold option's probability
 /// and whether it is strictly the most probable.
-pub fn gold_probabilities(heads: &[(String, Vec<f32>)], questions: &[(usize, usize)]) -> Vec<(f64, bool)> {
+pub fn gold_probabilities(
+    heads: &[(String, Vec<f32>)],
+    questions: &[(usize, usize)],
+) -> Vec<(f64, bool)> {
     let used: Vec<&Vec<f32>> = match heads.iter().find(|h| h.0 == JOINT) {
         Some(joint) => vec![&joint.1],
         None => heads.iter().map(|h| &h.1).collect(),
@@ -500,7 +616,12 @@ pub fn softmax(scores: &[f32]) -> Vec<f64> {
 /// `auto` depends on the table's device) cut to their longest row, and the scores put back in
 /// the order asked for; the scores are the same as in any other order. Memory is bounded by one
 /// pass: `batch` x `max-tokens`, whatever the pool's size.
-pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch: ScoreBatch) -> Vec<(String, Vec<f32>)> {
+pub fn score(
+    model: &CommitteeModel,
+    table: &CandidateTable,
+    rows: &[i64],
+    batch: ScoreBatch,
+) -> Vec<(String, Vec<f32>)> {
     let batch = batch.candidates_on(table.device.is_cuda());
     let heads = model.heads();
     let mut order: Vec<usize> = (0..rows.len()).collect();
@@ -511,7 +632,9 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
         let mut on_device: Vec<Vec<Tensor>> = heads.iter().map(|_| Vec::new()).collect();
         for chunk in order.chunks(batch.max(1)) {
             let r: Vec<i64> = chunk.iter().map(|&i| rows[i]).collect();
-            let heads = crate::runtime::in_precision(model.mixed, table.device, || model.forward(table, &r, false));
+            let heads = crate::runtime::in_precision(model.mixed, table.device, || {
+                model.forward(table, &r, false)
+            });
             for (h, o) in heads.into_iter().zip(on_device.iter_mut()) {
                 o.push(h.scores.to_kind(Kind::Float));
             }
@@ -520,7 +643,8 @@ pub fn score(model: &CommitteeModel, table: &CandidateTable, rows: &[i64], batch
             if scores.is_empty() {
                 continue;
             }
-            let sorted = Vec::<f32>::try_from(Tensor::cat(scores, 0).to(Device::Cpu)).expect("f32 scores");
+            let sorted =
+                Vec::<f32>::try_from(Tensor::cat(scores, 0).to(Device::Cpu)).expect("f32 scores");
             for (&i, s) in order.iter().zip(sorted) {
                 o[i] = s;
             }
@@ -537,7 +661,11 @@ mod tests {
 
     /// Every built-in member, in the registry's order.
     fn all_members() -> Vec<MemberName> {
-        Registry::builtin().names().into_iter().map(MemberName::new).collect()
+        Registry::builtin()
+            .names()
+            .into_iter()
+            .map(MemberName::new)
+            .collect()
     }
 
     fn names(names: &[&str]) -> Vec<MemberName> {
@@ -553,15 +681,31 @@ mod tests {
     }
 
     /// A table of candidates given by their ids, through the assembler (ids map to themselves).
-    fn table_of(inputs: &[CandidateInput], vocab: i64, pos_vocab: i64, min_len: usize) -> CandidateTable {
-        let interned: Vec<Vec<u32>> = inputs.iter().map(|c| c.words.iter().map(|&w| w as u32).collect()).collect();
-        let tags: Vec<Vec<u8>> = inputs.iter().map(|c| c.pos.iter().map(|&p| u8::try_from(p).unwrap()).collect()).collect();
+    fn table_of(
+        inputs: &[CandidateInput],
+        vocab: i64,
+        pos_vocab: i64,
+        min_len: usize,
+    ) -> CandidateTable {
+        let interned: Vec<Vec<u32>> = inputs
+            .iter()
+            .map(|c| c.words.iter().map(|&w| w as u32).collect())
+            .collect();
+        let tags: Vec<Vec<u8>> = inputs
+            .iter()
+            .map(|c| c.pos.iter().map(|&p| u8::try_from(p).unwrap()).collect())
+            .collect();
         let mut assembler = TableAssembler::new(Device::Cpu);
         let raw: Vec<RawCandidate> = inputs
             .iter()
             .zip(&interned)
             .zip(&tags)
-            .map(|((c, interned), tags)| RawCandidate { interned, tags, marked: c.marked.clone(), features: c.features })
+            .map(|((c, interned), tags)| RawCandidate {
+                interned,
+                tags,
+                marked: c.marked.clone(),
+                features: c.features,
+            })
             .collect();
         assembler.push(&raw);
         let vocabularies = Vocabularies {
@@ -576,12 +720,21 @@ mod tests {
         let text: Vec<f32> = inputs
             .iter()
             .flat_map(|c| {
-                let mut rng = ChaCha8Rng::seed_from_u64(c.words.iter().fold(7u64, |h, &w| h.wrapping_mul(31).wrapping_add(w as u64)));
+                let mut rng = ChaCha8Rng::seed_from_u64(
+                    c.words
+                        .iter()
+                        .fold(7u64, |h, &w| h.wrapping_mul(31).wrapping_add(w as u64)),
+                );
                 (0..ENCODED_DIM).map(move |_| rand::Rng::random_range(&mut rng, -1.0f32..1.0))
             })
             .collect();
         let text = Tensor::from_slice(&text).view([inputs.len() as i64, ENCODED_DIM]);
-        table.attach_encoded(EncodedRows { text, contexts: None }).unwrap();
+        table
+            .attach_encoded(EncodedRows {
+                text,
+                contexts: None,
+            })
+            .unwrap();
         table
     }
 
@@ -609,29 +762,58 @@ mod tests {
                     let at = rng.random_range(2..6);
                     words[at] = 5;
                 }
-                let pos = words.iter().map(|w| if *w < 20 { *w } else { 20 + w % 3 }).collect();
+                let pos = words
+                    .iter()
+                    .map(|w| if *w < 20 { *w } else { 20 + w % 3 })
+                    .collect();
                 let features = std::array::from_fn(|_| rng.random_range(-1.0..1.0));
                 q.push(inputs.len() as i64);
-                inputs.push(CandidateInput { words, pos, marked: 0..2, features });
+                inputs.push(CandidateInput {
+                    words,
+                    pos,
+                    marked: 0..2,
+                    features,
+                });
             }
             qs.push(q);
         }
         let mut table = table_of(&inputs, 40, 24, 5);
         let gaussian = |n: usize, rng: &mut ChaCha8Rng| -> Tensor {
-            let v: Vec<f32> = (0..n * ENCODED_DIM as usize).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let v: Vec<f32> = (0..n * ENCODED_DIM as usize)
+                .map(|_| rng.random_range(-1.0f32..1.0))
+                .collect();
             normalized(Tensor::from_slice(&v).view([n as i64, ENCODED_DIM]))
         };
         let contexts = gaussian(questions, &mut rng);
-        let of: Vec<i64> = (0..questions as i64).flat_map(|q| std::iter::repeat_n(q, width)).collect();
+        let of: Vec<i64> = (0..questions as i64)
+            .flat_map(|q| std::iter::repeat_n(q, width))
+            .collect();
         let of = Tensor::from_slice(&of);
         let noise = gaussian(questions * width, &mut rng);
-        let gold = Tensor::from_slice(&(0..questions * width).map(|r| f32::from(u8::from(r % width == 0))).collect::<Vec<_>>()).unsqueeze(1);
-        let text = normalized(&gold * (contexts.index_select(0, &of) + &noise * 0.5) + (1.0 - &gold) * &noise);
-        table.attach_encoded(EncodedRows { text, contexts: Some((contexts, of)) }).unwrap();
+        let gold = Tensor::from_slice(
+            &(0..questions * width)
+                .map(|r| f32::from(u8::from(r % width == 0)))
+                .collect::<Vec<_>>(),
+        )
+        .unsqueeze(1);
+        let text = normalized(
+            &gold * (contexts.index_select(0, &of) + &noise * 0.5) + (1.0 - &gold) * &noise,
+        );
+        table
+            .attach_encoded(EncodedRows {
+                text,
+                contexts: Some((contexts, of)),
+            })
+            .unwrap();
         (table, qs)
     }
 
-    fn small(epochs: usize, validation_share: f64, batch_items: usize, learning_rate: f64) -> CommitteeConfig {
+    fn small(
+        epochs: usize,
+        validation_share: f64,
+        batch_items: usize,
+        learning_rate: f64,
+    ) -> CommitteeConfig {
         CommitteeConfig {
             embedding: 16,
             mlp_hidden: 32,
@@ -654,12 +836,24 @@ mod tests {
         let (table, qs) = planted(200, 4, 1);
         let vs = nn::VarStore::new(Device::Cpu);
         let settings = small(6, 0.0, 16, 1e-2);
-        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &all_members(), true, &table).unwrap();
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &settings,
+            &Registry::builtin(),
+            &all_members(),
+            true,
+            &table,
+        )
+        .unwrap();
         let (fit, held) = qs.split_at(140);
         train(&vs, &model, &table, fit, &settings, 1).unwrap();
         let rows: Vec<i64> = held.iter().flatten().copied().collect();
         for (head, scores) in score(&model, &table, &rows, ScoreBatch::Candidates(64)) {
-            let acc = scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64;
+            let acc = scores
+                .chunks(4)
+                .filter(|s| s[1..].iter().all(|&d| s[0] > d))
+                .count() as f64
+                / held.len() as f64;
             if head == "mlp" {
                 assert!(acc < 0.45, "mlp has no signal to use: {acc}");
             } else {
@@ -680,23 +874,55 @@ mod tests {
         let accuracy = |table: &CandidateTable| {
             tch::manual_seed(4);
             let vs = nn::VarStore::new(Device::Cpu);
-            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["encoder"]), false, table).unwrap();
+            let model = CommitteeModel::new(
+                &vs.root(),
+                &settings,
+                &Registry::builtin(),
+                &names(&["encoder"]),
+                false,
+                table,
+            )
+            .unwrap();
             train(&vs, &model, table, fit, &settings, 4).unwrap();
-            let scores = score(&model, table, &rows, ScoreBatch::Candidates(64)).swap_remove(0).1;
-            scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64
+            let scores = score(&model, table, &rows, ScoreBatch::Candidates(64))
+                .swap_remove(0)
+                .1;
+            scores
+                .chunks(4)
+                .filter(|s| s[1..].iter().all(|&d| s[0] > d))
+                .count() as f64
+                / held.len() as f64
         };
         let with_context = accuracy(&table);
         assert!(with_context > 0.8, "{with_context}");
         let text = table.encoded.take().unwrap().text;
-        table.attach_encoded(EncodedRows { text, contexts: None }).unwrap();
+        table
+            .attach_encoded(EncodedRows {
+                text,
+                contexts: None,
+            })
+            .unwrap();
         let without = accuracy(&table);
         assert!(without < 0.45, "the texts alone carry no signal: {without}");
 
-        let bad = table.attach_encoded(EncodedRows { text: Tensor::zeros([3, ENCODED_DIM], (Kind::Float, Device::Cpu)), contexts: None }).unwrap_err();
+        let bad = table
+            .attach_encoded(EncodedRows {
+                text: Tensor::zeros([3, ENCODED_DIM], (Kind::Float, Device::Cpu)),
+                contexts: None,
+            })
+            .unwrap_err();
         assert!(bad.to_string().contains("the table has 800 rows"), "{bad}");
         table.encoded = None;
         let vs = nn::VarStore::new(Device::Cpu);
-        let e = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["encoder"]), false, &table).unwrap_err();
+        let e = CommitteeModel::new(
+            &vs.root(),
+            &settings,
+            &Registry::builtin(),
+            &names(&["encoder"]),
+            false,
+            &table,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("has none"), "{e}");
     }
 
@@ -711,12 +937,22 @@ mod tests {
         let (mut second, mut full, mut qs) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..200 {
             let cue = rng.random_range(5..7);
-            let context: Vec<i32> = (0..3).map(|_| rng.random_range(8..40)).chain([cue]).collect();
+            let context: Vec<i32> = (0..3)
+                .map(|_| rng.random_range(8..40))
+                .chain([cue])
+                .collect();
             let mut q = Vec::new();
             for option in 0..4 {
                 let first = if option == 0 { cue } else { 11 - cue };
-                let words: Vec<i32> = std::iter::once(first).chain((0..5).map(|_| rng.random_range(8..40))).collect();
-                let input = |words: Vec<i32>, marked| CandidateInput { pos: words.iter().map(|w| w % 20).collect(), words, marked, features: [0.0; 8] };
+                let words: Vec<i32> = std::iter::once(first)
+                    .chain((0..5).map(|_| rng.random_range(8..40)))
+                    .collect();
+                let input = |words: Vec<i32>, marked| CandidateInput {
+                    pos: words.iter().map(|w| w % 20).collect(),
+                    words,
+                    marked,
+                    features: [0.0; 8],
+                };
                 q.push(second.len() as i64);
                 full.push(input(context.iter().chain(&words).copied().collect(), 0..4));
                 second.push(input(words, 0..0));
@@ -730,22 +966,49 @@ mod tests {
         let accuracy = |view: &str| {
             tch::manual_seed(8);
             let mut settings = small(6, 0.0, 16, 1e-2);
-            settings.member = serde_json::from_value(serde_json::json!({ "cnn": { "view": view } })).unwrap();
+            settings.member =
+                serde_json::from_value(serde_json::json!({ "cnn": { "view": view } })).unwrap();
             let vs = nn::VarStore::new(Device::Cpu);
-            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn"]), false, &table).unwrap();
+            let model = CommitteeModel::new(
+                &vs.root(),
+                &settings,
+                &Registry::builtin(),
+                &names(&["cnn"]),
+                false,
+                &table,
+            )
+            .unwrap();
             train(&vs, &model, &table, fit, &settings, 8).unwrap();
-            let scores = score(&model, &table, &rows, ScoreBatch::Candidates(64)).swap_remove(0).1;
-            scores.chunks(4).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count() as f64 / held.len() as f64
+            let scores = score(&model, &table, &rows, ScoreBatch::Candidates(64))
+                .swap_remove(0)
+                .1;
+            scores
+                .chunks(4)
+                .filter(|s| s[1..].iter().all(|&d| s[0] > d))
+                .count() as f64
+                / held.len() as f64
         };
         let (full_view, second_sentence) = (accuracy("full"), accuracy("second-sentence"));
         assert!(full_view > 0.8, "the full view holds the cue: {full_view}");
-        assert!(second_sentence < 0.45, "the second sentence alone does not: {second_sentence}");
+        assert!(
+            second_sentence < 0.45,
+            "the second sentence alone does not: {second_sentence}"
+        );
 
         table.full_view = None;
         let mut settings = small(1, 0.0, 16, 1e-2);
-        settings.member = serde_json::from_value(serde_json::json!({ "cnn": { "view": "full" } })).unwrap();
+        settings.member =
+            serde_json::from_value(serde_json::json!({ "cnn": { "view": "full" } })).unwrap();
         let vs = nn::VarStore::new(Device::Cpu);
-        let e = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn"]), false, &table).unwrap_err();
+        let e = CommitteeModel::new(
+            &vs.root(),
+            &settings,
+            &Registry::builtin(),
+            &names(&["cnn"]),
+            false,
+            &table,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no full-view rows"), "{e}");
     }
 
@@ -756,7 +1019,9 @@ mod tests {
         // Rows of lengths 1..=12, read in batches at least 5 wide and at least 30 wide.
         let inputs: Vec<CandidateInput> = (1..=12usize)
             .map(|len| CandidateInput {
-                words: (0..len).map(|j| 2 + ((len * 7 + j * 3) % 37) as i32).collect(),
+                words: (0..len)
+                    .map(|j| 2 + ((len * 7 + j * 3) % 37) as i32)
+                    .collect(),
                 pos: (0..len).map(|j| 2 + ((len + j) % 20) as i32).collect(),
                 marked: 0..len.min(2),
                 features: std::array::from_fn(|f| (f as f32 - 3.5) / 4.0),
@@ -768,26 +1033,43 @@ mod tests {
         assert_eq!((wide.width_of(&[0]), wide.width_of(&[0, 11])), (30, 30));
         assert_eq!(narrow.tokens(), (1..=12).sum::<i64>(), "stored unpadded");
         let vs = nn::VarStore::new(Device::Cpu);
-        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &all_members(), true, &narrow).unwrap();
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &small(1, 0.0, 4, 1e-3),
+            &Registry::builtin(),
+            &all_members(),
+            true,
+            &narrow,
+        )
+        .unwrap();
         let rows: Vec<i64> = (0..12).rev().collect();
         let all = score(&model, &narrow, &rows, ScoreBatch::Candidates(64));
         let one_by_one = score(&model, &narrow, &rows, ScoreBatch::Candidates(1));
         let padded = score(&model, &wide, &rows, ScoreBatch::Candidates(5));
         for ((a, b), c) in all.iter().zip(&one_by_one).zip(&padded) {
             for ((x, y), z) in a.1.iter().zip(&b.1).zip(&c.1) {
-                assert!((x - y).abs() < 1e-5 && (x - z).abs() < 1e-5, "{}: {x} {y} {z}", a.0);
+                assert!(
+                    (x - y).abs() < 1e-5 && (x - z).abs() < 1e-5,
+                    "{}: {x} {y} {z}",
+                    a.0
+                );
             }
         }
         // And the rows are really read: different rows score differently on every text head.
         for (head, s) in &all {
-            assert!(head == "mlp" || s.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-4), "{head}: {s:?}");
+            assert!(
+                head == "mlp" || s.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-4),
+                "{head}: {s:?}"
+            );
         }
     }
 
     #[test]
     fn length_groups_cut_where_padding_costs_more_than_a_group() {
         // One group: 44 rows x 40 columns. Two: the short rows at their own width.
-        let lengths: Vec<i64> = std::iter::repeat_n(2, 40).chain(std::iter::repeat_n(40, 4)).collect();
+        let lengths: Vec<i64> = std::iter::repeat_n(2, 40)
+            .chain(std::iter::repeat_n(40, 4))
+            .collect();
         assert_eq!(length_groups(&lengths, 8), vec![0..40, 40..44]);
         // Rows of nearly one length stay together; an empty batch has no group.
         assert_eq!(length_groups(&[5, 5, 6, 6, 7], 8), vec![0..5]);
@@ -799,7 +1081,9 @@ mod tests {
         assert!(groups.len() > 2, "{groups:?}");
         assert_eq!(groups.first().unwrap().start, 0);
         assert_eq!(groups.last().unwrap().end, ragged.len());
-        assert!(groups.windows(2).all(|w| w[0].end == w[1].start && w[0].start < w[0].end));
+        assert!(groups
+            .windows(2)
+            .all(|w| w[0].end == w[1].start && w[0].start < w[0].end));
     }
 
     /// A batch computed in length groups ([`Batch::by_length`]) scores every row as the row alone
@@ -813,7 +1097,9 @@ mod tests {
             .map(|i| {
                 let len = if i % 11 == 5 { 40 + i % 3 } else { 2 + i % 3 };
                 CandidateInput {
-                    words: (0..len).map(|j| 2 + ((i * 7 + j * 3) % 37) as i32).collect(),
+                    words: (0..len)
+                        .map(|j| 2 + ((i * 7 + j * 3) % 37) as i32)
+                        .collect(),
                     pos: (0..len).map(|j| 2 + ((i + j) % 20) as i32).collect(),
                     marked: 0..1,
                     features: [0.0; 8],
@@ -823,19 +1109,37 @@ mod tests {
         let table = table_of(&inputs, 40, 24, 5);
         let rows: Vec<i64> = (0..33).collect();
         let sorted: Vec<i64> = {
-            let mut l: Vec<i64> = rows.iter().map(|&r| table.lengths[r as usize] as i64).collect();
+            let mut l: Vec<i64> = rows
+                .iter()
+                .map(|&r| table.lengths[r as usize] as i64)
+                .collect();
             l.sort_unstable();
             l
         };
-        assert!(length_groups(&sorted, LENGTH_GROUP_OVERHEAD_ROWS).len() > 1, "the batch is computed in groups");
+        assert!(
+            length_groups(&sorted, LENGTH_GROUP_OVERHEAD_ROWS).len() > 1,
+            "the batch is computed in groups"
+        );
         let vs = nn::VarStore::new(Device::Cpu);
-        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &names(&["cnn", "lstm", "pos-lstm"]), false, &table).unwrap();
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &small(1, 0.0, 4, 1e-3),
+            &Registry::builtin(),
+            &names(&["cnn", "lstm", "pos-lstm"]),
+            false,
+            &table,
+        )
+        .unwrap();
         let together = tch::no_grad(|| model.forward(&table, &rows, false));
         let alone = score(&model, &table, &rows, ScoreBatch::Candidates(1));
         for (t, a) in together.iter().zip(&alone) {
             let t = Vec::<f32>::try_from(&t.scores).unwrap();
             for (r, (x, y)) in t.iter().zip(&a.1).enumerate() {
-                assert!((x - y).abs() < 1e-5, "{} row {r}: {x} in the batch, {y} alone", a.0);
+                assert!(
+                    (x - y).abs() < 1e-5,
+                    "{} row {r}: {x} in the batch, {y} alone",
+                    a.0
+                );
             }
         }
     }
@@ -845,15 +1149,42 @@ mod tests {
         let (table, _) = planted(7, 4, 3);
         let dir = tempfile::tempdir().unwrap();
         table.save(dir.path(), 5).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1 + 6, "28 rows in files of 5, and table.json");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1 + 6,
+            "28 rows in files of 5, and table.json"
+        );
         let back = CandidateTable::load(dir.path(), Device::Cpu).unwrap();
-        for (a, b) in [(&table.words, &back.words), (&table.pos, &back.pos), (&table.indicator, &back.indicator), (&table.features, &back.features)] {
+        for (a, b) in [
+            (&table.words, &back.words),
+            (&table.pos, &back.pos),
+            (&table.indicator, &back.indicator),
+            (&table.features, &back.features),
+        ] {
             assert_eq!(a.kind(), b.kind());
             assert!(a.equal(b));
         }
-        assert_eq!((back.rows, back.vocab, back.pos_vocab, back.min_len, &back.lengths), (table.rows, table.vocab, table.pos_vocab, table.min_len, &table.lengths));
+        assert_eq!(
+            (
+                back.rows,
+                back.vocab,
+                back.pos_vocab,
+                back.min_len,
+                &back.lengths
+            ),
+            (
+                table.rows,
+                table.vocab,
+                table.pos_vocab,
+                table.min_len,
+                &table.lengths
+            )
+        );
         std::fs::remove_file(dir.path().join("part-003.safetensors")).unwrap();
-        let e = CandidateTable::load(dir.path(), Device::Cpu).err().unwrap().to_string();
+        let e = CandidateTable::load(dir.path(), Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("part-003.safetensors"), "{e}");
     }
 
@@ -867,23 +1198,45 @@ mod tests {
                 words: vec![2 + (i % 5) as i32, 3],
                 pos: vec![2, 3],
                 marked: 0..1,
-                features: std::array::from_fn(|f| if i == 6 && f == 2 { f32::NAN } else { f as f32 / 8.0 }),
+                features: std::array::from_fn(|f| {
+                    if i == 6 && f == 2 {
+                        f32::NAN
+                    } else {
+                        f as f32 / 8.0
+                    }
+                }),
             })
             .collect();
         let table = table_of(&inputs, 40, 24, 5);
         let questions: Vec<Vec<i64>> = (0..10).map(|q| (4 * q..4 * q + 4).collect()).collect();
         let vs = nn::VarStore::new(Device::Cpu);
         let settings = small(1, 0.0, 16, 1e-3);
-        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &af_core::member_names(&["mlp"]), true, &table).unwrap();
-        let e = train(&vs, &model, &table, &questions, &settings, 1).unwrap_err().to_string();
-        assert!(e.contains("training loss (epoch 1) is not finite (NaN)"), "{e}");
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &settings,
+            &Registry::builtin(),
+            &af_core::member_names(&["mlp"]),
+            true,
+            &table,
+        )
+        .unwrap();
+        let e = train(&vs, &model, &table, &questions, &settings, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("training loss (epoch 1) is not finite (NaN)"),
+            "{e}"
+        );
     }
 
     #[test]
     fn reversal_within_length_leaves_padding_in_place() {
         let x = Tensor::from_slice(&[1i64, 2, 3, 0, 0, 4, 5, 6, 7, 8]).view([2, 5, 1]);
         let r = reverse_within_length(&x, &Tensor::from_slice(&[3i64, 5]));
-        assert_eq!(Vec::<i64>::try_from(r.flatten(0, -1)).unwrap(), [3, 2, 1, 0, 0, 8, 7, 6, 5, 4]);
+        assert_eq!(
+            Vec::<i64>::try_from(r.flatten(0, -1)).unwrap(),
+            [3, 2, 1, 0, 0, 8, 7, 6, 5, 4]
+        );
     }
 
     #[test]
@@ -891,14 +1244,30 @@ mod tests {
         let _torch_rng = crate::torch_rng_lock();
         tch::manual_seed(2);
         let inputs: Vec<CandidateInput> = (1..=4usize)
-            .map(|len| CandidateInput { words: (0..len).map(|j| 2 + (len * 5 + j) as i32).collect(), pos: vec![3; len], marked: 0..1, features: [0.0; 8] })
+            .map(|len| CandidateInput {
+                words: (0..len).map(|j| 2 + (len * 5 + j) as i32).collect(),
+                pos: vec![3; len],
+                marked: 0..1,
+                features: [0.0; 8],
+            })
             .collect();
         // min_len 1: a batch of short rows is narrower than the 5-wide window.
         let (narrow, cut) = (table_of(&inputs, 40, 24, 1), table_of(&inputs, 40, 24, 5));
         let vs = nn::VarStore::new(Device::Cpu);
-        let model = CommitteeModel::new(&vs.root(), &small(1, 0.0, 4, 1e-3), &Registry::builtin(), &names(&["cnn"]), false, &narrow).unwrap();
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &small(1, 0.0, 4, 1e-3),
+            &Registry::builtin(),
+            &names(&["cnn"]),
+            false,
+            &narrow,
+        )
+        .unwrap();
         let rows = [0, 1, 2, 3];
-        assert_eq!(score(&model, &narrow, &rows, ScoreBatch::Candidates(1)), score(&model, &cut, &rows, ScoreBatch::Candidates(1)));
+        assert_eq!(
+            score(&model, &narrow, &rows, ScoreBatch::Candidates(1)),
+            score(&model, &cut, &rows, ScoreBatch::Candidates(1))
+        );
     }
 
     #[test]
@@ -909,9 +1278,20 @@ mod tests {
             let (table, qs) = planted(60, 4, 2);
             let vs = nn::VarStore::new(Device::Cpu);
             let settings = small(2, 0.2, 8, 1e-3);
-            let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
+            let model = CommitteeModel::new(
+                &vs.root(),
+                &settings,
+                &Registry::builtin(),
+                &names(&["cnn", "pos-lstm"]),
+                true,
+                &table,
+            )
+            .unwrap();
             let report = train(&vs, &model, &table, &qs, &settings, 3).unwrap();
-            (report, score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2)))
+            (
+                report,
+                score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2)),
+            )
         };
         let (a, b) = (run(), run());
         assert_eq!(a.0, b.0);
@@ -921,15 +1301,38 @@ mod tests {
         let (table, qs) = planted(60, 4, 2);
         let vs = nn::VarStore::new(Device::Cpu);
         let settings = small(2, 0.2, 8, 1e-3);
-        let model = CommitteeModel::new(&vs.root(), &settings, &Registry::builtin(), &names(&["cnn", "pos-lstm"]), true, &table).unwrap();
+        let model = CommitteeModel::new(
+            &vs.root(),
+            &settings,
+            &Registry::builtin(),
+            &names(&["cnn", "pos-lstm"]),
+            true,
+            &table,
+        )
+        .unwrap();
         let mut seen = Vec::new();
         let report = train_observed(&vs, &model, &table, &qs, &settings, 3, &mut |epoch, m| {
-            seen.push((epoch, score(m, &table, &[0, 1, 2, 3], ScoreBatch::Candidates(2))));
+            seen.push((
+                epoch,
+                score(m, &table, &[0, 1, 2, 3], ScoreBatch::Candidates(2)),
+            ));
             Ok(())
         })
         .unwrap();
-        assert_eq!((report, score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2))), a);
-        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (0..a.0.epochs).collect::<Vec<_>>());
-        assert_eq!(a.1.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(), ["joint", "cnn", "pos-lstm"]);
+        assert_eq!(
+            (
+                report,
+                score(&model, &table, &[0, 1, 2, 3, 17], ScoreBatch::Candidates(2))
+            ),
+            a
+        );
+        assert_eq!(
+            seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+            (0..a.0.epochs).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            a.1.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["joint", "cnn", "pos-lstm"]
+        );
     }
 }

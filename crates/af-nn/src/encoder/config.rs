@@ -48,15 +48,22 @@ const BERT_FAMILY: &[&str] = &["bert"];
 impl BertConfig {
     pub fn read(path: &Path) -> Result<Self, EncoderError> {
         let cfg: BertConfig = read_json(path)?;
-        let bad = |message: String| EncoderError::File { path: path.to_path_buf(), message };
+        let bad = |message: String| EncoderError::File {
+            path: path.to_path_buf(),
+            message,
+        };
         if let Some(t) = &cfg.model_type {
             if !BERT_FAMILY.contains(&t.as_str()) {
-                return Err(bad(format!("model_type `{t}` is not a BERT-family model (expected one of {BERT_FAMILY:?})")));
+                return Err(bad(format!(
+                    "model_type `{t}` is not a BERT-family model (expected one of {BERT_FAMILY:?})"
+                )));
             }
         }
         if let Some(p) = &cfg.position_embedding_type {
             if p != "absolute" {
-                return Err(bad(format!("position_embedding_type `{p}`: only `absolute` is implemented")));
+                return Err(bad(format!(
+                    "position_embedding_type `{p}`: only `absolute` is implemented"
+                )));
             }
         }
         if cfg.num_attention_heads == 0 || cfg.hidden_size % cfg.num_attention_heads != 0 {
@@ -66,7 +73,10 @@ impl BertConfig {
             )));
         }
         Activation::parse(&cfg.hidden_act).ok_or_else(|| {
-            bad(format!("hidden_act `{}`: expected one of gelu, gelu_new, gelu_pytorch_tanh, relu", cfg.hidden_act))
+            bad(format!(
+                "hidden_act `{}`: expected one of gelu, gelu_new, gelu_pytorch_tanh, relu",
+                cfg.hidden_act
+            ))
         })?;
         Ok(cfg)
     }
@@ -142,8 +152,14 @@ struct SentenceBertFile {
 /// sentence-transformers uses, so it is replaced.)
 pub fn read_max_length(dir: &Path, cfg: &BertConfig) -> Result<usize, EncoderError> {
     let path = dir.join("sentence_bert_config.json");
-    let st = if path.exists() { read_json::<SentenceBertFile>(&path)?.max_seq_length } else { None };
-    Ok(st.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings))
+    let st = if path.exists() {
+        read_json::<SentenceBertFile>(&path)?.max_seq_length
+    } else {
+        None
+    };
+    Ok(st
+        .unwrap_or(cfg.max_position_embeddings)
+        .min(cfg.max_position_embeddings))
 }
 
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EncoderError> {
@@ -155,5 +171,8 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
 }
 
 pub(crate) fn io_error(path: &Path, e: std::io::Error) -> EncoderError {
-    EncoderError::File { path: PathBuf::from(path), message: format!("cannot read: {e}") }
+    EncoderError::File {
+        path: PathBuf::from(path),
+        message: format!("cannot read: {e}"),
+    }
 }

@@ -27,8 +27,8 @@ use tokenizers::{Tokenizer, TruncationParams};
 pub use config::{Activation, BertConfig, Pooling};
 pub use cross::{CrossEncoder, FineTuneOptions, FineTuneReport};
 use model::Bert;
-pub use torchscript::DEFAULT_MAX_LENGTH as TORCHSCRIPT_DEFAULT_MAX_LENGTH;
 use torchscript::ScriptModule;
+pub use torchscript::DEFAULT_MAX_LENGTH as TORCHSCRIPT_DEFAULT_MAX_LENGTH;
 
 /// The environment variable `scripts/setup --env` sets to the default model's directory.
 pub const ENCODER_DIR_ENV: &str = "AF_ENCODER_DIR";
@@ -63,7 +63,11 @@ pub struct EncoderOptions {
 
 impl Default for EncoderOptions {
     fn default() -> Self {
-        Self { batch_size: 64, max_length: None, half: false }
+        Self {
+            batch_size: 64,
+            max_length: None,
+            half: false,
+        }
     }
 }
 
@@ -87,7 +91,10 @@ const TOKENIZER: &str = "tokenizer.json";
 
 fn require(dir: &Path, file: &str) -> Result<PathBuf, EncoderError> {
     if !dir.is_dir() {
-        return Err(EncoderError::Dir { dir: dir.to_path_buf(), message: "is not a directory".into() });
+        return Err(EncoderError::Dir {
+            dir: dir.to_path_buf(),
+            message: "is not a directory".into(),
+        });
     }
     let path = dir.join(file);
     if path.is_file() {
@@ -98,7 +105,10 @@ fn require(dir: &Path, file: &str) -> Result<PathBuf, EncoderError> {
     } else {
         ""
     };
-    Err(EncoderError::Dir { dir: dir.to_path_buf(), message: format!("has no {file}{hint}") })
+    Err(EncoderError::Dir {
+        dir: dir.to_path_buf(),
+        message: format!("has no {file}{hint}"),
+    })
 }
 
 /// Reads a model directory's description; fails as [`Encoder::load`] would on a missing file.
@@ -126,11 +136,22 @@ pub fn inspect(dir: &Path) -> Result<ModelInfo, EncoderError> {
 pub fn write_random_weights(dir: &Path, out: &Path, seed: i64) -> Result<(), EncoderError> {
     let config = require(dir, CONFIG)?;
     let tokenizer = require(dir, TOKENIZER)?;
-    let io = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: e.to_string() };
+    let io = |path: &Path, e: std::io::Error| EncoderError::File {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     let pooling = dir.join("1_Pooling").join("config.json");
-    let made = if pooling.exists() { out.join("1_Pooling") } else { out.to_path_buf() };
+    let made = if pooling.exists() {
+        out.join("1_Pooling")
+    } else {
+        out.to_path_buf()
+    };
     std::fs::create_dir_all(&made).map_err(|e| io(&made, e))?;
-    for (from, to) in [(&config, out.join(CONFIG)), (&tokenizer, out.join(TOKENIZER)), (&pooling, out.join("1_Pooling").join("config.json"))] {
+    for (from, to) in [
+        (&config, out.join(CONFIG)),
+        (&tokenizer, out.join(TOKENIZER)),
+        (&pooling, out.join("1_Pooling").join("config.json")),
+    ] {
         if from.exists() {
             std::fs::copy(from, &to).map_err(|e| io(from, e))?;
         }
@@ -156,7 +177,11 @@ pub fn known_model_dirs() -> Vec<PathBuf> {
     if let Some(home) = std::env::var_os("HOME") {
         let root = Path::new(&home).join(".cache/af/encoders");
         if let Ok(entries) = std::fs::read_dir(&root) {
-            let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
             found.sort();
             dirs.extend(found);
         }
@@ -176,7 +201,10 @@ pub fn known_model_dirs() -> Vec<PathBuf> {
 
 /// A member's model directory: `configured` when given, else the first of [`known_model_dirs`];
 /// an error saying how to get one.
-pub fn model_dir_or_default(configured: Option<&Path>, member: &str) -> Result<PathBuf, crate::NnError> {
+pub fn model_dir_or_default(
+    configured: Option<&Path>,
+    member: &str,
+) -> Result<PathBuf, crate::NnError> {
     match configured {
         Some(dir) => Ok(dir.to_path_buf()),
         None => known_model_dirs().into_iter().next().ok_or_else(|| {
@@ -222,7 +250,8 @@ impl Backend {
                 Ok(match pooling {
                     Pooling::Mean => {
                         let m = mask.to_kind(Kind::Float).unsqueeze(-1);
-                        (&hidden * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1e-9)
+                        (&hidden * &m).sum_dim_intlist(1, false, Kind::Float)
+                            / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1e-9)
                     }
                     Pooling::Cls => hidden.select(1, 0),
                 })
@@ -247,7 +276,9 @@ pub struct Encoder {
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let backend = match &self.backend {
-            Backend::Bert { bert, pooling } => format!("bert ({pooling:?} pooling, {:?})", bert.kind),
+            Backend::Bert { bert, pooling } => {
+                format!("bert ({pooling:?} pooling, {:?})", bert.kind)
+            }
             Backend::TorchScript(_) => "torchscript".to_string(),
         };
         f.debug_struct("Encoder")
@@ -262,38 +293,66 @@ impl std::fmt::Debug for Encoder {
 
 /// `path`'s tokenizer, truncating at `max_length` and padding nothing (batches pad themselves).
 fn load_tokenizer(path: &Path, max_length: usize) -> Result<Tokenizer, EncoderError> {
-    let mut tokenizer =
-        Tokenizer::from_file(path).map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("not a readable tokenizer: {e}") })?;
+    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| EncoderError::File {
+        path: path.to_path_buf(),
+        message: format!("not a readable tokenizer: {e}"),
+    })?;
     // tokenizer.json carries its own truncation and fixed padding; both are replaced.
     tokenizer
-        .with_truncation(Some(TruncationParams { max_length, ..Default::default() }))
-        .map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("truncation: {e}") })?;
+        .with_truncation(Some(TruncationParams {
+            max_length,
+            ..Default::default()
+        }))
+        .map_err(|e| EncoderError::File {
+            path: path.to_path_buf(),
+            message: format!("truncation: {e}"),
+        })?;
     tokenizer.with_padding(None);
     Ok(tokenizer)
 }
 
 impl Encoder {
     /// The encoder `source` names.
-    pub fn open(source: &EncoderSource, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+    pub fn open(
+        source: &EncoderSource,
+        device: Device,
+        options: &EncoderOptions,
+    ) -> Result<Self, EncoderError> {
         match source {
             EncoderSource::Bert { dir } => Self::load(dir, device, options),
-            EncoderSource::TorchScript { module, tokenizer } => Self::load_torchscript(module, tokenizer, device, options),
+            EncoderSource::TorchScript { module, tokenizer } => {
+                Self::load_torchscript(module, tokenizer, device, options)
+            }
         }
     }
 
     /// A BERT-family model directory.
-    pub fn load(dir: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
+    pub fn load(
+        dir: &Path,
+        device: Device,
+        options: &EncoderOptions,
+    ) -> Result<Self, EncoderError> {
         Self::load_inner(dir, device, options, None)
     }
 
     /// The directory's architecture and tokenizer with random weights drawn from `seed` (the same
     /// on every device), for throughput benchmarks where `model.safetensors` cannot travel: it
     /// need not be there.
-    pub fn load_with_random_weights(dir: &Path, device: Device, options: &EncoderOptions, seed: i64) -> Result<Self, EncoderError> {
+    pub fn load_with_random_weights(
+        dir: &Path,
+        device: Device,
+        options: &EncoderOptions,
+        seed: i64,
+    ) -> Result<Self, EncoderError> {
         Self::load_inner(dir, device, options, Some(seed))
     }
 
-    fn load_inner(dir: &Path, device: Device, options: &EncoderOptions, random: Option<i64>) -> Result<Self, EncoderError> {
+    fn load_inner(
+        dir: &Path,
+        device: Device,
+        options: &EncoderOptions,
+        random: Option<i64>,
+    ) -> Result<Self, EncoderError> {
         let cfg = BertConfig::read(&require(dir, CONFIG)?)?;
         let weights = match random {
             None => require(dir, WEIGHTS)?,
@@ -302,12 +361,21 @@ impl Encoder {
         let tokenizer_path = require(dir, TOKENIZER)?;
         let pooling = config::read_pooling(dir)?;
         let model_max = config::read_max_length(dir, &cfg)?;
-        let max_length = options.max_length.map_or(model_max, |m| m.min(cfg.max_position_embeddings));
+        let max_length = options
+            .max_length
+            .map_or(model_max, |m| m.min(cfg.max_position_embeddings));
         if max_length < 2 {
-            return Err(EncoderError::Dir { dir: dir.to_path_buf(), message: format!("max length {max_length} leaves no room for a token") });
+            return Err(EncoderError::Dir {
+                dir: dir.to_path_buf(),
+                message: format!("max length {max_length} leaves no room for a token"),
+            });
         }
         let tokenizer = load_tokenizer(&tokenizer_path, max_length)?;
-        let kind = if options.half && device.is_cuda() { Kind::Half } else { Kind::Float };
+        let kind = if options.half && device.is_cuda() {
+            Kind::Half
+        } else {
+            Kind::Float
+        };
         let bert = {
             let _guard = tch::no_grad_guard();
             match random {
@@ -323,21 +391,36 @@ impl Encoder {
             dim: cfg.hidden_size,
             device,
             batch_size: options.batch_size.max(1),
-            source: EncoderSource::Bert { dir: dir.to_path_buf() },
+            source: EncoderSource::Bert {
+                dir: dir.to_path_buf(),
+            },
         })
     }
 
     /// A TorchScript module taking `(input_ids, attention_mask)`, with the `tokenizer.json` its
     /// ids come from. The module is run once at load on a short text, which checks its interface
     /// and gives the vectors' length.
-    pub fn load_torchscript(module: &Path, tokenizer: &Path, device: Device, options: &EncoderOptions) -> Result<Self, EncoderError> {
-        let max_length = options.max_length.unwrap_or(torchscript::DEFAULT_MAX_LENGTH);
+    pub fn load_torchscript(
+        module: &Path,
+        tokenizer: &Path,
+        device: Device,
+        options: &EncoderOptions,
+    ) -> Result<Self, EncoderError> {
+        let max_length = options
+            .max_length
+            .unwrap_or(torchscript::DEFAULT_MAX_LENGTH);
         if max_length < 2 {
-            return Err(EncoderError::File { path: module.to_path_buf(), message: format!("max length {max_length} leaves no room for a token") });
+            return Err(EncoderError::File {
+                path: module.to_path_buf(),
+                message: format!("max length {max_length} leaves no room for a token"),
+            });
         }
         let script = ScriptModule::load(module, device)?;
         if !tokenizer.is_file() {
-            return Err(EncoderError::File { path: tokenizer.to_path_buf(), message: "no such file (the module's tokenizer.json)".into() });
+            return Err(EncoderError::File {
+                path: tokenizer.to_path_buf(),
+                message: "no such file (the module's tokenizer.json)".into(),
+            });
         }
         let tok = load_tokenizer(tokenizer, max_length)?;
         let probe = tokenize_with(&tok, tokenizer, &["a probe"])?;
@@ -354,7 +437,10 @@ impl Encoder {
             dim,
             device,
             batch_size: options.batch_size.max(1),
-            source: EncoderSource::TorchScript { module: module.to_path_buf(), tokenizer: tokenizer.to_path_buf() },
+            source: EncoderSource::TorchScript {
+                module: module.to_path_buf(),
+                tokenizer: tokenizer.to_path_buf(),
+            },
         })
     }
 
@@ -384,7 +470,10 @@ impl Encoder {
     /// Normalised sentence vectors, `[texts.len(), dim]` f32 on the CPU, in the order of `texts`.
     pub fn encode(&self, texts: &[&str]) -> Result<Tensor, EncoderError> {
         let _guard = tch::no_grad_guard();
-        let mut out = Tensor::zeros([texts.len() as i64, self.dim as i64], (Kind::Float, Device::Cpu));
+        let mut out = Tensor::zeros(
+            [texts.len() as i64, self.dim as i64],
+            (Kind::Float, Device::Cpu),
+        );
         if texts.is_empty() {
             return Ok(out);
         }
@@ -404,21 +493,45 @@ impl Encoder {
     }
 }
 
-fn tokenize_with(tokenizer: &Tokenizer, path: &Path, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>, EncoderError> {
-    tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EncoderError::Tokenize { path: path.to_path_buf(), message: e.to_string() })
+fn tokenize_with(
+    tokenizer: &Tokenizer,
+    path: &Path,
+    texts: &[&str],
+) -> Result<Vec<tokenizers::Encoding>, EncoderError> {
+    tokenizer
+        .encode_batch(texts.to_vec(), true)
+        .map_err(|e| EncoderError::Tokenize {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
 }
 
 /// Token ids, token types and attention mask of the texts `rows` of `encodings`, each `[rows,
 /// longest]` i64 on `device`, padded with zeros.
-fn batch_tensors(encodings: &[tokenizers::Encoding], rows: &[usize], device: Device) -> (Tensor, Tensor, Tensor) {
-    let len = rows.iter().map(|&i| encodings[i].len()).max().unwrap_or(1).max(1);
+fn batch_tensors(
+    encodings: &[tokenizers::Encoding],
+    rows: &[usize],
+    device: Device,
+) -> (Tensor, Tensor, Tensor) {
+    let len = rows
+        .iter()
+        .map(|&i| encodings[i].len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let b = rows.len();
     let mut ids = vec![0i64; b * len];
     let mut types = vec![0i64; b * len];
     let mut mask = vec![0i64; b * len];
     for (row, &i) in rows.iter().enumerate() {
         let e = &encodings[i];
-        for (j, ((&id, &ty), &m)) in e.get_ids().iter().zip(e.get_type_ids()).zip(e.get_attention_mask()).enumerate() {
+        for (j, ((&id, &ty), &m)) in e
+            .get_ids()
+            .iter()
+            .zip(e.get_type_ids())
+            .zip(e.get_attention_mask())
+            .enumerate()
+        {
             ids[row * len + j] = id as i64;
             types[row * len + j] = ty as i64;
             mask[row * len + j] = m as i64;

@@ -80,15 +80,23 @@ struct Weights<'a, 'p> {
 
 impl Weights<'_, '_> {
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor, EncoderError> {
-        let t = self.tensors.remove(name).ok_or_else(|| EncoderError::File {
-            path: self.path.to_path_buf(),
-            message: format!("tensor `{name}` is missing (nor under `bert.{name}`, nor as gamma/beta)"),
-        })?;
+        let t = self
+            .tensors
+            .remove(name)
+            .ok_or_else(|| EncoderError::File {
+                path: self.path.to_path_buf(),
+                message: format!(
+                    "tensor `{name}` is missing (nor under `bert.{name}`, nor as gamma/beta)"
+                ),
+            })?;
         let want: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         if t.size() != want {
             return Err(EncoderError::File {
                 path: self.path.to_path_buf(),
-                message: format!("tensor `{name}` has shape {:?}; config.json implies {want:?}", t.size()),
+                message: format!(
+                    "tensor `{name}` has shape {:?}; config.json implies {want:?}",
+                    t.size()
+                ),
             });
         }
         let t = t.to_device(self.device).to_kind(self.kind);
@@ -105,23 +113,39 @@ impl Weights<'_, '_> {
     }
 
     fn linear(&mut self, prefix: &str, out: usize, inp: usize) -> Result<Linear, EncoderError> {
-        Ok(Linear { w: self.take(&format!("{prefix}.weight"), &[out, inp])?, b: self.take(&format!("{prefix}.bias"), &[out])? })
+        Ok(Linear {
+            w: self.take(&format!("{prefix}.weight"), &[out, inp])?,
+            b: self.take(&format!("{prefix}.bias"), &[out])?,
+        })
     }
 
     fn norm(&mut self, prefix: &str, d: usize, eps: f64) -> Result<LayerNorm, EncoderError> {
-        Ok(LayerNorm { w: self.take(&format!("{prefix}.weight"), &[d])?, b: self.take(&format!("{prefix}.bias"), &[d])?, eps })
+        Ok(LayerNorm {
+            w: self.take(&format!("{prefix}.weight"), &[d])?,
+            b: self.take(&format!("{prefix}.bias"), &[d])?,
+            eps,
+        })
     }
 }
 
 impl Bert {
-    pub(crate) fn load(path: &Path, cfg: &BertConfig, device: Device, kind: Kind) -> Result<Self, EncoderError> {
+    pub(crate) fn load(
+        path: &Path,
+        cfg: &BertConfig,
+        device: Device,
+        kind: Kind,
+    ) -> Result<Self, EncoderError> {
         let tensors = read_tensors(path)?;
         Self::from_tensors(path, tensors, cfg, device, kind, None)
     }
 
     /// The pretrained weights at `path` as trainable f32 variables under `root` (on its
     /// VarStore's device), for fine-tuning: every call starts again from the file.
-    pub(crate) fn load_trainable(path: &Path, cfg: &BertConfig, root: &nn::Path) -> Result<Self, EncoderError> {
+    pub(crate) fn load_trainable(
+        path: &Path,
+        cfg: &BertConfig,
+        root: &nn::Path,
+    ) -> Result<Self, EncoderError> {
         let tensors = read_tensors(path)?;
         Self::from_tensors(path, tensors, cfg, root.device(), Kind::Float, Some(root))
     }
@@ -129,16 +153,41 @@ impl Bert {
     /// BERT's initialisation (normal, deviation 0.02; LayerNorm 1 and 0) drawn on the CPU from
     /// `seed`, so the same seed gives the same weights on any device. For benchmarks on machines
     /// the real weights cannot be carried to: the speed is the architecture's.
-    pub(crate) fn random(path: &Path, cfg: &BertConfig, seed: i64, device: Device, kind: Kind) -> Result<Self, EncoderError> {
+    pub(crate) fn random(
+        path: &Path,
+        cfg: &BertConfig,
+        seed: i64,
+        device: Device,
+        kind: Kind,
+    ) -> Result<Self, EncoderError> {
         Self::from_tensors(path, random_tensors(cfg, seed), cfg, device, kind, None)
     }
 
-    fn from_tensors(path: &Path, tensors: HashMap<String, Tensor>, cfg: &BertConfig, device: Device, kind: Kind, vars: Option<&nn::Path>) -> Result<Self, EncoderError> {
-        let mut w = Weights { path, tensors, device, kind, vars };
+    fn from_tensors(
+        path: &Path,
+        tensors: HashMap<String, Tensor>,
+        cfg: &BertConfig,
+        device: Device,
+        kind: Kind,
+        vars: Option<&nn::Path>,
+    ) -> Result<Self, EncoderError> {
+        let mut w = Weights {
+            path,
+            tensors,
+            device,
+            kind,
+            vars,
+        };
         let (h, i, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.layer_norm_eps);
         let word = w.take("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
-        let position = w.take("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, h])?;
-        let token_type = w.take("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, h])?;
+        let position = w.take(
+            "embeddings.position_embeddings.weight",
+            &[cfg.max_position_embeddings, h],
+        )?;
+        let token_type = w.take(
+            "embeddings.token_type_embeddings.weight",
+            &[cfg.type_vocab_size, h],
+        )?;
         let emb_norm = w.norm("embeddings.LayerNorm", h, eps)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for l in 0..cfg.num_hidden_layers {
@@ -155,7 +204,16 @@ impl Bert {
             });
         }
         // What remains (the pooler, pretraining heads, position_ids) is not part of the encoder.
-        Ok(Self { word, position, token_type, emb_norm, layers, heads: cfg.num_attention_heads as i64, act: cfg.activation(), kind })
+        Ok(Self {
+            word,
+            position,
+            token_type,
+            emb_norm,
+            layers,
+            heads: cfg.num_attention_heads as i64,
+            act: cfg.activation(),
+            kind,
+        })
     }
 
     /// Token vectors `[batch, len, hidden]` for `ids`, `type_ids` `[batch, len]` (int64) and
@@ -176,9 +234,20 @@ impl Bert {
             let q = split(layer.query.forward(&x));
             let k = split(layer.key.forward(&x));
             let v = split(layer.value.forward(&x));
-            let ctx = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(&attend), 0.0, false, None, false);
+            let ctx = Tensor::scaled_dot_product_attention(
+                &q,
+                &k,
+                &v,
+                Some(&attend),
+                0.0,
+                false,
+                None,
+                false,
+            );
             let ctx = ctx.transpose(1, 2).contiguous().view([b, len, hidden]);
-            x = layer.attn_norm.forward(&(layer.attn_out.forward(&ctx) + &x));
+            x = layer
+                .attn_norm
+                .forward(&(layer.attn_out.forward(&ctx) + &x));
             let inner = layer.intermediate.forward(&x);
             let inner = match self.act {
                 Activation::Gelu => inner.gelu("none"),
@@ -198,14 +267,28 @@ pub(crate) fn random_tensors(cfg: &BertConfig, seed: i64) -> HashMap<String, Ten
     let opts = (Kind::Float, Device::Cpu);
     let mut tensors = HashMap::new();
     let normal = |shape: &[i64]| Tensor::randn(shape, opts) * 0.02;
-    tensors.insert("embeddings.word_embeddings.weight".to_string(), normal(&[cfg.vocab_size as i64, h]));
-    tensors.insert("embeddings.position_embeddings.weight".to_string(), normal(&[cfg.max_position_embeddings as i64, h]));
-    tensors.insert("embeddings.token_type_embeddings.weight".to_string(), normal(&[cfg.type_vocab_size as i64, h]));
+    tensors.insert(
+        "embeddings.word_embeddings.weight".to_string(),
+        normal(&[cfg.vocab_size as i64, h]),
+    );
+    tensors.insert(
+        "embeddings.position_embeddings.weight".to_string(),
+        normal(&[cfg.max_position_embeddings as i64, h]),
+    );
+    tensors.insert(
+        "embeddings.token_type_embeddings.weight".to_string(),
+        normal(&[cfg.type_vocab_size as i64, h]),
+    );
     let mut linears = Vec::new();
     let mut norms = vec!["embeddings.LayerNorm".to_string()];
     for l in 0..cfg.num_hidden_layers {
         let p = format!("encoder.layer.{l}");
-        for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"] {
+        for name in [
+            "attention.self.query",
+            "attention.self.key",
+            "attention.self.value",
+            "attention.output.dense",
+        ] {
             linears.push((format!("{p}.{name}"), h, h));
         }
         linears.push((format!("{p}.intermediate.dense"), i, h));
@@ -226,11 +309,18 @@ pub(crate) fn random_tensors(cfg: &BertConfig, seed: i64) -> HashMap<String, Ten
 
 /// A safetensors file's tensors by their canonical names, floating-point ones as f32.
 fn read_tensors(path: &Path) -> Result<HashMap<String, Tensor>, EncoderError> {
-    let raw = Tensor::read_safetensors(path).map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("not a readable safetensors file: {e}") })?;
+    let raw = Tensor::read_safetensors(path).map_err(|e| EncoderError::File {
+        path: path.to_path_buf(),
+        message: format!("not a readable safetensors file: {e}"),
+    })?;
     let mut tensors = HashMap::with_capacity(raw.len());
     for (name, t) in raw {
         // Weights may be stored in half precision; the forward pass starts from f32.
-        let t = if t.is_floating_point() { t.to_kind(Kind::Float) } else { t };
+        let t = if t.is_floating_point() {
+            t.to_kind(Kind::Float)
+        } else {
+            t
+        };
         tensors.insert(canonical_name(&name), t);
     }
     Ok(tensors)
@@ -242,9 +332,21 @@ mod tests {
 
     #[test]
     fn legacy_and_prefixed_names_map_to_the_current_layout() {
-        assert_eq!(canonical_name("bert.embeddings.LayerNorm.gamma"), "embeddings.LayerNorm.weight");
-        assert_eq!(canonical_name("encoder.layer.3.output.LayerNorm.beta"), "encoder.layer.3.output.LayerNorm.bias");
-        assert_eq!(canonical_name("bert.encoder.layer.0.attention.self.query.weight"), "encoder.layer.0.attention.self.query.weight");
-        assert_eq!(canonical_name("embeddings.word_embeddings.weight"), "embeddings.word_embeddings.weight");
+        assert_eq!(
+            canonical_name("bert.embeddings.LayerNorm.gamma"),
+            "embeddings.LayerNorm.weight"
+        );
+        assert_eq!(
+            canonical_name("encoder.layer.3.output.LayerNorm.beta"),
+            "encoder.layer.3.output.LayerNorm.bias"
+        );
+        assert_eq!(
+            canonical_name("bert.encoder.layer.0.attention.self.query.weight"),
+            "encoder.layer.0.attention.self.query.weight"
+        );
+        assert_eq!(
+            canonical_name("embeddings.word_embeddings.weight"),
+            "embeddings.word_embeddings.weight"
+        );
     }
 }

@@ -28,20 +28,37 @@ impl ScriptModule {
     /// a module's precision.
     pub(crate) fn load(path: &Path, device: Device) -> Result<Self, EncoderError> {
         if !path.is_file() {
-            return Err(EncoderError::File { path: path.to_path_buf(), message: "no such file".into() });
+            return Err(EncoderError::File {
+                path: path.to_path_buf(),
+                message: "no such file".into(),
+            });
         }
-        let mut module = CModule::load_on_device(path, device)
-            .map_err(|e| EncoderError::File { path: path.to_path_buf(), message: format!("not a TorchScript module libtorch can load: {}", first_line(&e.to_string())) })?;
+        let mut module = CModule::load_on_device(path, device).map_err(|e| EncoderError::File {
+            path: path.to_path_buf(),
+            message: format!(
+                "not a TorchScript module libtorch can load: {}",
+                first_line(&e.to_string())
+            ),
+        })?;
         module.f_set_eval()?;
-        Ok(Self { module, path: path.to_path_buf() })
+        Ok(Self {
+            module,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Sentence vectors, `[N, D]` f32, of a batch of token ids and their attention mask (both
     /// `[N, T]` i64 on the module's device).
     pub(crate) fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<Tensor, EncoderError> {
-        let bad = |message: String| EncoderError::File { path: self.path.clone(), message };
+        let bad = |message: String| EncoderError::File {
+            path: self.path.clone(),
+            message,
+        };
         let out = self.module.forward_ts(&[ids, mask]).map_err(|e| {
-            bad(format!("forward(input_ids [N, T] int64, attention_mask [N, T] int64) failed: {}", first_line(&e.to_string())))
+            bad(format!(
+                "forward(input_ids [N, T] int64, attention_mask [N, T] int64) failed: {}",
+                first_line(&e.to_string())
+            ))
         })?;
         let n = ids.size()[0];
         match out.size().as_slice() {

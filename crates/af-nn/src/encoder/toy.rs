@@ -32,21 +32,41 @@ pub struct ToyEncoder {
 /// Writes `model.pt` and `tokenizer.json` into `dir`: lower-cased words split at whitespace and
 /// punctuation, unknown ones `[UNK]`, each text framed by `[CLS]` and `[SEP]`; embeddings drawn
 /// uniformly in [-1, 1) from `seed`.
-pub fn write_toy_encoder(dir: &Path, words: &[&str], dim: i64, seed: u64) -> Result<ToyEncoder, EncoderError> {
+pub fn write_toy_encoder(
+    dir: &Path,
+    words: &[&str],
+    dim: i64,
+    seed: u64,
+) -> Result<ToyEncoder, EncoderError> {
     let tokenizer = dir.join("tokenizer.json");
-    let write_error = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: format!("cannot write: {e}") };
-    std::fs::write(&tokenizer, tokenizer_json(words).to_string()).map_err(|e| write_error(&tokenizer, e))?;
+    let write_error = |path: &Path, e: std::io::Error| EncoderError::File {
+        path: path.to_path_buf(),
+        message: format!("cannot write: {e}"),
+    };
+    std::fs::write(&tokenizer, tokenizer_json(words).to_string())
+        .map_err(|e| write_error(&tokenizer, e))?;
 
     let rows = (SPECIAL_TOKENS.len() + words.len()) as i64;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let values: Vec<f32> = (0..rows * dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let values: Vec<f32> = (0..rows * dim)
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect();
     let weight = Tensor::from_slice(&values).view([rows, dim]);
     // Two texts of different lengths, so the traced graph pads as real batches do.
-    let example = [Tensor::from_slice(&[2i64, 1, 3, 0, 2, 1, 1, 3]).view([2, 4]), Tensor::from_slice(&[1i64, 1, 1, 0, 1, 1, 1, 1]).view([2, 4])];
-    let traced = CModule::create_by_tracing("ToyEncoder", "forward", &example, &mut |inputs| vec![toy_forward(&weight, &inputs[0], &inputs[1])])?;
+    let example = [
+        Tensor::from_slice(&[2i64, 1, 3, 0, 2, 1, 1, 3]).view([2, 4]),
+        Tensor::from_slice(&[1i64, 1, 1, 0, 1, 1, 1, 1]).view([2, 4]),
+    ];
+    let traced = CModule::create_by_tracing("ToyEncoder", "forward", &example, &mut |inputs| {
+        vec![toy_forward(&weight, &inputs[0], &inputs[1])]
+    })?;
     let module = dir.join("model.pt");
     traced.save(&module)?;
-    Ok(ToyEncoder { module, tokenizer, weight })
+    Ok(ToyEncoder {
+        module,
+        tokenizer,
+        weight,
+    })
 }
 
 /// What the toy module computes: each text's mean token embedding over its attention mask.
@@ -55,14 +75,25 @@ pub fn write_toy_encoder(dir: &Path, words: &[&str], dim: i64, seed: u64) -> Res
 pub fn toy_forward(weight: &Tensor, ids: &Tensor, mask: &Tensor) -> Tensor {
     let tokens = Tensor::embedding(weight, ids, -1, false, false);
     let m = mask.to_kind(Kind::Float).unsqueeze(-1);
-    (tokens * &m).sum_dim_intlist(1, false, Kind::Float) / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)
+    (tokens * &m).sum_dim_intlist(1, false, Kind::Float)
+        / m.sum_dim_intlist(1, false, Kind::Float).clamp_min(1.0)
 }
 
 /// Writes a BERT model directory into `dir`: `hidden`-wide, `layers` layers of `heads` heads,
 /// BERT's random initialisation drawn from `seed`, mean pooling (no `1_Pooling`), and the toy
 /// tokenizer over `words`.
-pub fn write_toy_bert(dir: &Path, words: &[&str], hidden: usize, layers: usize, heads: usize, seed: i64) -> Result<(), EncoderError> {
-    let write_error = |path: &Path, e: std::io::Error| EncoderError::File { path: path.to_path_buf(), message: format!("cannot write: {e}") };
+pub fn write_toy_bert(
+    dir: &Path,
+    words: &[&str],
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    seed: i64,
+) -> Result<(), EncoderError> {
+    let write_error = |path: &Path, e: std::io::Error| EncoderError::File {
+        path: path.to_path_buf(),
+        message: format!("cannot write: {e}"),
+    };
     let config = serde_json::json!({
         "model_type": "bert",
         "vocab_size": SPECIAL_TOKENS.len() + words.len(),
@@ -76,12 +107,20 @@ pub fn write_toy_bert(dir: &Path, words: &[&str], hidden: usize, layers: usize, 
     std::fs::write(&path, config.to_string()).map_err(|e| write_error(&path, e))?;
     let path = dir.join("tokenizer.json");
     std::fs::write(&path, tokenizer_json(words).to_string()).map_err(|e| write_error(&path, e))?;
-    super::write_random_safetensors(&dir.join("config.json"), &dir.join("model.safetensors"), seed)
+    super::write_random_safetensors(
+        &dir.join("config.json"),
+        &dir.join("model.safetensors"),
+        seed,
+    )
 }
 
 fn tokenizer_json(words: &[&str]) -> serde_json::Value {
-    let vocab: serde_json::Map<String, serde_json::Value> =
-        SPECIAL_TOKENS.iter().chain(words).enumerate().map(|(id, w)| (w.to_string(), serde_json::json!(id))).collect();
+    let vocab: serde_json::Map<String, serde_json::Value> = SPECIAL_TOKENS
+        .iter()
+        .chain(words)
+        .enumerate()
+        .map(|(id, w)| (w.to_string(), serde_json::json!(id)))
+        .collect();
     let added: Vec<serde_json::Value> = SPECIAL_TOKENS
         .iter()
         .enumerate()

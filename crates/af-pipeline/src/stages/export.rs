@@ -37,13 +37,21 @@ pub struct ExportSummary {
 
 impl std::fmt::Display for ExportSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}", self.chance)?;
+        write!(
+            f,
+            "export: detectors trained afresh, held-out (k+1)-way accuracy, chance {:.3}",
+            self.chance
+        )?;
         for (name, random, af) in &self.detectors {
             write!(f, "\n  {name:<16} random {random:.3}  af {af:.3}")?;
         }
         write!(f, "\nexport: audit detectors not in the committee, random assignment -> AF (chance {:.3})", self.audit_chance)?;
         for c in &self.audit {
-            write!(f, "\n  {:<26} random {:.3}  af {:.3}", c.detector, c.random, c.af)?;
+            write!(
+                f,
+                "\n  {:<26} random {:.3}  af {:.3}",
+                c.detector, c.random, c.af
+            )?;
             if let Some(x) = c.edge_shrink {
                 write!(f, "  edge shrank {:.0}%", 100.0 * x)?;
             }
@@ -59,8 +67,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let registry = Registry::builtin();
     let config = ctx.config;
     let state_path = config.run.dir.join("filter/state.json");
-    let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
-    let state: FilterState = serde_json::from_str(&text).with_context(|| format!("{} is corrupted", state_path.display()))?;
+    let text = std::fs::read_to_string(&state_path)
+        .with_context(|| format!("cannot read {}", state_path.display()))?;
+    let state: FilterState = serde_json::from_str(&text)
+        .with_context(|| format!("{} is corrupted", state_path.display()))?;
     let (pool, table, device) = load_saved(config, &registry, ctx.progress)?;
     anyhow::ensure!(
         state.assignment.distractors.len() == pool.items.len(),
@@ -73,24 +83,60 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let chosen = Chosen::read(&pool, &[&state.assignment, &random])?;
     let e = &config.export;
     let splits = export_splits(config, &pool);
-    write_jsonl(&ctx.dir.join("dataset.jsonl"), &chosen, &state.assignment, Some(&state.last_scores), &splits)?;
-    write_jsonl(&ctx.dir.join("random.jsonl"), &chosen, &random, None, &splits)?;
+    write_jsonl(
+        &ctx.dir.join("dataset.jsonl"),
+        &chosen,
+        &state.assignment,
+        Some(&state.last_scores),
+        &splits,
+    )?;
+    write_jsonl(
+        &ctx.dir.join("random.jsonl"),
+        &chosen,
+        &random,
+        None,
+        &splits,
+    )?;
     let questions = pool_questions(&chosen, &state.assignment, &splits);
     let random_questions = pool_questions(&chosen, &random, &splits);
-    af_core::atomic::write(ctx.dir.join("dataset-full.csv"), &af_io::export::swag_full(&questions)?)?;
-    af_core::atomic::write(ctx.dir.join("random-full.csv"), &af_io::export::swag_full(&random_questions)?)?;
+    af_core::atomic::write(
+        ctx.dir.join("dataset-full.csv"),
+        &af_io::export::swag_full(&questions)?,
+    )?;
+    af_core::atomic::write(
+        ctx.dir.join("random-full.csv"),
+        &af_io::export::swag_full(&random_questions)?,
+    )?;
     write_layouts(&ctx.dir, &questions, &e.task)?;
     if e.annotation {
-        write_annotation(&ctx.dir.join("annotation"), &pool, &state.assignment, &questions, config)?;
+        write_annotation(
+            &ctx.dir.join("annotation"),
+            &pool,
+            &state.assignment,
+            &questions,
+            config,
+        )?;
     }
 
     let committee = TorchCommittee::new(&pool, &table, &config.committee, &registry, device);
     let members = evaluation_members(config, &registry);
-    let af = evaluate("af", &committee, &chosen, &state.assignment, &members, config)?;
+    let af = evaluate(
+        "af",
+        &committee,
+        &chosen,
+        &state.assignment,
+        &members,
+        config,
+    )?;
     crate::resources::after_a_model("export: the fresh committee on AF's dataset");
     let baseline = evaluate("random", &committee, &chosen, &random, &members, config)?;
     crate::resources::after_a_model("export: the fresh committee on the random assignment");
-    let detectors = af.detectors.iter().zip(&baseline.detectors).map(|(a, b)| (a.name.clone(), b.accuracy, a.accuracy)).collect();
+    let detectors = af
+        .detectors
+        .iter()
+        .zip(&baseline.detectors)
+        .map(|(a, b)| (a.name.clone(), b.accuracy, a.accuracy))
+        .collect();
     let mut evaluation = json!({
         "k": config.filter.k,
         "chance": af_filter::chance(config.filter.k),
@@ -98,10 +144,25 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
         "af": af,
         "random": baseline,
     });
-    let (audit_json, audit_chance, audit) = audit_comparison(ctx, &questions, &random_questions, &members, &registry, device)?;
+    let (audit_json, audit_chance, audit) = audit_comparison(
+        ctx,
+        &questions,
+        &random_questions,
+        &members,
+        &registry,
+        device,
+    )?;
     evaluation["audit"] = audit_json;
-    af_core::atomic::write(ctx.dir.join("evaluation.json"), serde_json::to_string_pretty(&evaluation)?.as_bytes())?;
-    Ok(ExportSummary { chance: af_filter::chance(config.filter.k), detectors, audit_chance, audit })
+    af_core::atomic::write(
+        ctx.dir.join("evaluation.json"),
+        serde_json::to_string_pretty(&evaluation)?.as_bytes(),
+    )?;
+    Ok(ExportSummary {
+        chance: af_filter::chance(config.filter.k),
+        detectors,
+        audit_chance,
+        audit,
+    })
 }
 
 /// The candidates the export writes (every gold and every assigned distractor), read from the
@@ -113,9 +174,19 @@ pub(crate) struct Chosen<'a> {
 
 impl<'a> Chosen<'a> {
     pub(crate) fn read(pool: &'a Pool, assignments: &[&Assignment]) -> anyhow::Result<Self> {
-        let wanted = (0..pool.items.len())
-            .flat_map(|i| std::iter::once(0).chain(assignments.iter().flat_map(move |a| a.distractors[i].iter().copied())).map(move |c| pool.row(i, c)));
-        Ok(Self { pool, rows: pool.fetch(wanted)? })
+        let wanted = (0..pool.items.len()).flat_map(|i| {
+            std::iter::once(0)
+                .chain(
+                    assignments
+                        .iter()
+                        .flat_map(move |a| a.distractors[i].iter().copied()),
+                )
+                .map(move |c| pool.row(i, c))
+        });
+        Ok(Self {
+            pool,
+            rows: pool.fetch(wanted)?,
+        })
     }
 
     /// Candidate `c` of item `i` (0 is its gold ending).
@@ -125,7 +196,11 @@ impl<'a> Chosen<'a> {
 }
 
 /// The pool's questions under an assignment, gold first, with their published split.
-pub(crate) fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &[&str]) -> Vec<af_core::Question> {
+pub(crate) fn pool_questions(
+    chosen: &Chosen,
+    assignment: &Assignment,
+    splits: &[&str],
+) -> Vec<af_core::Question> {
     chosen
         .pool
         .items
@@ -137,7 +212,11 @@ pub(crate) fn pool_questions(chosen: &Chosen, assignment: &Assignment, splits: &
             context: item.context.clone(),
             prefix: item.noun_phrase.clone(),
             endings: std::iter::once(item.ending.clone())
-                .chain(assignment.distractors[i].iter().map(|&c| chosen.get(i, c).ending.clone()))
+                .chain(
+                    assignment.distractors[i]
+                        .iter()
+                        .map(|&c| chosen.get(i, c).ending.clone()),
+                )
                 .collect(),
             label: 0,
             split: Some(splits[i].to_string()),
@@ -180,12 +259,24 @@ fn audit_comparison(
     let config = ctx.config;
     // A member is excluded on the view it reads: the same architecture on another view is a
     // detector AF never trained against.
-    let exclude: Vec<(MemberName, af_core::View)> =
-        committee.iter().map(|m| Ok((m.clone(), registry.lookup(m)?.view(&config.committee)))).collect::<Result<_, af_nn::NnError>>()?;
+    let exclude: Vec<(MemberName, af_core::View)> = committee
+        .iter()
+        .map(|m| Ok((m.clone(), registry.lookup(m)?.view(&config.committee))))
+        .collect::<Result<_, af_nn::NnError>>()?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let mut reports = Vec::new();
     for (name, questions) in [("random", random), ("af", af)] {
-        reports.push(crate::audit::audit_named(&ctx.dir, name, questions, config, registry, &exclude, &tagger, device, ctx.progress)?);
+        reports.push(crate::audit::audit_named(
+            &ctx.dir,
+            name,
+            questions,
+            config,
+            registry,
+            &exclude,
+            &tagger,
+            device,
+            ctx.progress,
+        )?);
     }
     let (random_report, af_report) = (&reports[0], &reports[1]);
     let rows: Vec<Compared> = random_report
@@ -208,27 +299,49 @@ fn audit_comparison(
         })
         .collect();
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["detector", "chance", "random", "random_ci_low", "random_ci_high", "af", "af_ci_low", "af_ci_high", "random_edge", "af_edge", "edge_shrink", "random_flagged", "af_flagged", "edge_change", "edge_change_ci_low", "edge_change_ci_high"])?;
+    w.write_record([
+        "detector",
+        "chance",
+        "random",
+        "random_ci_low",
+        "random_ci_high",
+        "af",
+        "af_ci_low",
+        "af_ci_high",
+        "random_edge",
+        "af_edge",
+        "edge_shrink",
+        "random_flagged",
+        "af_flagged",
+        "edge_change",
+        "edge_change_ci_low",
+        "edge_change_ci_high",
+    ])?;
     for c in &rows {
-        w.write_record([
-            c.detector.clone(),
-            format!("{:.4}", c.chance),
-            format!("{:.4}", c.random),
-            format!("{:.4}", c.random_ci.0),
-            format!("{:.4}", c.random_ci.1),
-            format!("{:.4}", c.af),
-            format!("{:.4}", c.af_ci.0),
-            format!("{:.4}", c.af_ci.1),
-            format!("{:.4}", c.random_edge),
-            format!("{:.4}", c.af_edge),
-            c.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
-            c.random_flagged.to_string(),
-            c.af_flagged.to_string(),
-        ]
-        .into_iter()
-        .chain(crate::refilter::edge_change_fields(c.edge_change)))?;
+        w.write_record(
+            [
+                c.detector.clone(),
+                format!("{:.4}", c.chance),
+                format!("{:.4}", c.random),
+                format!("{:.4}", c.random_ci.0),
+                format!("{:.4}", c.random_ci.1),
+                format!("{:.4}", c.af),
+                format!("{:.4}", c.af_ci.0),
+                format!("{:.4}", c.af_ci.1),
+                format!("{:.4}", c.random_edge),
+                format!("{:.4}", c.af_edge),
+                c.edge_shrink.map_or(String::new(), |x| format!("{x:.3}")),
+                c.random_flagged.to_string(),
+                c.af_flagged.to_string(),
+            ]
+            .into_iter()
+            .chain(crate::refilter::edge_change_fields(c.edge_change)),
+        )?;
     }
-    af_core::atomic::write(ctx.dir.join("audit-comparison.csv"), &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?)?;
+    af_core::atomic::write(
+        ctx.dir.join("audit-comparison.csv"),
+        &w.into_inner().map_err(|e| anyhow::anyhow!("csv: {e}"))?,
+    )?;
     let summary = json!({
         "models": config.audit.models,
         "left_out_as_committee_members": exclude
@@ -255,16 +368,32 @@ fn evaluation_members(config: &Config, registry: &Registry) -> Vec<MemberName> {
 }
 
 fn features_json(c: &Candidate) -> serde_json::Value {
-    LM_FEATURES.iter().zip(c.features).map(|(n, v)| (n.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
+    LM_FEATURES
+        .iter()
+        .zip(c.features)
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 /// Each item's published split (`train`, `validation`, `test`), by group, seeded by the run.
 pub(crate) fn export_splits(config: &Config, pool: &Pool) -> Vec<&'static str> {
     let e = &config.export;
-    af_core::split::train_validation_test(&pool.groups(), e.train_share, e.validation_share, config.run.seed ^ 0x7370_6c69)
+    af_core::split::train_validation_test(
+        &pool.groups(),
+        e.train_share,
+        e.validation_share,
+        config.run.seed ^ 0x7370_6c69,
+    )
 }
 
-pub(crate) fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment, scores: Option<&[Option<ItemScores>]>, splits: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn write_jsonl(
+    path: &Path,
+    chosen: &Chosen,
+    assignment: &Assignment,
+    scores: Option<&[Option<ItemScores>]>,
+    splits: &[&str],
+) -> anyhow::Result<()> {
     let mut out = String::new();
     for (i, item) in chosen.pool.items.iter().enumerate() {
         let s = scores.and_then(|s| s[i].as_ref());
@@ -307,31 +436,75 @@ pub(crate) fn write_jsonl(path: &Path, chosen: &Chosen, assignment: &Assignment,
 /// `dir`; the lm-eval task names its files relative to its own folder, through its loader.
 fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
     use af_io::export;
-    let names = [("train", "train", "train"), ("validation", "val", "validation")  , ("test", "test", "test")];
+    let names = [
+        ("train", "train", "train"),
+        ("validation", "val", "validation"),
+        ("test", "test", "test"),
+    ];
     let mut lm_files = Vec::new();
     for (split, swag_name, hf_name) in names {
-        let part: Vec<af_core::Question> = questions.iter().filter(|q| q.split.as_deref() == Some(split)).cloned().collect();
+        let part: Vec<af_core::Question> = questions
+            .iter()
+            .filter(|q| q.split.as_deref() == Some(split))
+            .cloned()
+            .collect();
         if part.is_empty() {
             continue;
         }
-        af_core::atomic::write(dir.join(format!("swag/{swag_name}.csv")), &export::swag_regular(&part)?)?;
-        af_core::atomic::write(dir.join(format!("swag/{swag_name}_full.csv")), &export::swag_full(&part)?)?;
-        af_core::atomic::write(dir.join(format!("hellaswag/hellaswag_{swag_name}.jsonl")), export::hellaswag(&part).as_bytes())?;
-        af_core::atomic::write(dir.join(format!("hf/{hf_name}.jsonl")), export::hf_jsonl(&part).as_bytes())?;
+        af_core::atomic::write(
+            dir.join(format!("swag/{swag_name}.csv")),
+            &export::swag_regular(&part)?,
+        )?;
+        af_core::atomic::write(
+            dir.join(format!("swag/{swag_name}_full.csv")),
+            &export::swag_full(&part)?,
+        )?;
+        af_core::atomic::write(
+            dir.join(format!("hellaswag/hellaswag_{swag_name}.jsonl")),
+            export::hellaswag(&part).as_bytes(),
+        )?;
+        af_core::atomic::write(
+            dir.join(format!("hf/{hf_name}.jsonl")),
+            export::hf_jsonl(&part).as_bytes(),
+        )?;
         let lm_name = format!("lm-eval/{task}_{hf_name}.jsonl");
         af_core::atomic::write(dir.join(&lm_name), export::lm_eval_jsonl(&part).as_bytes())?;
         lm_files.push((hf_name, format!("{task}_{hf_name}.jsonl")));
     }
-    af_core::atomic::write(dir.join(format!("lm-eval/{task}.yaml")), export::lm_eval_yaml(task, &lm_files).as_bytes())?;
-    af_core::atomic::write(dir.join(format!("lm-eval/{}.py", export::lm_eval_loader_module(task))), export::LM_EVAL_LOADER.as_bytes())?;
+    af_core::atomic::write(
+        dir.join(format!("lm-eval/{task}.yaml")),
+        export::lm_eval_yaml(task, &lm_files).as_bytes(),
+    )?;
+    af_core::atomic::write(
+        dir.join(format!(
+            "lm-eval/{}.py",
+            export::lm_eval_loader_module(task)
+        )),
+        export::LM_EVAL_LOADER.as_bytes(),
+    )?;
     Ok(())
 }
 
 /// Annotation sheets (CSV and HTML form, `sheet-items` items each) and their key.
-fn write_annotation(dir: &Path, pool: &Pool, assignment: &Assignment, questions: &[af_core::Question], config: &Config) -> anyhow::Result<()> {
-    let items: Vec<(af_core::Question, Vec<u32>)> = questions.iter().cloned().zip(assignment.distractors.iter().cloned()).collect();
+fn write_annotation(
+    dir: &Path,
+    pool: &Pool,
+    assignment: &Assignment,
+    questions: &[af_core::Question],
+    config: &Config,
+) -> anyhow::Result<()> {
+    let items: Vec<(af_core::Question, Vec<u32>)> = questions
+        .iter()
+        .cloned()
+        .zip(assignment.distractors.iter().cloned())
+        .collect();
     debug_assert_eq!(items.len(), pool.items.len());
-    let key = af_annotate::build_key(&items, config.export.annotation_distractors, config.export.sheet_items, config.run.seed);
+    let key = af_annotate::build_key(
+        &items,
+        config.export.annotation_distractors,
+        config.export.sheet_items,
+        config.run.seed,
+    );
     let mut lines = String::new();
     for k in &key {
         lines.push_str(&serde_json::to_string(k)?);
@@ -340,8 +513,14 @@ fn write_annotation(dir: &Path, pool: &Pool, assignment: &Assignment, questions:
     af_core::atomic::write(dir.join("key.jsonl"), lines.as_bytes())?;
     for sheet in key.chunk_by(|a, b| a.sheet == b.sheet) {
         let rows: Vec<&af_annotate::KeyItem> = sheet.iter().collect();
-        af_core::atomic::write(dir.join(format!("{}.csv", rows[0].sheet)), &af_annotate::sheet_csv(&rows)?)?;
-        af_core::atomic::write(dir.join(format!("{}.html", rows[0].sheet)), af_annotate::sheet_html(&rows).as_bytes())?;
+        af_core::atomic::write(
+            dir.join(format!("{}.csv", rows[0].sheet)),
+            &af_annotate::sheet_csv(&rows)?,
+        )?;
+        af_core::atomic::write(
+            dir.join(format!("{}.html", rows[0].sheet)),
+            af_annotate::sheet_html(&rows).as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -359,7 +538,13 @@ pub struct Detector {
 impl Detector {
     fn new(name: &str, right: f64, n: usize) -> Self {
         let (low, high) = af_audit::stats::wilson(right, n);
-        Self { name: name.into(), accuracy: right / n.max(1) as f64, ci_low: low, ci_high: high, items: n }
+        Self {
+            name: name.into(),
+            accuracy: right / n.max(1) as f64,
+            ci_low: low,
+            ci_high: high,
+            items: n,
+        }
     }
 }
 
@@ -375,7 +560,11 @@ fn summary(mut v: Vec<f64>) -> Summary {
     let count = v.len();
     let mean = v.iter().sum::<f64>() / count.max(1) as f64;
     let median = if count == 0 { f64::NAN } else { v[count / 2] };
-    Summary { mean, median, count }
+    Summary {
+        mean,
+        median,
+        count,
+    }
 }
 
 #[derive(Serialize)]
@@ -405,22 +594,42 @@ fn evaluate(
         use rand::SeedableRng;
         rand_chacha::ChaCha8Rng::seed_from_u64(config.run.seed ^ 0x6576_616c)
     };
-    let (train, heldout) = af_filter::split_by_group(&pool.groups(), config.filter.train_share, &mut rng);
-    let questions: Vec<Vec<i64>> = train.iter().map(|&i| committee.question(i, assignment)).collect();
+    let (train, heldout) =
+        af_filter::split_by_group(&pool.groups(), config.filter.train_share, &mut rng);
+    let questions: Vec<Vec<i64>> = train
+        .iter()
+        .map(|&i| committee.question(i, assignment))
+        .collect();
     let (_vs, model) = committee.train(members, &questions, config.run.seed ^ 0x6576_616c)?;
-    let rows: Vec<i64> = heldout.iter().flat_map(|&i| committee.question(i, assignment)).collect();
+    let rows: Vec<i64> = heldout
+        .iter()
+        .flat_map(|&i| committee.question(i, assignment))
+        .collect();
     let width = assignment.k + 1;
     let mut detectors = Vec::new();
-    for (head, scores) in af_nn::committee::score(&model, committee.table, &rows, config.committee.score_batch) {
-        let right = scores.chunks(width).filter(|s| s[1..].iter().all(|&d| s[0] > d)).count();
+    for (head, scores) in
+        af_nn::committee::score(&model, committee.table, &rows, config.committee.score_batch)
+    {
+        let right = scores
+            .chunks(width)
+            .filter(|s| s[1..].iter().all(|&d| s[0] > d))
+            .count();
         detectors.push(Detector::new(&head, right as f64, heldout.len()));
     }
     // Ties are broken at random: the expected credit is 1 / (options tied).
-    let rules = [LengthRule::Longest, LengthRule::Shortest, LengthRule::Median];
+    let rules = [
+        LengthRule::Longest,
+        LengthRule::Shortest,
+        LengthRule::Median,
+    ];
     let mut length_rights = rules.map(|_| 0.0);
-    let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut gold_ppl, mut dis_ppl, mut gold_len, mut dis_len) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..pool.items.len() {
-        let lens: Vec<f32> = std::iter::once(0).chain(assignment.distractors[i].iter().copied()).map(|c| chosen.get(i, c).tokens as f32).collect();
+        let lens: Vec<f32> = std::iter::once(0)
+            .chain(assignment.distractors[i].iter().copied())
+            .map(|c| chosen.get(i, c).tokens as f32)
+            .collect();
         for (rule, right) in rules.iter().zip(&mut length_rights) {
             *right += af_audit::credit(&rule.scores(&lens), 0);
         }

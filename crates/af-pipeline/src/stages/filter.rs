@@ -41,7 +41,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     let mut table_json = serde_json::to_value(&summary)?;
     // The pool is read one part at a time: this is what reading it and building the table took.
     table_json["peak_host_bytes_after_table"] = serde_json::json!(host_after_table);
-    af_core::atomic::write(ctx.dir.join("table.json"), serde_json::to_string_pretty(&table_json)?.as_bytes())?;
+    af_core::atomic::write(
+        ctx.dir.join("table.json"),
+        serde_json::to_string_pretty(&table_json)?.as_bytes(),
+    )?;
     // For the export stage, which would otherwise tag the whole pool again.
     table.save(&saved_table_dir(config), 1 << 20)?;
     filter_pool(ctx, &pool, &table, device, &registry)
@@ -49,12 +52,19 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
 
 /// The AF loop over a loaded pool and table, into `ctx.dir` (resuming from its `state.json`):
 /// the filter stage's, and each of `af ablate`'s compositions.
-pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, device: tch::Device, registry: &Registry) -> anyhow::Result<FilterReport> {
+pub fn filter_pool(
+    ctx: &StageContext,
+    pool: &Pool,
+    table: &CandidateTable,
+    device: tch::Device,
+    registry: &Registry,
+) -> anyhow::Result<FilterReport> {
     let config = ctx.config;
     let k = config.filter.k;
     let state_path = ctx.dir.join("state.json");
     let mut state = if state_path.exists() {
-        let text = std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}", state_path.display()))?;
+        let text = std::fs::read_to_string(&state_path)
+            .with_context(|| format!("cannot read {}", state_path.display()))?;
         let state: FilterState = serde_json::from_str(&text).with_context(|| {
             format!("{} is corrupted; `af run --force filter` starts the filter over (it is left as it is)", state_path.display())
         })?;
@@ -66,7 +76,10 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
             state.assignment.k,
             pool.items.len()
         );
-        tracing::info!("filter: resuming after iteration {}", state.iterations.len());
+        tracing::info!(
+            "filter: resuming after iteration {}",
+            state.iterations.len()
+        );
         state
     } else {
         FilterState::new(random_assignment(&pool, k, config.run.seed)?)
@@ -76,7 +89,8 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
     for phase in &config.filter.stages {
         if let Some((member, settings)) = registry.fine_tuned(&phase.members, &config.committee)? {
             let dir = settings.model_dir()?;
-            af_nn::encoder::inspect(&dir).with_context(|| format!("member `{member}` of stage `{}`", phase.name))?;
+            af_nn::encoder::inspect(&dir)
+                .with_context(|| format!("member `{member}` of stage `{}`", phase.name))?;
         }
     }
     let groups = pool.groups();
@@ -93,9 +107,16 @@ pub fn filter_pool(ctx: &StageContext, pool: &Pool, table: &CandidateTable, devi
         let before = state.swaps.len();
         let more = state.step(&mut committee, &groups, &config.filter, config.run.seed)?;
         save(ctx, &state)?;
-        append(&history_path, &history_csv(&state.swaps[before..], pool, false)?)?;
+        append(
+            &history_path,
+            &history_csv(&state.swaps[before..], pool, false)?,
+        )?;
         if let Some(it) = state.iterations.last() {
-            let driving = it.heads.iter().find(|h| h.head == it.driving_head).expect("the driving head has metrics");
+            let driving = it
+                .heads
+                .iter()
+                .find(|h| h.head == it.driving_head)
+                .expect("the driving head has metrics");
             tracing::debug!(
                 "iteration {} ({}): {} {:.3} (chance {:.3}), {} swaps in {:.1} s",
                 it.iteration,
@@ -142,7 +163,12 @@ pub fn final_dynamics(state: &FilterState) -> Vec<FinalDynamics> {
         .enumerate()
         .filter_map(|(item, d)| {
             let d = d.as_ref()?;
-            let p: Vec<f64> = d.epochs.gold_probability.iter().map(|&p| f64::from(p)).collect();
+            let p: Vec<f64> = d
+                .epochs
+                .gold_probability
+                .iter()
+                .map(|&p| f64::from(p))
+                .collect();
             Some(FinalDynamics {
                 item,
                 iteration: d.iteration,
@@ -162,15 +188,33 @@ fn write_datamap(ctx: &StageContext, state: &FilterState, pool: &Pool) -> anyhow
     let dynamics: Vec<Dynamics> = current.iter().map(|r| r.dynamics.clone()).collect();
     let regions = crate::datamap::regions(&dynamics, &crate::datamap::DatamapOptions::default());
     let mut in_region: Vec<Vec<&str>> = vec![Vec::new(); pool.items.len()];
-    for (name, list) in [("easy-to-learn", &regions.easy), ("ambiguous", &regions.ambiguous), ("hard-to-learn", &regions.hard)] {
+    for (name, list) in [
+        ("easy-to-learn", &regions.easy),
+        ("ambiguous", &regions.ambiguous),
+        ("hard-to-learn", &regions.hard),
+    ] {
         for &r in list {
             in_region[current[r].item].push(name);
         }
     }
-    let epochs = rows.iter().map(|r| r.dynamics.gold_probability.len()).max().unwrap_or(0);
+    let epochs = rows
+        .iter()
+        .map(|r| r.dynamics.gold_probability.len())
+        .max()
+        .unwrap_or(0);
     let mut out = csv::Writer::from_writer(Vec::new());
-    let mut header: Vec<String> =
-        ["item_id", "iteration", "final_question", "confidence", "variability", "correctness", "forgetfulness", "regions"].map(String::from).to_vec();
+    let mut header: Vec<String> = [
+        "item_id",
+        "iteration",
+        "final_question",
+        "confidence",
+        "variability",
+        "correctness",
+        "forgetfulness",
+        "regions",
+    ]
+    .map(String::from)
+    .to_vec();
     header.extend((1..=epochs).map(|e| format!("gold_probability_{e}")));
     out.write_record(&header)?;
     for r in &rows {
@@ -186,44 +230,71 @@ fn write_datamap(ctx: &StageContext, state: &FilterState, pool: &Pool) -> anyhow
             in_region[r.item].join(";"),
         ];
         // Early stopping may end an iteration's training before the others' epochs: blank cells.
-        row.extend((0..epochs).map(|e| d.gold_probability.get(e).map_or(String::new(), |p| format!("{p:.4}"))));
+        row.extend((0..epochs).map(|e| {
+            d.gold_probability
+                .get(e)
+                .map_or(String::new(), |p| format!("{p:.4}"))
+        }));
         out.write_record(&row)?;
     }
     af_core::atomic::write(ctx.dir.join("datamap.csv"), &csv_bytes(out)?)?;
     // The map itself beside it, so that each of `af ablate`'s compositions has one too (the
     // report draws its own into the page).
     if !dynamics.is_empty() {
-        let points: Vec<af_report::MapPoint> =
-            dynamics.iter().map(|d| af_report::MapPoint { variability: d.variability, confidence: d.confidence, correctness: d.correctness }).collect();
+        let points: Vec<af_report::MapPoint> = dynamics
+            .iter()
+            .map(|d| af_report::MapPoint {
+                variability: d.variability,
+                confidence: d.confidence,
+                correctness: d.correctness,
+            })
+            .collect();
         let title = "Data map of the filtered dataset";
-        af_core::atomic::write(ctx.dir.join("datamap.svg"), af_report::datamap_svg(&points, title)?.as_bytes())?;
+        af_core::atomic::write(
+            ctx.dir.join("datamap.svg"),
+            af_report::datamap_svg(&points, title)?.as_bytes(),
+        )?;
         af_report::datamap_png(&points, title, &ctx.dir.join("datamap.png"))?;
     }
     Ok(())
 }
 
 fn save(ctx: &StageContext, state: &FilterState) -> anyhow::Result<()> {
-    af_core::atomic::write(ctx.dir.join("state.json"), serde_json::to_string(state)?.as_bytes())?;
+    af_core::atomic::write(
+        ctx.dir.join("state.json"),
+        serde_json::to_string(state)?.as_bytes(),
+    )?;
     af_core::atomic::write(ctx.dir.join("metrics.csv"), &metrics_csv(state)?)?;
     Ok(())
 }
 
 /// Swaps as `history.csv` rows, with the header or without.
 fn history_csv(swaps: &[af_filter::Swap], pool: &Pool, header: bool) -> anyhow::Result<Vec<u8>> {
-    let mut history = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+    let mut history = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
     if header {
         history.write_record(["iteration", "item_id", "removed", "added"])?;
     }
     for s in swaps {
-        history.write_record([s.iteration.to_string(), pool.items[s.item].id.clone(), s.removed.to_string(), s.added.to_string()])?;
+        history.write_record([
+            s.iteration.to_string(),
+            pool.items[s.item].id.clone(),
+            s.removed.to_string(),
+            s.added.to_string(),
+        ])?;
     }
     csv_bytes(history)
 }
 
 fn append(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("cannot append to {}", path.display()))?;
-    file.write_all(bytes).with_context(|| format!("cannot append to {}", path.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot append to {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("cannot append to {}", path.display()))?;
     Ok(())
 }
 
@@ -235,7 +306,17 @@ fn csv_bytes(w: csv::Writer<Vec<u8>>) -> anyhow::Result<Vec<u8>> {
 pub fn metrics_csv(state: &FilterState) -> anyhow::Result<Vec<u8>> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record([
-        "iteration", "stage", "head", "driving", "accuracy", "pairwise_accuracy", "heldout_items", "items_changed", "swaps", "seconds", "items_gold_above_pool",
+        "iteration",
+        "stage",
+        "head",
+        "driving",
+        "accuracy",
+        "pairwise_accuracy",
+        "heldout_items",
+        "items_changed",
+        "swaps",
+        "seconds",
+        "items_gold_above_pool",
     ])?;
     for it in &state.iterations {
         for h in &it.heads {
@@ -338,7 +419,10 @@ fn edge_taken(first: f64, last: f64, chance: f64) -> String {
     if first - chance <= 0.02 {
         return "it had no edge to take away".into();
     }
-    format!("AF took away {:.0}% of its edge", 100.0 * edge_removed(first, last, chance))
+    format!(
+        "AF took away {:.0}% of its edge",
+        100.0 * edge_removed(first, last, chance)
+    )
 }
 
 /// The share of a head's edge over chance (`first - chance`) gone by `last`, in [0, 1].
@@ -357,7 +441,8 @@ pub fn what_it_means(first: f64, last: f64, chance: f64) -> String {
         pct(chance)
     );
     let verdict = if first - chance <= 0.02 {
-        "it could not tell them apart by style to begin with, so AF had nothing to remove".to_string()
+        "it could not tell them apart by style to begin with, so AF had nothing to remove"
+            .to_string()
     } else if last - chance <= 0.03 {
         format!("AF took away {} of its edge, so by the style it reads AF's distractors can no longer be told from the right ending", pct(edge_removed(first, last, chance)))
     } else {
@@ -370,10 +455,23 @@ pub fn what_it_means(first: f64, last: f64, chance: f64) -> String {
     format!("{start}: {verdict}. The audit in the export measures detectors AF never trained against; real runs' figures are in docs/results.md.")
 }
 
-fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) -> anyhow::Result<FilterReport> {
-    let first = state.iterations.first().context("the filter ran no iteration")?;
+fn write_report(
+    ctx: &StageContext,
+    state: &FilterState,
+    pool: &Pool,
+    k: usize,
+) -> anyhow::Result<FilterReport> {
+    let first = state
+        .iterations
+        .first()
+        .context("the filter ran no iteration")?;
     let last = state.iterations.last().expect("there is a first");
-    let driving = |it: &af_filter::IterationRecord| it.heads.iter().find(|h| h.head == it.driving_head).map_or(f64::NAN, |h| h.accuracy);
+    let driving = |it: &af_filter::IterationRecord| {
+        it.heads
+            .iter()
+            .find(|h| h.head == it.driving_head)
+            .map_or(f64::NAN, |h| h.accuracy)
+    };
     let mut changed: Vec<usize> = state.swaps.iter().map(|s| s.item).collect();
     changed.sort_unstable();
     changed.dedup();
@@ -389,12 +487,18 @@ fn write_report(ctx: &StageContext, state: &FilterState, pool: &Pool, k: usize) 
         driving_head_first: driving(first),
         driving_head_last: driving(last),
         seconds: state.iterations.iter().map(|i| i.seconds).sum(),
-        datamap_items: final_dynamics(state).iter().filter(|r| r.final_question).count(),
+        datamap_items: final_dynamics(state)
+            .iter()
+            .filter(|r| r.final_question)
+            .count(),
         last_driver: last_driver(state),
         last_heldout_items: last.heldout_items,
         last_gold_above_pool: last.items_gold_above_pool,
     };
-    af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    af_core::atomic::write(
+        ctx.dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     Ok(report)
 }
 
@@ -405,9 +509,22 @@ fn last_driver(state: &FilterState) -> Option<LastDriver> {
         return None;
     }
     let head = &last.driving_head;
-    let accuracy = |it: &af_filter::IterationRecord| it.heads.iter().find(|h| &h.head == head).map(|h| h.accuracy);
-    let (first_iteration, first_accuracy) = state.iterations.iter().find_map(|it| accuracy(it).map(|a| (it.iteration, a)))?;
-    Some(LastDriver { head: head.clone(), first_iteration, first_accuracy, last_accuracy: accuracy(last)? })
+    let accuracy = |it: &af_filter::IterationRecord| {
+        it.heads
+            .iter()
+            .find(|h| &h.head == head)
+            .map(|h| h.accuracy)
+    };
+    let (first_iteration, first_accuracy) = state
+        .iterations
+        .iter()
+        .find_map(|it| accuracy(it).map(|a| (it.iteration, a)))?;
+    Some(LastDriver {
+        head: head.clone(),
+        first_iteration,
+        first_accuracy,
+        last_accuracy: accuracy(last)?,
+    })
 }
 
 /// Bumped when the committee computes other numbers from the same config, so that filter and
@@ -451,18 +568,42 @@ mod tests {
     #[test]
     fn the_sentence_says_what_the_driving_head_did() {
         let done = what_it_means(0.44, 0.24, 0.25);
-        assert!(done.contains("44% of the time against random distractors and 24% against AF's (chance 25%)"), "{done}");
-        assert!(done.contains("took away 100% of its edge") && done.contains("can no longer be told"), "{done}");
+        assert!(
+            done.contains(
+                "44% of the time against random distractors and 24% against AF's (chance 25%)"
+            ),
+            "{done}"
+        );
+        assert!(
+            done.contains("took away 100% of its edge") && done.contains("can no longer be told"),
+            "{done}"
+        );
         let partial = what_it_means(1.0, 0.957, 0.25);
-        assert!(partial.contains("took away 6% of its edge; 71 points above chance remain"), "{partial}");
-        assert!(what_it_means(0.26, 0.25, 0.25).contains("could not tell them apart by style to begin with"));
-        assert!(done.contains("docs/results.md"), "every run points at real runs' figures");
+        assert!(
+            partial.contains("took away 6% of its edge; 71 points above chance remain"),
+            "{partial}"
+        );
+        assert!(what_it_means(0.26, 0.25, 0.25)
+            .contains("could not tell them apart by style to begin with"));
+        assert!(
+            done.contains("docs/results.md"),
+            "every run points at real runs' figures"
+        );
     }
 
     #[test]
     fn an_alternating_schedule_reports_the_last_driving_head_from_its_own_first_measurement() {
         use af_filter::{Assignment, FilterState, HeadMetrics, IterationRecord};
-        let heads = |pairs: &[(&str, f64)]| pairs.iter().map(|&(head, accuracy)| HeadMetrics { head: head.into(), accuracy, pairwise_accuracy: accuracy }).collect();
+        let heads = |pairs: &[(&str, f64)]| {
+            pairs
+                .iter()
+                .map(|&(head, accuracy)| HeadMetrics {
+                    head: head.into(),
+                    accuracy,
+                    pairwise_accuracy: accuracy,
+                })
+                .collect()
+        };
         let record = |iteration: usize, driving: &str, pairs: &[(&str, f64)]| IterationRecord {
             iteration,
             phase: driving.into(),
@@ -475,7 +616,10 @@ mod tests {
             seconds: 0.0,
             learning_rate: None,
         };
-        let mut state = FilterState::new(Assignment { k: 3, distractors: vec![vec![1, 2, 3]] });
+        let mut state = FilterState::new(Assignment {
+            k: 3,
+            distractors: vec![vec![1, 2, 3]],
+        });
         // An MLP-only stage (no encoder head yet), then joint, then encoder-driven.
         state.iterations = vec![
             record(0, "joint", &[("joint", 0.6), ("mlp", 0.6)]),
@@ -483,9 +627,23 @@ mod tests {
             record(2, "encoder", &[("joint", 0.45), ("encoder", 0.55)]),
         ];
         let d = super::last_driver(&state).expect("another head drove the last iteration");
-        assert_eq!((d.head.as_str(), d.first_iteration, d.first_accuracy, d.last_accuracy), ("encoder", 1, 0.8, 0.55));
+        assert_eq!(
+            (
+                d.head.as_str(),
+                d.first_iteration,
+                d.first_accuracy,
+                d.last_accuracy
+            ),
+            ("encoder", 1, 0.8, 0.55)
+        );
         state.iterations.pop();
-        assert!(super::last_driver(&state).is_none(), "one head drove both ends");
-        assert_eq!(super::edge_taken(0.8, 0.55, 0.25), "AF took away 45% of its edge");
+        assert!(
+            super::last_driver(&state).is_none(),
+            "one head drove both ends"
+        );
+        assert_eq!(
+            super::edge_taken(0.8, 0.55, 0.25),
+            "AF took away 45% of its edge"
+        );
     }
 }

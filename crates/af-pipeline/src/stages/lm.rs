@@ -51,7 +51,12 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
     af_core::atomic::write(ctx.dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
     let seqs: Vec<Vec<i64>> = items.iter().map(|i| item_sequence(&vocab, i)).collect();
     let shape = shape(&config.lm, &vocab);
-    tracing::info!("lm: {} items, vocabulary {} (min count {}), {shape:?} on {device:?}", items.len(), vocab.len(), config.lm.min_count);
+    tracing::info!(
+        "lm: {} items, vocabulary {} (min count {}), {shape:?} on {device:?}",
+        items.len(),
+        vocab.len(),
+        config.lm.min_count
+    );
 
     let settings = |seed: u64, max_epochs: usize| TrainSettings {
         learning_rate: config.lm.learning_rate,
@@ -84,16 +89,35 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
             }
         }
         pretrain_sequences = prose.len();
-        tracing::info!("lm: pretraining on {} prose sentence pairs for {} epochs", prose.len(), config.lm.pretrain_epochs);
+        tracing::info!(
+            "lm: pretraining on {} prose sentence pairs for {} epochs",
+            prose.len(),
+            config.lm.pretrain_epochs
+        );
         tch::manual_seed(config.run.seed as i64);
         let mut vs = nn::VarStore::new(device);
         let lm = BiLm::new(&vs.root(), shape);
-        let bar = ctx.progress.bar("pretrain", (prose.len().div_ceil(config.lm.batch_size) * config.lm.pretrain_epochs) as u64);
-        let s = TrainSettings { patience: usize::MAX, ..settings(config.run.seed, config.lm.pretrain_epochs) };
-        lm_train::train(&lm, &mut vs, &prose, &[], &s, &pretrain_dir, |r| {
-            tracing::info!("pretrain epoch {}: loss {:.3}", r.epoch, r.train_loss);
-            crate::resources::after_a_model("LM pretraining epoch");
-        }, || bar.inc(1))?;
+        let bar = ctx.progress.bar(
+            "pretrain",
+            (prose.len().div_ceil(config.lm.batch_size) * config.lm.pretrain_epochs) as u64,
+        );
+        let s = TrainSettings {
+            patience: usize::MAX,
+            ..settings(config.run.seed, config.lm.pretrain_epochs)
+        };
+        lm_train::train(
+            &lm,
+            &mut vs,
+            &prose,
+            &[],
+            &s,
+            &pretrain_dir,
+            |r| {
+                tracing::info!("pretrain epoch {}: loss {:.3}", r.epoch, r.train_loss);
+                crate::resources::after_a_model("LM pretraining epoch");
+            },
+            || bar.inc(1),
+        )?;
         bar.finish();
         Some(vs)
     };
@@ -102,8 +126,14 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
     let mut reports = Vec::new();
     for fold in 0..folds {
         let fold_seed = config.run.seed.wrapping_add(1 + u64::from(fold));
-        let (train_idx, valid_idx) = split_validation(&items, fold, config.lm.validation_share, fold_seed);
-        let heldout: Vec<Vec<i64>> = items.iter().zip(&seqs).filter(|(i, _)| i.fold == fold).map(|(_, s)| s.clone()).collect();
+        let (train_idx, valid_idx) =
+            split_validation(&items, fold, config.lm.validation_share, fold_seed);
+        let heldout: Vec<Vec<i64>> = items
+            .iter()
+            .zip(&seqs)
+            .filter(|(i, _)| i.fold == fold)
+            .map(|(_, s)| s.clone())
+            .collect();
         let train: Vec<Vec<i64>> = train_idx.iter().map(|&i| seqs[i].clone()).collect();
         let valid: Vec<Vec<i64>> = valid_idx.iter().map(|&i| seqs[i].clone()).collect();
         tch::manual_seed(fold_seed as i64);
@@ -115,7 +145,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
                 vs.copy(p).context("copying the pretrained weights")?;
             }
         }
-        let bar = ctx.progress.bar(&format!("LM fold {fold}"), (train.len().div_ceil(config.lm.batch_size) * config.lm.max_epochs) as u64);
+        let bar = ctx.progress.bar(
+            &format!("LM fold {fold}"),
+            (train.len().div_ceil(config.lm.batch_size) * config.lm.max_epochs) as u64,
+        );
         let progress = lm_train::train(
             &lm,
             &mut vs,
@@ -158,7 +191,10 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
         folds: reports,
         from: None,
     };
-    af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    af_core::atomic::write(
+        ctx.dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     Ok(report)
 }
 
@@ -166,38 +202,68 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
 /// what its figures came from) and its report, marked with where they came from.
 fn adopt(ctx: &StageContext, run: &Path) -> anyhow::Result<LmReport> {
     let (config, lm_dir) = (ctx.config, run.join("lm"));
-    let theirs = af_core::Config::load(&lm_dir.join("config.toml")).with_context(|| format!("[lm] from = {}: its lm/ is not a finished LM stage", run.display()))?.lm;
+    let theirs = af_core::Config::load(&lm_dir.join("config.toml"))
+        .with_context(|| {
+            format!(
+                "[lm] from = {}: its lm/ is not a finished LM stage",
+                run.display()
+            )
+        })?
+        .lm;
     let shape = |c: &af_core::config::LmConfig| (c.embedding, c.hidden, c.layers);
     anyhow::ensure!(
         shape(&theirs) == shape(&config.lm),
         "[lm] from = {}: its LMs are embedding {} / hidden {} / layers {}, this config's {} / {} / {}; set the same in [lm]",
         run.display(), theirs.embedding, theirs.hidden, theirs.layers, config.lm.embedding, config.lm.hidden, config.lm.layers
     );
-    std::fs::create_dir_all(&ctx.dir).with_context(|| format!("cannot create {}", ctx.dir.display()))?;
+    std::fs::create_dir_all(&ctx.dir)
+        .with_context(|| format!("cannot create {}", ctx.dir.display()))?;
     let copy = |from: PathBuf, to: PathBuf| -> anyhow::Result<()> {
-        let bytes = std::fs::read(&from).with_context(|| format!("[lm] from = {}: cannot read {}", run.display(), from.display()))?;
+        let bytes = std::fs::read(&from).with_context(|| {
+            format!(
+                "[lm] from = {}: cannot read {}",
+                run.display(),
+                from.display()
+            )
+        })?;
         af_core::atomic::write(&to, &bytes)?;
         Ok(())
     };
     copy(lm_dir.join("vocab.tsv"), ctx.dir.join("vocab.tsv"))?;
     for fold in 0..config.pairs.folds {
         let dir = ctx.dir.join(format!("fold-{fold}"));
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        copy(lm_dir.join(format!("fold-{fold}/best.safetensors")), dir.join("best.safetensors"))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        copy(
+            lm_dir.join(format!("fold-{fold}/best.safetensors")),
+            dir.join("best.safetensors"),
+        )?;
     }
     let report_path = lm_dir.join("report.json");
-    let text = std::fs::read_to_string(&report_path).with_context(|| format!("cannot read {}", report_path.display()))?;
-    let mut report: LmReport = serde_json::from_str(&text).with_context(|| format!("{}: not an LM report", report_path.display()))?;
+    let text = std::fs::read_to_string(&report_path)
+        .with_context(|| format!("cannot read {}", report_path.display()))?;
+    let mut report: LmReport = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not an LM report", report_path.display()))?;
     report.from = Some(run.to_path_buf());
-    af_core::atomic::write(ctx.dir.join("report.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
-    tracing::info!("lm: adopted the {} fold LMs of {}", config.pairs.folds, run.display());
+    af_core::atomic::write(
+        ctx.dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    tracing::info!(
+        "lm: adopted the {} fold LMs of {}",
+        config.pairs.folds,
+        run.display()
+    );
     Ok(report)
 }
 
 /// The items an LM trains on (every fold but `fold`) and, among them, the validation share, chosen
 /// by group so that no video is on both sides.
 fn split_validation(items: &[Item], fold: u32, share: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
-    let groups = items.iter().filter(|i| i.fold != fold).map(|i| i.group.as_str());
+    let groups = items
+        .iter()
+        .filter(|i| i.fold != fold)
+        .map(|i| i.group.as_str());
     // Reuse the fold dealer: with 1/share "folds", fold 0 is the validation part.
     let parts = (1.0 / share.max(1e-9)).round().max(2.0) as u32;
     let assigned = af_text::pairs::assign_folds(groups, parts, seed);
@@ -231,10 +297,14 @@ impl crate::runner::Stage for Lm {
         for input in &config.lm.pretrain {
             pretrain.push(file_stamp(&input.path)?);
         }
-        let mut stamp = json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain});
+        let mut stamp =
+            json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain});
         if let Some(run) = &config.lm.from {
             let files: Vec<_> = std::iter::once(run.join("lm/vocab.tsv"))
-                .chain((0..config.pairs.folds).map(|f| run.join(format!("lm/fold-{f}/best.safetensors"))))
+                .chain(
+                    (0..config.pairs.folds)
+                        .map(|f| run.join(format!("lm/fold-{f}/best.safetensors"))),
+                )
                 .map(|p| file_stamp(&p))
                 .collect::<anyhow::Result<_>>()?;
             stamp["adopted"] = json!(files);

@@ -12,7 +12,6 @@ pub mod report;
 
 use std::fmt;
 
-
 /// What a stage reports when it ends.
 pub enum StageReport {
     Pairs(af_text::pairs::PairsReport),

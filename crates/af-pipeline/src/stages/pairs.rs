@@ -1,7 +1,9 @@
 //! The `pairs` stage: inputs -> items.jsonl, vocab.tsv, report.json.
 
 use af_core::config::InputFormat;
-use af_text::pairs::{make_pairs, question_item, GivenItem, PairOptions, PairsReport, SkippedQuestion};
+use af_text::pairs::{
+    make_pairs, question_item, GivenItem, PairOptions, PairsReport, SkippedQuestion,
+};
 use anyhow::Context;
 
 use crate::runner::StageContext;
@@ -9,20 +11,30 @@ use crate::runner::StageContext;
 pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     let (config, dir) = (ctx.config, ctx.dir.as_path());
     if config.pairs.inputs.is_empty() {
-        anyhow::bail!("[pairs] has no inputs: add at least one [[pairs.inputs]] with `path` and `format`");
+        anyhow::bail!(
+            "[pairs] has no inputs: add at least one [[pairs.inputs]] with `path` and `format`"
+        );
     }
     let mut docs = Vec::new();
     let (mut given, mut skipped) = (Vec::new(), Vec::new());
     for input in &config.pairs.inputs {
         if input.format == InputFormat::Questions {
             let (items, left_out) = question_items(input, config)?;
-            tracing::info!("read {} questions from {}", items.len(), input.path.display());
+            tracing::info!(
+                "read {} questions from {}",
+                items.len(),
+                input.path.display()
+            );
             given.extend(items);
             skipped.extend(left_out);
             continue;
         }
         let read = af_io::documents::read_input(input)?;
-        tracing::info!("read {} documents from {}", read.len(), input.path.display());
+        tracing::info!(
+            "read {} documents from {}",
+            read.len(),
+            input.path.display()
+        );
         docs.extend(read);
     }
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
@@ -36,7 +48,11 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
         if (matched as usize) < out.items.len() {
             tracing::warn!("{} of {} items are not among the items of {}: each follows its video's matched items, else keeps its own fold", out.items.len() - matched as usize, out.items.len(), run.display());
         }
-        tracing::info!("{matched} of {} items take their fold from {}", out.items.len(), run.display());
+        tracing::info!(
+            "{matched} of {} items take their fold from {}",
+            out.items.len(),
+            run.display()
+        );
     }
     for s in &skipped {
         *out.report.dropped.entry(s.reason.clone()).or_default() += 1;
@@ -50,10 +66,14 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
         );
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    af_io::items::write_items(&dir.join("items.jsonl"), &out.items).context("cannot write items.jsonl")?;
+    af_io::items::write_items(&dir.join("items.jsonl"), &out.items)
+        .context("cannot write items.jsonl")?;
     let vocab = af_text::Vocab::from_counts(&out.token_counts, 1);
     af_core::atomic::write(dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
-    af_core::atomic::write(dir.join("report.json"), serde_json::to_string_pretty(&out.report)?.as_bytes())?;
+    af_core::atomic::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&out.report)?.as_bytes(),
+    )?;
     Ok(out.report)
 }
 
@@ -63,8 +83,15 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
 fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core::Item>> {
     let record = |stage: &str| -> anyhow::Result<serde_json::Value> {
         let path = run.join(stage).join("stage.json");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("[lm] from = {}: no finished `{stage}` stage ({})", run.display(), path.display()))?;
-        let record: crate::runner::StageRecord = serde_json::from_str(&text).with_context(|| format!("{}: not a stage record", path.display()))?;
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "[lm] from = {}: no finished `{stage}` stage ({})",
+                run.display(),
+                path.display()
+            )
+        })?;
+        let record: crate::runner::StageRecord = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a stage record", path.display()))?;
         Ok(record.fingerprint)
     };
     anyhow::ensure!(
@@ -73,7 +100,12 @@ fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core
         run.display()
     );
     let path = run.join("pairs/items.jsonl");
-    let items = af_io::items::read_items(&path).with_context(|| format!("[lm] from = {}: its items tell which LM trained on what", run.display()))?;
+    let items = af_io::items::read_items(&path).with_context(|| {
+        format!(
+            "[lm] from = {}: its items tell which LM trained on what",
+            run.display()
+        )
+    })?;
     let theirs = items.iter().map(|i| i.fold + 1).max().unwrap_or(0);
     anyhow::ensure!(theirs == folds, "[lm] from = {}: that run has {theirs} folds, this one [pairs] folds = {folds}; they must be equal", run.display());
     Ok(items)
@@ -82,11 +114,21 @@ fn source_items(run: &std::path::Path, folds: u32) -> anyhow::Result<Vec<af_core
 /// The items of a `questions` input as they stand, and the questions left out under `skip-bad`.
 /// A question needs k wrong answers in its pool: its own wrong options and the endings
 /// `[generate]` adds.
-fn question_items(input: &af_core::config::InputSpec, config: &af_core::Config) -> anyhow::Result<(Vec<GivenItem>, Vec<SkippedQuestion>)> {
+fn question_items(
+    input: &af_core::config::InputSpec,
+    config: &af_core::Config,
+) -> anyhow::Result<(Vec<GivenItem>, Vec<SkippedQuestion>)> {
     let file = af_io::questions::read_question_input(input)?;
     let at = |line: usize| format!("{}:{line}", input.path.display());
-    let mut skipped: Vec<SkippedQuestion> =
-        file.skipped.iter().map(|s| SkippedQuestion { origin: at(s.line), reason: "unreadable".into(), detail: s.reason.clone() }).collect();
+    let mut skipped: Vec<SkippedQuestion> = file
+        .skipped
+        .iter()
+        .map(|s| SkippedQuestion {
+            origin: at(s.line),
+            reason: "unreadable".into(),
+            detail: s.reason.clone(),
+        })
+        .collect();
     let (k, added) = (config.filter.k, config.generate.endings);
     let mut items = Vec::new();
     for q in &file.questions {
@@ -95,7 +137,11 @@ fn question_items(input: &af_core::config::InputSpec, config: &af_core::Config) 
             let detail = format!(
                 "{} options, so {own} wrong ones{}, and k = {k} needs {k}",
                 q.endings.len(),
-                if added > 0 { format!(" and {added} generated") } else { String::new() }
+                if added > 0 {
+                    format!(" and {added} generated")
+                } else {
+                    String::new()
+                }
             );
             anyhow::ensure!(
                 input.skip_bad,
@@ -103,10 +149,17 @@ fn question_items(input: &af_core::config::InputSpec, config: &af_core::Config) 
                 at(q.line),
                 q.id
             );
-            skipped.push(SkippedQuestion { origin: at(q.line), reason: "too-few-options".into(), detail });
+            skipped.push(SkippedQuestion {
+                origin: at(q.line),
+                reason: "too-few-options".into(),
+                detail,
+            });
             continue;
         }
-        items.push(GivenItem { item: question_item(q), origin: at(q.line) });
+        items.push(GivenItem {
+            item: question_item(q),
+            origin: at(q.line),
+        });
     }
     Ok((items, skipped))
 }
@@ -133,8 +186,14 @@ impl crate::runner::Stage for Pairs {
             stamp["folds_from"] = file_stamp(&run.join("pairs/items.jsonl"))?;
         }
         // Which questions have enough options depends on k and on the endings generate adds.
-        if config.pairs.inputs.iter().any(|i| i.format == InputFormat::Questions) {
-            stamp["questions_need"] = json!({"k": config.filter.k, "endings": config.generate.endings});
+        if config
+            .pairs
+            .inputs
+            .iter()
+            .any(|i| i.format == InputFormat::Questions)
+        {
+            stamp["questions_need"] =
+                json!({"k": config.filter.k, "endings": config.generate.endings});
         }
         Ok(stamp)
     }

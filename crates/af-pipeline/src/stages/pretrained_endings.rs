@@ -19,7 +19,6 @@ use tch::Device;
 
 use super::generate::{item_rng, Validity};
 
-
 /// What the pretrained generator did for the whole pool (`generate/pretrained.json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct PretrainedSummary {
@@ -81,7 +80,11 @@ enum Targets {
     /// The source items' golds as [`Nearby`], sorted by length in af's tokens (the unit of the
     /// `length-gap` rule) so an item's window is a slice; `own` is each question's gold length in
     /// the generator's words, the target when no other gold is near.
-    NearbyGold { sources: Vec<Nearby>, gap: usize, own: Vec<usize> },
+    NearbyGold {
+        sources: Vec<Nearby>,
+        gap: usize,
+        own: Vec<usize>,
+    },
 }
 
 /// One source item's gold for `nearby-gold`: its length in af's tokens (to find the window), its
@@ -93,22 +96,47 @@ struct Nearby {
 }
 
 impl Targets {
-    fn new(lm: &CausalLm, g: &GenerateConfig, items: &[Item], sources: &[Item]) -> anyhow::Result<Self> {
+    fn new(
+        lm: &CausalLm,
+        g: &GenerateConfig,
+        items: &[Item],
+        sources: &[Item],
+    ) -> anyhow::Result<Self> {
         if g.pretrained_length_bias == 0.0 {
             return Ok(Self::None);
         }
-        let questions_gold_words = || items.iter().map(|i| lm.words(&i.ending)).collect::<Result<Vec<_>, _>>();
+        let questions_gold_words = || {
+            items
+                .iter()
+                .map(|i| lm.words(&i.ending))
+                .collect::<Result<Vec<_>, _>>()
+        };
         let others = &sources[source_range(sources, items.len())];
         Ok(match g.pretrained_length_target {
             LengthTarget::Gold => Self::Gold(questions_gold_words()?),
-            LengthTarget::OtherGold => Self::OtherGold(others.iter().map(|i| Ok((i.group.clone(), lm.words(&i.ending)?))).collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?),
+            LengthTarget::OtherGold => Self::OtherGold(
+                others
+                    .iter()
+                    .map(|i| Ok((i.group.clone(), lm.words(&i.ending)?)))
+                    .collect::<Result<_, af_nn::causal_lm::CausalLmError>>()?,
+            ),
             LengthTarget::NearbyGold => {
                 let mut near = others
                     .iter()
-                    .map(|i| Ok(Nearby { tokens: af_text::tokenize_lowercase(&i.ending).len(), group: i.group.clone(), words: lm.words(&i.ending)? }))
+                    .map(|i| {
+                        Ok(Nearby {
+                            tokens: af_text::tokenize_lowercase(&i.ending).len(),
+                            group: i.group.clone(),
+                            words: lm.words(&i.ending)?,
+                        })
+                    })
                     .collect::<Result<Vec<_>, af_nn::causal_lm::CausalLmError>>()?;
                 near.sort_by_key(|n| n.tokens);
-                Self::NearbyGold { sources: near, gap: g.max_length_gap, own: questions_gold_words()? }
+                Self::NearbyGold {
+                    sources: near,
+                    gap: g.max_length_gap,
+                    own: questions_gold_words()?,
+                }
             }
         })
     }
@@ -120,16 +148,24 @@ impl Targets {
             Self::Gold(lengths) => vec![lengths[index]; count],
             Self::OtherGold(pool) => {
                 let mut rng = item_rng(seed ^ LENGTH_SALT, index, round);
-                (0..count).map(|_| other_group(pool, 0..pool.len(), |p| &p.0, &item.group, &mut rng).1).collect()
+                (0..count)
+                    .map(|_| other_group(pool, 0..pool.len(), |p| &p.0, &item.group, &mut rng).1)
+                    .collect()
             }
             Self::NearbyGold { sources, gap, own } => {
                 let gold = af_text::tokenize_lowercase(&item.ending).len();
-                let window = sources.partition_point(|n| n.tokens < gold.saturating_sub(*gap))..sources.partition_point(|n| n.tokens <= gold + gap);
+                let window = sources.partition_point(|n| n.tokens < gold.saturating_sub(*gap))
+                    ..sources.partition_point(|n| n.tokens <= gold + gap);
                 if window.is_empty() {
                     return vec![own[index]; count];
                 }
                 let mut rng = item_rng(seed ^ LENGTH_SALT, index, round);
-                (0..count).map(|_| other_group(sources, window.clone(), |n| &n.group, &item.group, &mut rng).words).collect()
+                (0..count)
+                    .map(|_| {
+                        other_group(sources, window.clone(), |n| &n.group, &item.group, &mut rng)
+                            .words
+                    })
+                    .collect()
             }
         }
     }
@@ -137,7 +173,13 @@ impl Targets {
 
 /// An entry of `pool[range]` drawn at random, of a group other than `own`: a few tries, then
 /// whatever the last one drew (a range of one group).
-fn other_group<'a, T>(pool: &'a [T], range: std::ops::Range<usize>, group: impl Fn(&T) -> &String, own: &str, rng: &mut impl Rng) -> &'a T {
+fn other_group<'a, T>(
+    pool: &'a [T],
+    range: std::ops::Range<usize>,
+    group: impl Fn(&T) -> &String,
+    own: &str,
+    rng: &mut impl Rng,
+) -> &'a T {
     let mut pick = &pool[rng.random_range(range.clone())];
     for _ in 0..20 {
         if group(pick) != own {
@@ -157,14 +199,24 @@ pub fn prompt(item: &Item, examples: &[&Item]) -> String {
     for e in examples {
         out.push_str(&format!("{} {}\n", e.context.trim(), e.sentence2().trim()));
     }
-    out.push_str(&format!("{} {}", item.context.trim(), item.noun_phrase.trim()));
+    out.push_str(&format!(
+        "{} {}",
+        item.context.trim(),
+        item.noun_phrase.trim()
+    ));
     out
 }
 
 /// `n` example items for the item at `index`: of other groups, drawn from the items past the
 /// questions while there are such (so no example is another question's answer), with the item's
 /// own random stream.
-fn examples<'a>(sources: &'a [Item], questions: usize, index: usize, n: usize, seed: u64) -> Vec<&'a Item> {
+fn examples<'a>(
+    sources: &'a [Item],
+    questions: usize,
+    index: usize,
+    n: usize,
+    seed: u64,
+) -> Vec<&'a Item> {
     if n == 0 {
         return Vec::new();
     }
@@ -186,7 +238,16 @@ fn examples<'a>(sources: &'a [Item], questions: usize, index: usize, n: usize, s
 
 /// Every item's pretrained endings (in item order), writing missing parts under `dir`. `sources`
 /// are all the run's items (the questions `items` first), where prompts' examples come from.
-pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g: &GenerateConfig, validity: &Validity, seed: u64, device: Device, bar: &dyn crate::progress::Bar) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
+pub(super) fn pretrained_endings(
+    dir: &Path,
+    items: &[Item],
+    sources: &[Item],
+    g: &GenerateConfig,
+    validity: &Validity,
+    seed: u64,
+    device: Device,
+    bar: &dyn crate::progress::Bar,
+) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
     std::fs::create_dir_all(dir)?;
     let model_path = match &g.pretrained_model {
         Some(p) => p.clone(),
@@ -196,7 +257,11 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
     };
     let mut model: Option<CausalLm> = None;
     let mut targets: Option<Targets> = None;
-    let settings = CausalSampleSettings { length_bias: g.pretrained_length_bias, length_floor: g.max_length_gap / 2, ..CausalSampleSettings::new(g.max_tokens, g.temperature, g.top_k, g.top_p) };
+    let settings = CausalSampleSettings {
+        length_bias: g.pretrained_length_bias,
+        length_floor: g.max_length_gap / 2,
+        ..CausalSampleSettings::new(g.max_tokens, g.temperature, g.top_k, g.top_p)
+    };
     let start = Instant::now();
     let mut wrote = false;
     let mut all = Vec::with_capacity(items.len());
@@ -205,19 +270,49 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
         let path = part_path(dir, b);
         let part = if path.exists() {
             let text = std::fs::read_to_string(&path)?;
-            let part: Part = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e} (remove it to write it again)", path.display()))?;
-            anyhow::ensure!(part.endings.len() == block.len(), "{}: {} items, its block has {} (remove it to write it again)", path.display(), part.endings.len(), block.len());
+            let part: Part = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{}: {e} (remove it to write it again)", path.display())
+            })?;
+            anyhow::ensure!(
+                part.endings.len() == block.len(),
+                "{}: {} items, its block has {} (remove it to write it again)",
+                path.display(),
+                part.endings.len(),
+                block.len()
+            );
             part
         } else {
             if model.is_none() {
                 let lm = CausalLm::load(&model_path, device)?;
-                tracing::info!("generate: pretrained generator {} ({:.0}M parameters) from {}", lm.name, lm.parameters() as f64 / 1e6, model_path.display());
+                tracing::info!(
+                    "generate: pretrained generator {} ({:.0}M parameters) from {}",
+                    lm.name,
+                    lm.parameters() as f64 / 1e6,
+                    model_path.display()
+                );
                 targets = Some(Targets::new(&lm, g, items, sources)?);
                 model = Some(lm);
             }
             let first = b * g.block_items.max(1);
-            let prompts: Vec<String> = (first..first + block.len()).map(|i| prompt(&items[i], &examples(sources, items.len(), i, g.pretrained_examples, seed))).collect();
-            let part = write_block(model.as_ref().expect("loaded above"), block, &prompts, targets.as_ref().expect("made with the model"), first, g, &settings, validity, seed)?;
+            let prompts: Vec<String> = (first..first + block.len())
+                .map(|i| {
+                    prompt(
+                        &items[i],
+                        &examples(sources, items.len(), i, g.pretrained_examples, seed),
+                    )
+                })
+                .collect();
+            let part = write_block(
+                model.as_ref().expect("loaded above"),
+                block,
+                &prompts,
+                targets.as_ref().expect("made with the model"),
+                first,
+                g,
+                &settings,
+                validity,
+                seed,
+            )?;
             af_core::atomic::write(&path, serde_json::to_string(&part)?.as_bytes())?;
             wrote = true;
             part
@@ -241,24 +336,54 @@ pub(super) fn pretrained_endings(dir: &Path, items: &[Item], sources: &[Item], g
         parameters,
         endings_wanted: g.pretrained_endings,
         endings: all.iter().map(Vec::len).sum(),
-        items_short: all.iter().filter(|e: &&Vec<String>| e.len() < g.pretrained_endings).count(),
+        items_short: all
+            .iter()
+            .filter(|e: &&Vec<String>| e.len() < g.pretrained_endings)
+            .count(),
         draws: total.draws,
         duplicates: total.duplicates,
         rejected: total.rejected,
         rejected_by_rule: total.rejected_by_rule,
-        seconds_this_run: if wrote { start.elapsed().as_secs_f64() } else { 0.0 },
+        seconds_this_run: if wrote {
+            start.elapsed().as_secs_f64()
+        } else {
+            0.0
+        },
     };
     Ok((all, summary))
 }
 
 /// One block: rounds of draws (at most `max-rounds`) until each item has its endings.
 #[allow(clippy::too_many_arguments)]
-fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], targets: &Targets, first_index: usize, g: &GenerateConfig, s: &CausalSampleSettings, validity: &Validity, seed: u64) -> anyhow::Result<Part> {
+fn write_block(
+    lm: &CausalLm,
+    block: &[Item],
+    prompts: &[String],
+    targets: &Targets,
+    first_index: usize,
+    g: &GenerateConfig,
+    s: &CausalSampleSettings,
+    validity: &Validity,
+    seed: u64,
+) -> anyhow::Result<Part> {
     let want = g.pretrained_endings;
-    let mut part = Part { endings: vec![Vec::new(); block.len()], ..Part::default() };
-    let mut seen: Vec<HashSet<String>> =
-        block.iter().map(|item| std::iter::once(&item.ending).chain(&item.distractors).map(|e| e.trim().to_lowercase()).collect()).collect();
-    let golds: Vec<Vec<String>> = block.iter().map(|item| af_text::tokenize_lowercase(&item.ending)).collect();
+    let mut part = Part {
+        endings: vec![Vec::new(); block.len()],
+        ..Part::default()
+    };
+    let mut seen: Vec<HashSet<String>> = block
+        .iter()
+        .map(|item| {
+            std::iter::once(&item.ending)
+                .chain(&item.distractors)
+                .map(|e| e.trim().to_lowercase())
+                .collect()
+        })
+        .collect();
+    let golds: Vec<Vec<String>> = block
+        .iter()
+        .map(|item| af_text::tokenize_lowercase(&item.ending))
+        .collect();
     for round in 0..g.max_rounds.max(1) {
         // (item in block, count, uniforms, target lengths), items split so no job exceeds a batch.
         let mut jobs: Vec<(usize, usize, Vec<f32>, Vec<usize>)> = Vec::new();
@@ -268,11 +393,15 @@ fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], targets: &Targ
                 continue;
             }
             let mut rng = item_rng(seed ^ SALT, first_index + i, round);
-            let mut lengths = targets.draw(&block[i], first_index + i, round, need, seed).into_iter();
+            let mut lengths = targets
+                .draw(&block[i], first_index + i, round, need, seed)
+                .into_iter();
             let mut left = need;
             while left > 0 {
                 let count = left.min(g.pretrained_batch);
-                let uniforms: Vec<f32> = (0..count * s.max_tokens).map(|_| rng.random::<f32>()).collect();
+                let uniforms: Vec<f32> = (0..count * s.max_tokens)
+                    .map(|_| rng.random::<f32>())
+                    .collect();
                 jobs.push((i, count, uniforms, lengths.by_ref().take(count).collect()));
                 left -= count;
             }
@@ -288,7 +417,15 @@ fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], targets: &Targ
                 rows += jobs[end].1;
                 end += 1;
             }
-            let batch: Vec<PromptJob> = jobs[start..end].iter().map(|(i, count, u, lengths)| PromptJob { prompt: &prompts[*i], count: *count, uniforms: u, lengths }).collect();
+            let batch: Vec<PromptJob> = jobs[start..end]
+                .iter()
+                .map(|(i, count, u, lengths)| PromptJob {
+                    prompt: &prompts[*i],
+                    count: *count,
+                    uniforms: u,
+                    lengths,
+                })
+                .collect();
             let drawn = lm.sample(&batch, s)?;
             for ((i, _, _, _), endings) in jobs[start..end].iter().zip(drawn) {
                 for ending in endings {
@@ -301,12 +438,19 @@ fn write_block(lm: &CausalLm, block: &[Item], prompts: &[String], targets: &Targ
                         continue;
                     }
                     if !validity.reject.is_empty() {
-                        let broken = validity.broken(&af_text::tokenize_lowercase(&ending), Some(&golds[*i]));
-                        let rejected: Vec<_> = broken.iter().filter(|r| validity.reject.contains(r)).collect();
+                        let broken = validity
+                            .broken(&af_text::tokenize_lowercase(&ending), Some(&golds[*i]));
+                        let rejected: Vec<_> = broken
+                            .iter()
+                            .filter(|r| validity.reject.contains(r))
+                            .collect();
                         if !rejected.is_empty() {
                             part.rejected += 1;
                             for r in rejected {
-                                *part.rejected_by_rule.entry(r.name().to_string()).or_default() += 1;
+                                *part
+                                    .rejected_by_rule
+                                    .entry(r.name().to_string())
+                                    .or_default() += 1;
                             }
                             continue;
                         }
@@ -341,32 +485,74 @@ mod tests {
 
     #[test]
     fn other_gold_targets_are_other_videos_lengths_drawn_from_the_items_own_stream() {
-        let pool: Vec<(String, usize)> = (0..30).map(|i| (format!("g{}", i % 3), if i % 3 == 0 { 100 } else { i })).collect();
+        let pool: Vec<(String, usize)> = (0..30)
+            .map(|i| (format!("g{}", i % 3), if i % 3 == 0 { 100 } else { i }))
+            .collect();
         let targets = Targets::OtherGold(pool);
         let item = item(0, "g0");
         let drawn = targets.draw(&item, 4, 1, 50, 9);
         assert_eq!(drawn.len(), 50);
-        assert!(drawn.iter().all(|&n| n != 100), "never the item's own group: {drawn:?}");
-        assert_eq!(drawn, targets.draw(&item, 4, 1, 50, 9), "the same item, round and seed draw the same");
-        assert_ne!(drawn, targets.draw(&item, 4, 2, 50, 9), "another round draws anew");
-        assert_eq!(Targets::Gold(vec![3, 7, 5]).draw(&item, 1, 0, 4, 9), vec![7; 4]);
+        assert!(
+            drawn.iter().all(|&n| n != 100),
+            "never the item's own group: {drawn:?}"
+        );
+        assert_eq!(
+            drawn,
+            targets.draw(&item, 4, 1, 50, 9),
+            "the same item, round and seed draw the same"
+        );
+        assert_ne!(
+            drawn,
+            targets.draw(&item, 4, 2, 50, 9),
+            "another round draws anew"
+        );
+        assert_eq!(
+            Targets::Gold(vec![3, 7, 5]).draw(&item, 1, 0, 4, 9),
+            vec![7; 4]
+        );
         assert!(Targets::None.draw(&item, 1, 0, 4, 9).is_empty());
     }
 
     #[test]
     fn nearby_gold_targets_are_other_videos_lengths_within_the_gap_of_the_items_gold() {
         // Golds of 1..=30 tokens ("w w ... w."); words stand for the generator's count.
-        let sources: Vec<Nearby> = (1..=30).map(|t| Nearby { tokens: t, group: format!("g{}", t % 4), words: 100 + t }).collect();
-        let targets = Targets::NearbyGold { sources, gap: 3, own: vec![7, 55] };
+        let sources: Vec<Nearby> = (1..=30)
+            .map(|t| Nearby {
+                tokens: t,
+                group: format!("g{}", t % 4),
+                words: 100 + t,
+            })
+            .collect();
+        let targets = Targets::NearbyGold {
+            sources,
+            gap: 3,
+            own: vec![7, 55],
+        };
         let mut item = item(0, "g2");
         item.ending = "w w w w w w w w w.".into(); // 10 tokens
         let drawn = targets.draw(&item, 0, 0, 200, 9);
         assert_eq!(drawn.len(), 200);
-        assert!(drawn.iter().all(|&w| (107..=113).contains(&w) && w != 110), "lengths 7..=13, never g2's 10: {drawn:?}");
-        assert!((107..=113).filter(|&w| w != 110).all(|w| drawn.contains(&w)), "every length in the window drawn: {drawn:?}");
-        assert_eq!(drawn, targets.draw(&item, 0, 0, 200, 9), "the item's own stream");
+        assert!(
+            drawn.iter().all(|&w| (107..=113).contains(&w) && w != 110),
+            "lengths 7..=13, never g2's 10: {drawn:?}"
+        );
+        assert!(
+            (107..=113)
+                .filter(|&w| w != 110)
+                .all(|w| drawn.contains(&w)),
+            "every length in the window drawn: {drawn:?}"
+        );
+        assert_eq!(
+            drawn,
+            targets.draw(&item, 0, 0, 200, 9),
+            "the item's own stream"
+        );
         item.ending = (0..50).map(|_| "w ").collect::<String>() + "w."; // 52 tokens: no gold near
-        assert_eq!(targets.draw(&item, 1, 0, 3, 9), vec![55; 3], "its own gold's length when none is near");
+        assert_eq!(
+            targets.draw(&item, 1, 0, 3, 9),
+            vec![55; 3],
+            "its own gold's length when none is near"
+        );
     }
 
     #[test]
@@ -375,13 +561,27 @@ mod tests {
         for index in 0..10 {
             let chosen = examples(&sources, 10, index, 3, 5);
             assert_eq!(chosen.len(), 3);
-            assert!(chosen.iter().all(|e| e.group != sources[index].group && e.id[1..].parse::<usize>().unwrap() >= 10), "{index}");
-            assert_eq!(chosen.iter().map(|e| &e.id).collect::<Vec<_>>(), examples(&sources, 10, index, 3, 5).iter().map(|e| &e.id).collect::<Vec<_>>(), "drawn from the item's own stream");
+            assert!(
+                chosen.iter().all(|e| e.group != sources[index].group
+                    && e.id[1..].parse::<usize>().unwrap() >= 10),
+                "{index}"
+            );
+            assert_eq!(
+                chosen.iter().map(|e| &e.id).collect::<Vec<_>>(),
+                examples(&sources, 10, index, 3, 5)
+                    .iter()
+                    .map(|e| &e.id)
+                    .collect::<Vec<_>>(),
+                "drawn from the item's own stream"
+            );
         }
         let p = prompt(&sources[0], &examples(&sources, 10, 0, 2, 5));
         let lines: Vec<&str> = p.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].starts_with("Caption ") && lines[0].contains(" He does thing "), "{p}");
+        assert!(
+            lines[0].starts_with("Caption ") && lines[0].contains(" He does thing "),
+            "{p}"
+        );
         assert_eq!(lines[2], "Caption 0 . He");
         assert_eq!(prompt(&sources[0], &[]), "Caption 0 . He");
     }

@@ -14,25 +14,39 @@ use rand::SeedableRng;
 use serde_json::Value;
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {} (has the run finished that stage?)", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read {} (has the run finished that stage?)",
+            path.display()
+        )
+    })?;
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
 fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     text.lines()
         .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not valid JSON", path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not valid JSON", path.display(), i + 1))
+        })
         .collect()
 }
 
 /// Writes the plots and the page into `out`.
 pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     let state_path = run_dir.join("filter/state.json");
-    let state: FilterState = serde_json::from_str(
-        &std::fs::read_to_string(&state_path).with_context(|| format!("cannot read {}: is {} an af run directory?", state_path.display(), run_dir.display()))?,
-    )
-    .with_context(|| format!("{} is corrupted", state_path.display()))?;
+    let state: FilterState =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).with_context(|| {
+            format!(
+                "cannot read {}: is {} an af run directory?",
+                state_path.display(),
+                run_dir.display()
+            )
+        })?)
+        .with_context(|| format!("{} is corrupted", state_path.display()))?;
     let summary = read_json(&run_dir.join("filter/report.json"))?;
     let evaluation = read_json(&run_dir.join("export/evaluation.json"))?;
     let dataset = read_jsonl(&run_dir.join("export/dataset.jsonl"))?;
@@ -44,11 +58,17 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for it in &state.iterations {
         for h in &it.heads {
-            curves.entry(h.head.clone()).or_default().push((it.iteration as f64, h.accuracy));
+            curves
+                .entry(h.head.clone())
+                .or_default()
+                .push((it.iteration as f64, h.accuracy));
         }
     }
     // The joint head first: it drives by default.
-    let mut curves: Vec<Curve> = curves.into_iter().map(|(name, points)| Curve { name, points }).collect();
+    let mut curves: Vec<Curve> = curves
+        .into_iter()
+        .map(|(name, points)| Curve { name, points })
+        .collect();
     curves.sort_by_key(|c| c.name != af_core::JOINT_HEAD);
     let title = format!("Held-out {}-way accuracy per head", k + 1);
     let svg = af_report::accuracy_svg(&curves, chance, &title)?;
@@ -57,24 +77,43 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
 
     let mut sections = Vec::new();
     let num = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
-    let meaning = super::filter::what_it_means(num(&summary, "driving_head_first"), num(&summary, "driving_head_last"), chance);
+    let meaning = super::filter::what_it_means(
+        num(&summary, "driving_head_first"),
+        num(&summary, "driving_head_last"),
+        chance,
+    );
     sections.push(Section {
         title: "Summary".into(),
         html: format!("<p>{}</p>", escape(&meaning))
             + &table(
-            &["", "value"],
-            &[
-                vec!["items".into(), format!("{}", num(&summary, "items"))],
-                vec!["options per question".into(), format!("{}", k + 1)],
-                vec!["chance".into(), format!("{chance:.3}")],
-                vec!["AF iterations".into(), format!("{}", num(&summary, "iterations"))],
-                vec!["swaps".into(), format!("{}", num(&summary, "swaps"))],
-                vec!["items ever changed".into(), format!("{}", num(&summary, "items_ever_changed"))],
-                vec!["driving head, first iteration".into(), format!("{:.3}", num(&summary, "driving_head_first"))],
-                vec!["driving head, last iteration".into(), format!("{:.3}", num(&summary, "driving_head_last"))],
-                vec!["filter seconds".into(), format!("{:.1}", num(&summary, "seconds"))],
-            ],
-        ),
+                &["", "value"],
+                &[
+                    vec!["items".into(), format!("{}", num(&summary, "items"))],
+                    vec!["options per question".into(), format!("{}", k + 1)],
+                    vec!["chance".into(), format!("{chance:.3}")],
+                    vec![
+                        "AF iterations".into(),
+                        format!("{}", num(&summary, "iterations")),
+                    ],
+                    vec!["swaps".into(), format!("{}", num(&summary, "swaps"))],
+                    vec![
+                        "items ever changed".into(),
+                        format!("{}", num(&summary, "items_ever_changed")),
+                    ],
+                    vec![
+                        "driving head, first iteration".into(),
+                        format!("{:.3}", num(&summary, "driving_head_first")),
+                    ],
+                    vec![
+                        "driving head, last iteration".into(),
+                        format!("{:.3}", num(&summary, "driving_head_last")),
+                    ],
+                    vec![
+                        "filter seconds".into(),
+                        format!("{:.1}", num(&summary, "seconds")),
+                    ],
+                ],
+            ),
     });
     let mut stages: Vec<String> = Vec::new();
     for (i, it) in state.iterations.iter().enumerate() {
@@ -90,15 +129,41 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         ),
     });
     sections.push(datamap_section(&state, out)?);
-    let swaps: Vec<(f64, f64)> = state.iterations.iter().map(|i| (i.iteration as f64, i.swaps as f64)).collect();
-    sections.push(Section { title: "Swaps per iteration".into(), html: af_report::bars_svg(&swaps, "swaps", "Distractors swapped")? });
+    let swaps: Vec<(f64, f64)> = state
+        .iterations
+        .iter()
+        .map(|i| (i.iteration as f64, i.swaps as f64))
+        .collect();
+    sections.push(Section {
+        title: "Swaps per iteration".into(),
+        html: af_report::bars_svg(&swaps, "swaps", "Distractors swapped")?,
+    });
 
-    let detectors = |which: &str| -> Vec<Value> { evaluation[which]["detectors"].as_array().cloned().unwrap_or_default() };
-    let fmt = |d: &Value| format!("{:.3} [{:.3}, {:.3}]", num(d, "accuracy"), num(d, "ci_low"), num(d, "ci_high"));
+    let detectors = |which: &str| -> Vec<Value> {
+        evaluation[which]["detectors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let fmt = |d: &Value| {
+        format!(
+            "{:.3} [{:.3}, {:.3}]",
+            num(d, "accuracy"),
+            num(d, "ci_low"),
+            num(d, "ci_high")
+        )
+    };
     let rows: Vec<Vec<String>> = detectors("random")
         .iter()
         .zip(detectors("af"))
-        .map(|(r, a)| vec![r["name"].as_str().unwrap_or("?").to_string(), fmt(r), fmt(&a), format!("{chance:.3}")])
+        .map(|(r, a)| {
+            vec![
+                r["name"].as_str().unwrap_or("?").to_string(),
+                fmt(r),
+                fmt(&a),
+                format!("{chance:.3}"),
+            ]
+        })
         .collect();
     sections.push(Section {
         title: "Detectors trained afresh: random distractors vs AF".into(),
@@ -111,7 +176,12 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     });
 
     if let Some(compared) = evaluation["audit"]["comparison"].as_array() {
-        let pair = |v: &Value| (v[0].as_f64().unwrap_or(f64::NAN), v[1].as_f64().unwrap_or(f64::NAN));
+        let pair = |v: &Value| {
+            (
+                v[0].as_f64().unwrap_or(f64::NAN),
+                v[1].as_f64().unwrap_or(f64::NAN),
+            )
+        };
         let bars: Vec<af_report::DetectorBar> = compared
             .iter()
             .map(|c| af_report::DetectorBar {
@@ -130,15 +200,26 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
                     format!("{:.3}", num(c, "random")),
                     format!("{:.3}", num(c, "af")),
                     format!("{:.3}", num(c, "chance")),
-                    c["edge_shrink"].as_f64().map_or("-".into(), |x| format!("{:.0}%", 100.0 * x)),
+                    c["edge_shrink"]
+                        .as_f64()
+                        .map_or("-".into(), |x| format!("{:.0}%", 100.0 * x)),
                     c["edge_change"].as_object().map_or("-".into(), |_| {
                         let e = &c["edge_change"];
-                        format!("{:+.3} [{:+.3}, {:+.3}]", num(e, "change"), num(e, "ci_low"), num(e, "ci_high"))
+                        format!(
+                            "{:+.3} [{:+.3}, {:+.3}]",
+                            num(e, "change"),
+                            num(e, "ci_low"),
+                            num(e, "ci_high")
+                        )
                     }),
                 ]
             })
             .collect();
-        let chart = af_report::detectors_svg(&bars, "Audit detectors not in the committee", Some(("random assignment", "AF assignment")))?;
+        let chart = af_report::detectors_svg(
+            &bars,
+            "Audit detectors not in the committee",
+            Some(("random assignment", "AF assignment")),
+        )?;
         sections.push(Section {
             title: "Audit detectors the committee never saw: random distractors vs AF".into(),
             html: format!(
@@ -156,15 +237,30 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
                 if gold {
                     vec![r["gold"]["features"][key].as_f64().unwrap_or(f64::NAN)]
                 } else {
-                    r["distractors"].as_array().map(|d| d.iter().map(|x| x["features"][key].as_f64().unwrap_or(f64::NAN)).collect()).unwrap_or_default()
+                    r["distractors"]
+                        .as_array()
+                        .map(|d| {
+                            d.iter()
+                                .map(|x| x["features"][key].as_f64().unwrap_or(f64::NAN))
+                                .collect()
+                        })
+                        .unwrap_or_default()
                 }
             })
             .collect()
     };
     let key = "fwd_logppl_v_given_sn";
-    let (g, a, r) = (feature(&dataset, true, key), feature(&dataset, false, key), feature(&random, false, key));
+    let (g, a, r) = (
+        feature(&dataset, true, key),
+        feature(&dataset, false, key),
+        feature(&random, false, key),
+    );
     let hist = af_report::histogram_svg(
-        &[("gold endings", &g), ("AF distractors", &a), ("random distractors", &r)],
+        &[
+            ("gold endings", &g),
+            ("AF distractors", &a),
+            ("random distractors", &r),
+        ],
         30,
         "log perplexity of the ending given context (forward LM)",
         "Fluency: gold vs distractors",
@@ -182,9 +278,19 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
 
     sections.push(compute_section(run_dir));
 
-    let questions = dataset.iter().take(8).map(question).collect::<anyhow::Result<Vec<_>>>()?;
+    let questions = dataset
+        .iter()
+        .take(8)
+        .map(question)
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let page = Page {
-        title: format!("af report: {}", run_dir.file_name().and_then(|n| n.to_str()).unwrap_or("run")),
+        title: format!(
+            "af report: {}",
+            run_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("run")
+        ),
         subtitle: format!("{} (af {})", run_dir.display(), env!("CARGO_PKG_VERSION")),
         sections,
         questions,
@@ -200,7 +306,11 @@ fn datamap_section(state: &FilterState, out: &Path) -> anyhow::Result<Section> {
     let points: Vec<af_report::MapPoint> = rows
         .iter()
         .filter(|r| r.final_question)
-        .map(|r| af_report::MapPoint { variability: r.dynamics.variability, confidence: r.dynamics.confidence, correctness: r.dynamics.correctness })
+        .map(|r| af_report::MapPoint {
+            variability: r.dynamics.variability,
+            confidence: r.dynamics.confidence,
+            correctness: r.dynamics.correctness,
+        })
         .collect();
     let title = "Data map of the filtered dataset";
     if points.is_empty() {
@@ -214,7 +324,11 @@ fn datamap_section(state: &FilterState, out: &Path) -> anyhow::Result<Section> {
     af_report::datamap_png(&points, title, &out.join("datamap.png"))?;
     let n = points.len() as f64;
     let mean = |f: &dyn Fn(&af_report::MapPoint) -> f64| points.iter().map(f).sum::<f64>() / n;
-    let epochs: Vec<usize> = rows.iter().filter(|r| r.final_question).map(|r| r.dynamics.gold_probability.len()).collect();
+    let epochs: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.final_question)
+        .map(|r| r.dynamics.gold_probability.len())
+        .collect();
     Ok(Section {
         title: title.into(),
         html: format!(
@@ -230,7 +344,10 @@ fn datamap_section(state: &FilterState, out: &Path) -> anyhow::Result<Section> {
 
 /// "2 epochs", or "1 to 3 epochs: early stopping ends some sooner".
 fn epoch_range(epochs: &[usize]) -> String {
-    let (min, max) = (epochs.iter().min().copied().unwrap_or(0), epochs.iter().max().copied().unwrap_or(0));
+    let (min, max) = (
+        epochs.iter().min().copied().unwrap_or(0),
+        epochs.iter().max().copied().unwrap_or(0),
+    );
     if min == max {
         format!("{max} epochs")
     } else {
@@ -241,19 +358,28 @@ fn epoch_range(epochs: &[usize]) -> String {
 /// Time and memory of each stage, from the stages' `stage.json` (a stage without one is left out:
 /// `af report` may be run on a directory whose earlier stages were copied without it).
 fn compute_section(run_dir: &Path) -> Section {
-    let gb = |v: &Value| v.as_f64().map_or("-".to_string(), |b| format!("{:.2} GB", b / 1e9));
+    let gb = |v: &Value| {
+        v.as_f64()
+            .map_or("-".to_string(), |b| format!("{:.2} GB", b / 1e9))
+    };
     let mut rows = Vec::new();
     for stage in ["pairs", "lm", "generate", "filter", "export"] {
-        let Ok(record) = read_json(&run_dir.join(stage).join("stage.json")) else { continue };
+        let Ok(record) = read_json(&run_dir.join(stage).join("stage.json")) else {
+            continue;
+        };
         rows.push(vec![
             stage.to_string(),
-            record["seconds"].as_f64().map_or("-".to_string(), |s| format!("{s:.1}")),
+            record["seconds"]
+                .as_f64()
+                .map_or("-".to_string(), |s| format!("{s:.1}")),
             gb(&record["host_bytes_at_start"]),
             gb(&record["peak_host_bytes"]),
             gb(&record["device_bytes"]),
         ]);
     }
-    let precision = read_json(&run_dir.join("generate/report.json")).ok().and_then(|r| r["precision"].as_str().map(str::to_string));
+    let precision = read_json(&run_dir.join("generate/report.json"))
+        .ok()
+        .and_then(|r| r["precision"].as_str().map(str::to_string));
     Section {
         title: "Compute".into(),
         html: format!(
@@ -266,7 +392,11 @@ fn compute_section(run_dir: &Path) -> Section {
 
 /// One exported line as a reader sees it: options in an order seeded by the item's id.
 fn question(v: &Value) -> anyhow::Result<Question> {
-    let s = |x: &Value| x.as_str().map(str::to_string).context("export/dataset.jsonl: a field is not text");
+    let s = |x: &Value| {
+        x.as_str()
+            .map(str::to_string)
+            .context("export/dataset.jsonl: a field is not text")
+    };
     let id = s(&v["id"])?;
     let mut options = vec![s(&v["gold"]["ending"])?];
     for d in v["distractors"].as_array().context("no distractors")? {
@@ -275,7 +405,10 @@ fn question(v: &Value) -> anyhow::Result<Question> {
     let seed = af_core::hash::fnv1a64(id.as_bytes());
     let mut order: Vec<usize> = (0..options.len()).collect();
     order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
-    let answer = order.iter().position(|&o| o == 0).expect("gold is an option");
+    let answer = order
+        .iter()
+        .position(|&o| o == 0)
+        .expect("gold is an option");
     Ok(Question {
         id,
         context: s(&v["context"])?,
@@ -299,7 +432,16 @@ impl crate::runner::Stage for Report {
         Ok({
             write(&ctx.config.run.dir, &ctx.dir)?;
             // ctx.dir is where the stage works; the page ends up in the run's report/.
-            (StageReport::Report(ctx.config.run.dir.join(crate::StageName::Report.dir_name()).join("report.html")), true)
+            (
+                StageReport::Report(
+                    ctx.config
+                        .run
+                        .dir
+                        .join(crate::StageName::Report.dir_name())
+                        .join("report.html"),
+                ),
+                true,
+            )
         })
     }
 }

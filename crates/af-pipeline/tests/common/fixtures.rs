@@ -8,17 +8,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// `../shared/data` (or $AF_SHARED_DATA), or None after saying SKIPPED where the test runner does
 /// not hide it (a direct write to stderr is not captured).
 pub fn shared_data(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("AF_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared/data"));
+    let dir = std::env::var_os("AF_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/data"));
     if dir.is_dir() {
         return Some(dir);
     }
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {} is absent (real data is not part of the repository)", dir.display());
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {} is absent (real data is not part of the repository)",
+        dir.display()
+    );
     None
 }
 
@@ -37,26 +46,50 @@ pub const TINY_MODELS: &str = "[lm]\nmin-count = 1\nembedding = 16\nhidden = 16\
 /// working directory.
 pub fn config_in(dir: &Path, inputs: &str) -> PathBuf {
     let p = dir.join("config.toml");
-    std::fs::write(&p, format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}")).unwrap();
+    std::fs::write(
+        &p,
+        format!("[run]\ndir = \"run\"\nthreads = 1\ndevice = \"cpu\"\n\n{inputs}"),
+    )
+    .unwrap();
     p
 }
 
 /// The caption fixture as the pairs stage's input.
 pub fn captions_input() -> String {
-    format!("[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n", repo().join("fixtures/captions/captions.json").display())
+    format!(
+        "[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n",
+        repo().join("fixtures/captions/captions.json").display()
+    )
 }
 
 /// A config on the caption fixture with tiny models and `mlp`/`full` stages of the given lengths.
 pub fn fixture_config(dir: &Path, mlp: usize, full: usize, extra: &str) -> PathBuf {
-    let tiny = TINY_MODELS.replace("iterations = 2\n\n[[filter.stages]]", &format!("iterations = {mlp}\n\n[[filter.stages]]"));
-    let tiny = tiny.replacen("pos-lstm\"]\niterations = 2", &format!("pos-lstm\"]\niterations = {full}"), 1);
-    assert_ne!(tiny, TINY_MODELS.to_string(), "the stage lengths were replaced");
+    let tiny = TINY_MODELS.replace(
+        "iterations = 2\n\n[[filter.stages]]",
+        &format!("iterations = {mlp}\n\n[[filter.stages]]"),
+    );
+    let tiny = tiny.replacen(
+        "pos-lstm\"]\niterations = 2",
+        &format!("pos-lstm\"]\niterations = {full}"),
+        1,
+    );
+    assert_ne!(
+        tiny,
+        TINY_MODELS.to_string(),
+        "the stage lengths were replaced"
+    );
     config_in(dir, &format!("{tiny}{extra}\n{}", captions_input()))
 }
 
 /// af-audit's synthetic questions (`n` of `options` endings, `planted` in the right ones) as a
 /// generic JSONL file at `path`.
-pub fn write_synthetic_questions(path: &Path, n: usize, options: usize, planted: af_audit::synthetic::Planted, seed: u64) {
+pub fn write_synthetic_questions(
+    path: &Path,
+    n: usize,
+    options: usize,
+    planted: af_audit::synthetic::Planted,
+    seed: u64,
+) {
     let lines: Vec<String> = af_audit::synthetic::questions(n, options, planted, seed)
         .iter()
         .map(|q| serde_json::json!({"id": q.id, "group": q.group, "context": q.context, "prefix": q.prefix, "endings": q.endings, "label": q.label}).to_string())
@@ -70,8 +103,15 @@ pub fn write_bad_labels(dir: &Path) -> PathBuf {
     let p = dir.join("bad.jsonl");
     let mut text = String::new();
     for (i, q) in questions(200, 4, Planted::Nothing, 5).iter().enumerate() {
-        let label = if i == 7 { serde_json::json!(9) } else { serde_json::json!(q.label) };
-        text.push_str(&serde_json::json!({"context": q.context, "endings": q.endings, "label": label}).to_string());
+        let label = if i == 7 {
+            serde_json::json!(9)
+        } else {
+            serde_json::json!(q.label)
+        };
+        text.push_str(
+            &serde_json::json!({"context": q.context, "endings": q.endings, "label": label})
+                .to_string(),
+        );
         text.push('\n');
     }
     std::fs::write(&p, text).unwrap();

@@ -38,15 +38,26 @@ pub fn outcome(run: &StageRun) -> (Option<StageName>, &'static str) {
 
 /// Runs `stages` as `af run` does (threads from the config, a forced stage forces the rest) and
 /// returns what became of each.
-pub fn run_stages(config: &Config, stages: &[StageName], force: &[StageName]) -> Vec<(Option<StageName>, &'static str)> {
+pub fn run_stages(
+    config: &Config,
+    stages: &[StageName],
+    force: &[StageName],
+) -> Vec<(Option<StageName>, &'static str)> {
     let mut outcomes = Vec::new();
-    runner::run_stages(config, stages, force, &NoProgress, |r| outcomes.push(outcome(r))).unwrap_or_else(|e| panic!("{e:#}"));
+    runner::run_stages(config, stages, force, &NoProgress, |r| {
+        outcomes.push(outcome(r))
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
     outcomes
 }
 
 /// Every stage up to and including `last`.
 pub fn until(last: StageName) -> &'static [StageName] {
-    let n = af_pipeline::ALL_STAGES.iter().position(|&s| s == last).unwrap() + 1;
+    let n = af_pipeline::ALL_STAGES
+        .iter()
+        .position(|&s| s == last)
+        .unwrap()
+        + 1;
     &af_pipeline::ALL_STAGES[..n]
 }
 
@@ -57,9 +68,16 @@ pub fn run_stage(config: &Config, stage: StageName, force: bool) -> anyhow::Resu
 }
 
 pub fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
 }
 
 pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }

@@ -28,7 +28,10 @@ impl BowSettings {
     pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         // Read even though it has no keys: a key there is a mistake worth an error.
         let Table {} = member_table(c, NAME)?;
-        Ok(Self { embedding: embedding_size(c)?, dropout: text_dropout(c)? })
+        Ok(Self {
+            embedding: embedding_size(c)?,
+            dropout: text_dropout(c)?,
+        })
     }
 }
 
@@ -53,7 +56,10 @@ impl Member for Bow {
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
         let s = BowSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
-        Ok(Box::new(BowNet { embedding: embedding(p / "embedding", ctx.vocab, s.embedding), settings: s }))
+        Ok(Box::new(BowNet {
+            embedding: embedding(p / "embedding", ctx.vocab, s.embedding),
+            settings: s,
+        }))
     }
 }
 
@@ -69,6 +75,7 @@ impl MemberNet for BowNet {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        masked_mean(&self.embedding.forward(&b.words), &b.mask).dropout(self.settings.dropout, train)
+        masked_mean(&self.embedding.forward(&b.words), &b.mask)
+            .dropout(self.settings.dropout, train)
     }
 }

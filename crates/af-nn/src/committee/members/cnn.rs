@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use super::{committee_view, is_second_sentence, embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use super::{
+    committee_view, embedding, embedding_size, indicator_size, is_second_sentence, member_table,
+    overlay, positive, text_dropout, to_json,
+};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -41,13 +44,21 @@ impl CnnSettings {
         let t: Table = member_table(c, NAME)?;
         let (widths, key) = overlay(NAME, t.widths, "widths", c.cnn_widths.clone(), "cnn-widths");
         if widths.is_empty() || widths.iter().any(|&w| w < 1) {
-            return Err(format!("{key} = {widths:?}: needs at least one positive width"));
+            return Err(format!(
+                "{key} = {widths:?}: needs at least one positive width"
+            ));
         }
         Ok(Self {
             embedding: embedding_size(c)?,
             indicator_embedding: indicator_size(c)?,
             widths,
-            filters: positive(overlay(NAME, t.filters, "filters", c.cnn_filters, "cnn-filters"))?,
+            filters: positive(overlay(
+                NAME,
+                t.filters,
+                "filters",
+                c.cnn_filters,
+                "cnn-filters",
+            ))?,
             dropout: text_dropout(c)?,
             view: committee_view(NAME, t.view)?,
         })
@@ -87,7 +98,19 @@ impl Member for Cnn {
         let input = s.embedding + s.indicator_embedding;
         // The convolutions first, then the embeddings: the order the committee always drew its
         // initial weights in.
-        let convs = s.widths.iter().map(|&w| nn::conv1d(p / format!("conv{w}"), input, s.filters, w, Default::default())).collect();
+        let convs = s
+            .widths
+            .iter()
+            .map(|&w| {
+                nn::conv1d(
+                    p / format!("conv{w}"),
+                    input,
+                    s.filters,
+                    w,
+                    Default::default(),
+                )
+            })
+            .collect();
         Ok(Box::new(CnnNet {
             words: embedding(p / "words", ctx.vocab, s.embedding),
             indicator: embedding(p / "indicator", 3, s.indicator_embedding),
@@ -111,7 +134,8 @@ impl MemberNet for CnnNet {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        b.by_length(|b| self.pooled(b)).dropout(self.settings.dropout, train)
+        b.by_length(|b| self.pooled(b))
+            .dropout(self.settings.dropout, train)
     }
 }
 
@@ -129,7 +153,14 @@ impl CnnNet {
             indicator = indicator.constant_pad_nd([0, short]);
         }
         // [N, T, E] -> [N, E, T] for conv1d.
-        let x = Tensor::cat(&[self.words.forward(&words), self.indicator.forward(&indicator)], 2).transpose(1, 2);
+        let x = Tensor::cat(
+            &[
+                self.words.forward(&words),
+                self.indicator.forward(&indicator),
+            ],
+            2,
+        )
+        .transpose(1, 2);
         let pooled: Vec<Tensor> = self
             .convs
             .iter()
@@ -139,9 +170,11 @@ impl CnnNet {
                 // must not depend on how much padding follows. After ReLU, zeroing the others
                 // cannot change the max.
                 let width = c.ws.size()[2];
-                let starts = Tensor::arange(out.size()[2], (Kind::Int64, out.device())).unsqueeze(0);
+                let starts =
+                    Tensor::arange(out.size()[2], (Kind::Int64, out.device())).unsqueeze(0);
                 let last_start = (&b.lengths - width).clamp_min(0).unsqueeze(1);
-                out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0).amax([2].as_slice(), false)
+                out.masked_fill(&starts.gt_tensor(&last_start).unsqueeze(1), 0.0)
+                    .amax([2].as_slice(), false)
             })
             .collect();
         Tensor::cat(&pooled, 1)

@@ -45,12 +45,18 @@ struct Table {
 
 impl FrozenSettings for EncoderSettings {
     const NAME: &'static str = NAME;
-    const DESCRIPTION: &'static str = "head over frozen pretrained sentence embeddings of the context and the second sentence";
+    const DESCRIPTION: &'static str =
+        "head over frozen pretrained sentence embeddings of the context and the second sentence";
 
     fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         let t: Table = member_table(c, NAME)?;
         let head = SharedKeys::resolve(c, NAME, t.hidden, t.dropout, t.batch_size)?;
-        Ok(Self { hidden: head.hidden, dropout: head.dropout, model: t.model, batch_size: head.batch_size })
+        Ok(Self {
+            hidden: head.hidden,
+            dropout: head.dropout,
+            model: t.model,
+            batch_size: head.batch_size,
+        })
     }
 
     fn head(&self) -> (i64, f64) {
@@ -62,8 +68,14 @@ impl FrozenSettings for EncoderSettings {
         Ok(FrozenEncoder {
             member: NAME,
             key: "model",
-            source: EncoderSource::Bert { dir: self.model_dir()? },
-            options: EncoderOptions { batch_size: self.batch_size as usize, max_length: None, half: true },
+            source: EncoderSource::Bert {
+                dir: self.model_dir()?,
+            },
+            options: EncoderOptions {
+                batch_size: self.batch_size as usize,
+                max_length: None,
+                half: true,
+            },
         })
     }
 }

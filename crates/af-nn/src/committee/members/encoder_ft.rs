@@ -62,18 +62,29 @@ impl EncoderFtSettings {
     pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         let t: Table = member_table(c, NAME)?;
         let key = |k: &str| format!("[committee.member.{NAME}] {k}");
-        let count = |v: Option<i64>, default: i64, k: &str| positive((v.unwrap_or(default), key(k))).map(|v| v as usize);
+        let count = |v: Option<i64>, default: i64, k: &str| {
+            positive((v.unwrap_or(default), key(k))).map(|v| v as usize)
+        };
         let learning_rate = t.learning_rate.unwrap_or(3e-5);
         if !(learning_rate.is_finite() && learning_rate > 0.0) {
-            return Err(format!("{} = {learning_rate}: must be positive", key("learning-rate")));
+            return Err(format!(
+                "{} = {learning_rate}: must be positive",
+                key("learning-rate")
+            ));
         }
         let train_items = t.train_items.unwrap_or(0);
         if train_items < 0 {
-            return Err(format!("{} = {train_items}: must be 0 (every training item) or more", key("train-items")));
+            return Err(format!(
+                "{} = {train_items}: must be 0 (every training item) or more",
+                key("train-items")
+            ));
         }
         let max_length = count(t.max_length, 128, "max-length")?;
         if max_length < 3 {
-            return Err(format!("{} = {max_length}: a pair needs at least 3 tokens ([CLS] and two [SEP])", key("max-length")));
+            return Err(format!(
+                "{} = {max_length}: a pair needs at least 3 tokens ([CLS] and two [SEP])",
+                key("max-length")
+            ));
         }
         Ok(Self {
             model: t.model,
@@ -128,12 +139,16 @@ impl Member for EncoderFt {
         EncoderFtSettings::resolve(committee).map(|s| to_json(&s))
     }
 
-    fn fine_tuned(&self, committee: &CommitteeConfig) -> Result<Option<EncoderFtSettings>, NnError> {
-        EncoderFtSettings::resolve(committee).map(Some).map_err(NnError::InvalidSettings)
+    fn fine_tuned(
+        &self,
+        committee: &CommitteeConfig,
+    ) -> Result<Option<EncoderFtSettings>, NnError> {
+        EncoderFtSettings::resolve(committee)
+            .map(Some)
+            .map_err(NnError::InvalidSettings)
     }
 
     fn build(&self, _p: &nn::Path, _ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
         Err(NnError::InvalidSettings(format!("`{NAME}` is fine-tuned apart from the joint committee and is not built as one of its members")))
     }
 }
-

@@ -37,7 +37,11 @@ impl FrozenEncoder {
 
     /// The encoder, loaded on `device`; an error names the member's key.
     pub fn load(&self, device: tch::Device) -> Result<Encoder, NnError> {
-        Encoder::open(&self.source, device, &self.options).map_err(|error| NnError::FrozenEncoder { member: self.member, key: self.key, error })
+        Encoder::open(&self.source, device, &self.options).map_err(|error| NnError::FrozenEncoder {
+            member: self.member,
+            key: self.key,
+            error,
+        })
     }
 }
 
@@ -53,15 +57,27 @@ pub(crate) struct SharedKeys {
 impl SharedKeys {
     /// `hidden` (256), `dropout` (default `[committee] dropout`), `batch-size` (64) of `member`'s
     /// table, checked.
-    pub(crate) fn resolve(c: &CommitteeConfig, member: &str, hidden: Option<i64>, dropout: Option<f64>, batch_size: Option<i64>) -> Result<Self, String> {
+    pub(crate) fn resolve(
+        c: &CommitteeConfig,
+        member: &str,
+        hidden: Option<i64>,
+        dropout: Option<f64>,
+        batch_size: Option<i64>,
+    ) -> Result<Self, String> {
         let dropout = match dropout {
             Some(d) => probability((d, format!("[committee.member.{member}] dropout")))?,
             None => text_dropout(c)?,
         };
         Ok(Self {
-            hidden: positive((hidden.unwrap_or(256), format!("[committee.member.{member}] hidden")))?,
+            hidden: positive((
+                hidden.unwrap_or(256),
+                format!("[committee.member.{member}] hidden"),
+            ))?,
             dropout,
-            batch_size: positive((batch_size.unwrap_or(64), format!("[committee.member.{member}] batch-size")))?,
+            batch_size: positive((
+                batch_size.unwrap_or(64),
+                format!("[committee.member.{member}] batch-size"),
+            ))?,
         })
     }
 }
@@ -119,25 +135,44 @@ impl<S: FrozenSettings> Member for FrozenMember<S> {
         S::resolve(committee).map(|s| to_json(&s))
     }
 
-    fn frozen_encoder(&self, committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
-        S::resolve(committee).map_err(NnError::InvalidSettings)?.encoder().map(Some)
+    fn frozen_encoder(
+        &self,
+        committee: &CommitteeConfig,
+    ) -> Result<Option<FrozenEncoder>, NnError> {
+        S::resolve(committee)
+            .map_err(NnError::InvalidSettings)?
+            .encoder()
+            .map(Some)
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
-        let (hidden, dropout) = S::resolve(ctx.committee).map_err(NnError::InvalidSettings)?.head();
+        let (hidden, dropout) = S::resolve(ctx.committee)
+            .map_err(NnError::InvalidSettings)?
+            .head();
         build_head(S::NAME, p, ctx, hidden, dropout)
     }
 }
 
 /// The head over the table's embeddings; an error when the table has none.
-fn build_head(member: &str, p: &nn::Path, ctx: &BuildContext, hidden: i64, dropout: f64) -> Result<Box<dyn MemberNet>, NnError> {
+fn build_head(
+    member: &str,
+    p: &nn::Path,
+    ctx: &BuildContext,
+    hidden: i64,
+    dropout: f64,
+) -> Result<Box<dyn MemberNet>, NnError> {
     let Some((dim, with_context)) = ctx.encoded else {
         return Err(NnError::InvalidSettings(format!(
             "the `{member}` member reads frozen sentence embeddings, and this table has none (the caller encodes the rows first)"
         )));
     };
     let input = if with_context { 3 * dim } else { dim };
-    Ok(Box::new(FrozenHead { hidden: nn::linear(p / "hidden", input, hidden, Default::default()), width: hidden, dropout, with_context }))
+    Ok(Box::new(FrozenHead {
+        hidden: nn::linear(p / "hidden", input, hidden, Default::default()),
+        width: hidden,
+        dropout,
+        with_context,
+    }))
 }
 
 #[derive(Debug)]
@@ -154,13 +189,22 @@ impl MemberNet for FrozenHead {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        let s = b.encoded.as_ref().expect("built over a table with embeddings");
+        let s = b
+            .encoded
+            .as_ref()
+            .expect("built over a table with embeddings");
         let input = if self.with_context {
-            let c = b.encoded_context.as_ref().expect("built over a table with context embeddings");
+            let c = b
+                .encoded_context
+                .as_ref()
+                .expect("built over a table with context embeddings");
             Tensor::cat(&[s.shallow_clone(), c * s, (c - s).abs()], 1)
         } else {
             s.shallow_clone()
         };
-        self.hidden.forward(&input.dropout(self.dropout, train)).relu().dropout(self.dropout, train)
+        self.hidden
+            .forward(&input.dropout(self.dropout, train))
+            .relu()
+            .dropout(self.dropout, train)
     }
 }

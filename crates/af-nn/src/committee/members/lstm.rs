@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module, RNN};
 use tch::{Kind, Tensor};
 
-use super::{committee_view, is_second_sentence, embedding, embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use super::{
+    committee_view, embedding, embedding_size, indicator_size, is_second_sentence, member_table,
+    overlay, positive, text_dropout, to_json,
+};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -39,7 +42,13 @@ impl LstmSettings {
         Ok(Self {
             embedding: embedding_size(c)?,
             indicator_embedding: indicator_size(c)?,
-            hidden: positive(overlay(NAME, t.hidden, "hidden", c.lstm_hidden, "lstm-hidden"))?,
+            hidden: positive(overlay(
+                NAME,
+                t.hidden,
+                "hidden",
+                c.lstm_hidden,
+                "lstm-hidden",
+            ))?,
             dropout: text_dropout(c)?,
             view: committee_view(NAME, t.view)?,
         })
@@ -71,8 +80,19 @@ impl Member for Lstm {
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
         let s = LstmSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
-        let shape = TokenLstmShape { vocab: ctx.vocab, embedding: s.embedding, indicator_embedding: s.indicator_embedding, hidden: s.hidden, dropout: s.dropout };
-        Ok(Box::new(TokenLstmNet::new(p, "words", Column::Words, shape)))
+        let shape = TokenLstmShape {
+            vocab: ctx.vocab,
+            embedding: s.embedding,
+            indicator_embedding: s.indicator_embedding,
+            hidden: s.hidden,
+            dropout: s.dropout,
+        };
+        Ok(Box::new(TokenLstmNet::new(
+            p,
+            "words",
+            Column::Words,
+            shape,
+        )))
     }
 }
 
@@ -120,8 +140,13 @@ impl MemberNet for TokenLstmNet {
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
         let column = self.column;
         b.by_length(|b| {
-            let tokens = if column == Column::Pos { &b.pos } else { &b.words };
-            self.lstm.max_pooled(&self.tokens.forward(tokens), &self.indicator, b)
+            let tokens = if column == Column::Pos {
+                &b.pos
+            } else {
+                &b.words
+            };
+            self.lstm
+                .max_pooled(&self.tokens.forward(tokens), &self.indicator, b)
         })
         .dropout(self.dropout, train)
     }
@@ -138,14 +163,25 @@ pub(crate) struct BiLstm {
 impl BiLstm {
     /// Forward, then backward (the order of their initial weights).
     pub(crate) fn new(p: nn::Path, input: i64, hidden: i64) -> Self {
-        let rnn = nn::RNNConfig { batch_first: true, ..Default::default() };
-        Self { forward: nn::lstm(&p / "forward", input, hidden, rnn), backward: nn::lstm(&p / "backward", input, hidden, rnn) }
+        let rnn = nn::RNNConfig {
+            batch_first: true,
+            ..Default::default()
+        };
+        Self {
+            forward: nn::lstm(&p / "forward", input, hidden, rnn),
+            backward: nn::lstm(&p / "backward", input, hidden, rnn),
+        }
     }
 
     /// Over token + indicator embeddings, max-pooled over the real tokens.
     /// # Shapes
     /// tokens: [N, T, E] -> [N, 2H]
-    pub(crate) fn max_pooled(&self, tokens: &Tensor, indicator: &nn::Embedding, b: &Batch) -> Tensor {
+    pub(crate) fn max_pooled(
+        &self,
+        tokens: &Tensor,
+        indicator: &nn::Embedding,
+        b: &Batch,
+    ) -> Tensor {
         let x = Tensor::cat(&[tokens, &indicator.forward(&b.indicator)], 2);
         let (forward, _) = self.forward.seq(&x);
         // Max-pooling does not care about order, so the backward outputs stay reversed.
@@ -153,7 +189,14 @@ impl BiLstm {
         // Padding (after the tokens in both directions) must never win the max: push it far
         // below any output (LSTM outputs lie in (-1, 1)).
         let pad = b.mask.logical_not().unsqueeze(-1);
-        Tensor::cat(&[forward.masked_fill(&pad, -1e4), backward.masked_fill(&pad, -1e4)], 2).amax([1].as_slice(), false)
+        Tensor::cat(
+            &[
+                forward.masked_fill(&pad, -1e4),
+                backward.masked_fill(&pad, -1e4),
+            ],
+            2,
+        )
+        .amax([1].as_slice(), false)
     }
 }
 
@@ -162,8 +205,11 @@ impl BiLstm {
 /// x: [N, T, E], lengths: [N] -> [N, T, E]
 pub(crate) fn reverse_within_length(x: &Tensor, lengths: &Tensor) -> Tensor {
     let (n, t, e) = x.size3().expect("[N, T, E]");
-    let positions = Tensor::arange(t, (Kind::Int64, x.device())).unsqueeze(0).expand([n, t], false);
+    let positions = Tensor::arange(t, (Kind::Int64, x.device()))
+        .unsqueeze(0)
+        .expand([n, t], false);
     let lengths = lengths.unsqueeze(1);
-    let reversed = (&lengths - 1 - &positions).where_self(&positions.lt_tensor(&lengths), &positions);
+    let reversed =
+        (&lengths - 1 - &positions).where_self(&positions.lt_tensor(&lengths), &positions);
     x.gather(1, &reversed.unsqueeze(2).expand([n, t, e], false), false)
 }

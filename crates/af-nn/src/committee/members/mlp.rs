@@ -36,8 +36,20 @@ impl MlpSettings {
     pub fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         let t: Table = member_table(c, NAME)?;
         Ok(Self {
-            hidden: positive(overlay(NAME, t.hidden, "hidden", c.mlp_hidden, "mlp-hidden"))?,
-            dropout: probability(overlay(NAME, t.dropout, "dropout", c.mlp_dropout, "mlp-dropout"))?,
+            hidden: positive(overlay(
+                NAME,
+                t.hidden,
+                "hidden",
+                c.mlp_hidden,
+                "mlp-hidden",
+            ))?,
+            dropout: probability(overlay(
+                NAME,
+                t.dropout,
+                "dropout",
+                c.mlp_dropout,
+                "mlp-dropout",
+            ))?,
         })
     }
 }
@@ -86,7 +98,14 @@ impl MemberNet for MlpNet {
     }
 
     fn represent(&self, b: &Batch, train: bool) -> Tensor {
-        let h = self.first.forward(&b.features).selu().alpha_dropout(self.dropout, train);
-        self.second.forward(&h).selu().alpha_dropout(self.dropout, train)
+        let h = self
+            .first
+            .forward(&b.features)
+            .selu()
+            .alpha_dropout(self.dropout, train);
+        self.second
+            .forward(&h)
+            .selu()
+            .alpha_dropout(self.dropout, train)
     }
 }

@@ -74,12 +74,19 @@ impl Registry {
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Member> {
-        self.members.iter().find(|m| m.name() == name).map(|m| m.as_ref())
+        self.members
+            .iter()
+            .find(|m| m.name() == name)
+            .map(|m| m.as_ref())
     }
 
     /// The member called `name`, or an error listing the members there are.
     pub fn lookup(&self, name: &MemberName) -> Result<&dyn Member, NnError> {
-        self.get(name.as_str()).ok_or_else(|| NnError::UnknownMember { name: name.to_string(), known: self.names().join(", ") })
+        self.get(name.as_str())
+            .ok_or_else(|| NnError::UnknownMember {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            })
     }
 
     /// Every member's name, in registration order.
@@ -90,7 +97,10 @@ impl Registry {
     /// Whether any of `members` reads frozen sentence embeddings (which the caller must attach
     /// to the table first). Unknown names read nothing.
     pub fn reads_encoded(&self, members: &[MemberName]) -> bool {
-        members.iter().any(|m| self.get(m.as_str()).is_some_and(|m| m.columns().contains(&Column::Encoded)))
+        members.iter().any(|m| {
+            self.get(m.as_str())
+                .is_some_and(|m| m.columns().contains(&Column::Encoded))
+        })
     }
 
     /// The one member of `members` that reads frozen sentence embeddings, if any. A table holds
@@ -98,7 +108,11 @@ impl Registry {
     /// error naming both. Unknown names read nothing.
     pub fn encoded_member(&self, members: &[MemberName]) -> Result<Option<&dyn Member>, NnError> {
         let mut found: Option<&dyn Member> = None;
-        for m in members.iter().filter_map(|m| self.get(m.as_str())).filter(|m| m.columns().contains(&Column::Encoded)) {
+        for m in members
+            .iter()
+            .filter_map(|m| self.get(m.as_str()))
+            .filter(|m| m.columns().contains(&Column::Encoded))
+        {
             match found {
                 Some(first) if first.name() != m.name() => {
                     return Err(NnError::InvalidSettings(format!(
@@ -115,28 +129,48 @@ impl Registry {
 
     /// The frozen encoder whose embeddings `members` read (see [`Registry::encoded_member`]), as
     /// `committee`'s settings name it; None when no member reads them.
-    pub fn frozen_encoder(&self, members: &[MemberName], committee: &CommitteeConfig) -> Result<Option<FrozenEncoder>, NnError> {
-        let Some(member) = self.encoded_member(members)? else { return Ok(None) };
+    pub fn frozen_encoder(
+        &self,
+        members: &[MemberName],
+        committee: &CommitteeConfig,
+    ) -> Result<Option<FrozenEncoder>, NnError> {
+        let Some(member) = self.encoded_member(members)? else {
+            return Ok(None);
+        };
         match member.frozen_encoder(committee)? {
             Some(encoder) => Ok(Some(encoder)),
-            None => Err(NnError::InvalidSettings(format!("member `{}` reads frozen sentence embeddings but names no encoder to compute them", member.name()))),
+            None => Err(NnError::InvalidSettings(format!(
+                "member `{}` reads frozen sentence embeddings but names no encoder to compute them",
+                member.name()
+            ))),
         }
     }
 
     /// Members that read text only (no LM features) from the table: the audit's learned
     /// detectors (a fine-tuned member is not one).
     pub fn text_members(&self) -> Vec<&'static str> {
-        self.members.iter().filter(|m| !m.columns().contains(&Column::Features) && !m.columns().contains(&Column::Text)).map(|m| m.name()).collect()
+        self.members
+            .iter()
+            .filter(|m| {
+                !m.columns().contains(&Column::Features) && !m.columns().contains(&Column::Text)
+            })
+            .map(|m| m.name())
+            .collect()
     }
 
     /// Whether `name` is a member fine-tuned apart from the joint committee ([`Column::Text`]).
     pub fn is_fine_tuned(&self, name: &str) -> bool {
-        self.get(name).is_some_and(|m| m.columns().contains(&Column::Text))
+        self.get(name)
+            .is_some_and(|m| m.columns().contains(&Column::Text))
     }
 
     /// The member of `members` fine-tuned apart from the joint committee, with its settings; at
     /// most one per phase (an error naming both otherwise). Unknown names are not one.
-    pub fn fine_tuned(&self, members: &[MemberName], committee: &CommitteeConfig) -> Result<Option<(&'static str, EncoderFtSettings)>, NnError> {
+    pub fn fine_tuned(
+        &self,
+        members: &[MemberName],
+        committee: &CommitteeConfig,
+    ) -> Result<Option<(&'static str, EncoderFtSettings)>, NnError> {
         let mut found = None;
         for m in members.iter().filter_map(|m| self.get(m.as_str())) {
             if let Some(settings) = m.fine_tuned(committee)? {
@@ -160,16 +194,26 @@ impl std::fmt::Debug for Registry {
 
 /// The member's `[committee.member.NAME]` table read into `T` (a struct of `Option`s, one per
 /// key); no table reads as `T::default()`, every key absent.
-pub(crate) fn member_table<T: DeserializeOwned + Default>(committee: &CommitteeConfig, name: &str) -> Result<T, String> {
+pub(crate) fn member_table<T: DeserializeOwned + Default>(
+    committee: &CommitteeConfig,
+    name: &str,
+) -> Result<T, String> {
     match committee.member.get(name) {
         None => Ok(T::default()),
-        Some(table) => T::deserialize(table.clone()).map_err(|e| format!("[committee.member.{name}]: {}", e.to_string().trim_end())),
+        Some(table) => T::deserialize(table.clone())
+            .map_err(|e| format!("[committee.member.{name}]: {}", e.to_string().trim_end())),
     }
 }
 
 /// The member table's value if it gives one, else the flat key's; with how the key is spelt
 /// where the value came from, for errors.
-pub(crate) fn overlay<T>(member: &str, own: Option<T>, key: &str, flat: T, flat_key: &str) -> (T, String) {
+pub(crate) fn overlay<T>(
+    member: &str,
+    own: Option<T>,
+    key: &str,
+    flat: T,
+    flat_key: &str,
+) -> (T, String) {
     match own {
         Some(v) => (v, format!("[committee.member.{member}] {key}")),
         None => (flat, format!("[committee] {flat_key}")),
@@ -177,11 +221,19 @@ pub(crate) fn overlay<T>(member: &str, own: Option<T>, key: &str, flat: T, flat_
 }
 
 pub(crate) fn positive((value, key): (i64, String)) -> Result<i64, String> {
-    if value >= 1 { Ok(value) } else { Err(format!("{key} = {value}: must be positive")) }
+    if value >= 1 {
+        Ok(value)
+    } else {
+        Err(format!("{key} = {value}: must be positive"))
+    }
 }
 
 pub(crate) fn probability((value, key): (f64, String)) -> Result<f64, String> {
-    if (0.0..1.0).contains(&value) { Ok(value) } else { Err(format!("{key} = {value}: must be in [0, 1)")) }
+    if (0.0..1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{key} = {value}: must be in [0, 1)"))
+    }
 }
 
 /// `[committee] embedding`: word (and POS) embedding size of the text members.
@@ -191,7 +243,10 @@ pub(crate) fn embedding_size(c: &CommitteeConfig) -> Result<i64, String> {
 
 /// `[committee] indicator-embedding`.
 pub(crate) fn indicator_size(c: &CommitteeConfig) -> Result<i64, String> {
-    positive((c.indicator_embedding, "[committee] indicator-embedding".into()))
+    positive((
+        c.indicator_embedding,
+        "[committee] indicator-embedding".into(),
+    ))
 }
 
 /// `[committee] dropout`: on the text members' representations (and the joint head).
@@ -201,7 +256,10 @@ pub(crate) fn text_dropout(c: &CommitteeConfig) -> Result<f64, String> {
 
 /// `[committee.member.NAME] view` of a text member: the rows it reads in a pool's committee,
 /// `second-sentence` (noun phrase + ending, the default and SWAG's) or `full` (context too).
-pub(crate) fn committee_view(member: &str, view: Option<af_core::View>) -> Result<af_core::View, String> {
+pub(crate) fn committee_view(
+    member: &str,
+    view: Option<af_core::View>,
+) -> Result<af_core::View, String> {
     match view.unwrap_or(af_core::View::SecondSentence) {
         af_core::View::Ending => Err(format!(
             "[committee.member.{member}] view = \"ending\": a committee member reads \"second-sentence\" (the default) or \"full\""
@@ -233,7 +291,15 @@ pub(crate) fn to_json(settings: &impl serde::Serialize) -> serde_json::Value {
 
 /// An embedding whose id 0 is padding.
 pub(crate) fn embedding(p: nn::Path, n: i64, d: i64) -> nn::Embedding {
-    nn::embedding(p, n, d, nn::EmbeddingConfig { padding_idx: 0, ..Default::default() })
+    nn::embedding(
+        p,
+        n,
+        d,
+        nn::EmbeddingConfig {
+            padding_idx: 0,
+            ..Default::default()
+        },
+    )
 }
 
 /// Mean over the real tokens of each row.
@@ -242,7 +308,9 @@ pub(crate) fn embedding(p: nn::Path, n: i64, d: i64) -> nn::Embedding {
 pub(crate) fn masked_mean(tokens: &tch::Tensor, mask: &tch::Tensor) -> tch::Tensor {
     let mask = mask.to_kind(tch::Kind::Float).unsqueeze(-1);
     let sum = (tokens * &mask).sum_dim_intlist(1, false, tch::Kind::Float);
-    sum / mask.sum_dim_intlist(1, false, tch::Kind::Float).clamp_min(1.0)
+    sum / mask
+        .sum_dim_intlist(1, false, tch::Kind::Float)
+        .clamp_min(1.0)
 }
 
 #[cfg(test)]
@@ -257,22 +325,61 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
-    fn build(member: &dyn Member, c: &CommitteeConfig) -> Result<(nn::VarStore, Box<dyn crate::committee::MemberNet>), NnError> {
+    fn build(
+        member: &dyn Member,
+        c: &CommitteeConfig,
+    ) -> Result<(nn::VarStore, Box<dyn crate::committee::MemberNet>), NnError> {
         let _torch_rng = crate::torch_rng_lock();
         let vs = nn::VarStore::new(Device::Cpu);
-        let net = member.build(&vs.root(), &BuildContext { committee: c, vocab: 50, pos_vocab: 20, encoded: None })?;
+        let net = member.build(
+            &vs.root(),
+            &BuildContext {
+                committee: c,
+                vocab: 50,
+                pos_vocab: 20,
+                encoded: None,
+            },
+        )?;
         Ok((vs, net))
     }
 
     #[test]
     fn builtin_members_in_order_and_the_text_ones() {
         let r = Registry::builtin();
-        assert_eq!(r.names(), ["mlp", "bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript", "encoder-ft"]);
-        assert_eq!(r.text_members(), ["bow", "cnn", "pos-lstm", "ngram", "lstm", "encoder", "torchscript"]);
+        assert_eq!(
+            r.names(),
+            [
+                "mlp",
+                "bow",
+                "cnn",
+                "pos-lstm",
+                "ngram",
+                "lstm",
+                "encoder",
+                "torchscript",
+                "encoder-ft"
+            ]
+        );
+        assert_eq!(
+            r.text_members(),
+            [
+                "bow",
+                "cnn",
+                "pos-lstm",
+                "ngram",
+                "lstm",
+                "encoder",
+                "torchscript"
+            ]
+        );
         for name in r.names() {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
-            let view = if ["encoder", "torchscript", "encoder-ft"].contains(&name) { af_core::View::Full } else { af_core::View::SecondSentence };
+            let view = if ["encoder", "torchscript", "encoder-ft"].contains(&name) {
+                af_core::View::Full
+            } else {
+                af_core::View::SecondSentence
+            };
             assert_eq!(m.view(&CommitteeConfig::default()), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
@@ -288,17 +395,31 @@ mod tests {
         assert_eq!(net.width(), 6 * 2);
         assert_eq!(vs.variables()["conv3.weight"].size(), [6, 100 + 16, 3]);
 
-        let own = config(serde_json::json!({ "cnn-widths": [2, 3], "cnn-filters": 6, "member": { "cnn": { "filters": 4 } } }));
+        let own = config(
+            serde_json::json!({ "cnn-widths": [2, 3], "cnn-filters": 6, "member": { "cnn": { "filters": 4 } } }),
+        );
         let (vs, net) = build(cnn, &own).unwrap();
         assert_eq!(net.width(), 4 * 2);
         assert_eq!(vs.variables()["conv2.weight"].size(), [4, 100 + 16, 2]);
-        assert_eq!(cnn.settings(&own).unwrap(), serde_json::json!({ "embedding": 100, "indicator-embedding": 16, "widths": [2, 3], "filters": 4, "dropout": 0.2 }));
+        assert_eq!(
+            cnn.settings(&own).unwrap(),
+            serde_json::json!({ "embedding": 100, "indicator-embedding": 16, "widths": [2, 3], "filters": 4, "dropout": 0.2 })
+        );
 
-        let pos = config(serde_json::json!({ "pos-words": 7, "lstm-hidden": 5, "member": { "pos-lstm": { "words": 3 } } }));
+        let pos = config(
+            serde_json::json!({ "pos-words": 7, "lstm-hidden": 5, "member": { "pos-lstm": { "words": 3 } } }),
+        );
         let s = PosLstmSettings::resolve(&pos).unwrap();
         assert_eq!((s.words, s.hidden), (3, 5));
         // Another member's table leaves this one alone.
-        assert_eq!(LstmSettings::resolve(&config(serde_json::json!({ "member": { "pos-lstm": { "hidden": 9 } } }))).unwrap().hidden, 200);
+        assert_eq!(
+            LstmSettings::resolve(&config(
+                serde_json::json!({ "member": { "pos-lstm": { "hidden": 9 } } })
+            ))
+            .unwrap()
+            .hidden,
+            200
+        );
     }
 
     #[test]
@@ -307,22 +428,60 @@ mod tests {
         let cnn = registry.get("cnn").unwrap();
         let unknown = config(serde_json::json!({ "member": { "cnn": { "filter": 4 } } }));
         let e = cnn.settings(&unknown).unwrap_err();
-        assert!(e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"), "{e}");
+        assert!(
+            e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"),
+            "{e}"
+        );
         let e = build(cnn, &unknown).err().unwrap().to_string();
-        assert!(e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"), "{e}");
+        assert!(
+            e.starts_with("[committee.member.cnn]: ") && e.contains("`filter`"),
+            "{e}"
+        );
         // A member with no keys of its own still refuses a table with keys.
-        let e = registry.get("bow").unwrap().settings(&config(serde_json::json!({ "member": { "bow": { "embedding": 4 } } }))).unwrap_err();
-        assert!(e.starts_with("[committee.member.bow]: ") && e.contains("`embedding`"), "{e}");
+        let e = registry
+            .get("bow")
+            .unwrap()
+            .settings(&config(
+                serde_json::json!({ "member": { "bow": { "embedding": 4 } } }),
+            ))
+            .unwrap_err();
+        assert!(
+            e.starts_with("[committee.member.bow]: ") && e.contains("`embedding`"),
+            "{e}"
+        );
 
-        let e = cnn.settings(&config(serde_json::json!({ "member": { "cnn": { "filters": 0 } } }))).unwrap_err();
+        let e = cnn
+            .settings(&config(
+                serde_json::json!({ "member": { "cnn": { "filters": 0 } } }),
+            ))
+            .unwrap_err();
         assert_eq!(e, "[committee.member.cnn] filters = 0: must be positive");
-        let e = cnn.settings(&config(serde_json::json!({ "cnn-filters": 0 }))).unwrap_err();
+        let e = cnn
+            .settings(&config(serde_json::json!({ "cnn-filters": 0 })))
+            .unwrap_err();
         assert_eq!(e, "[committee] cnn-filters = 0: must be positive");
-        let e = cnn.settings(&config(serde_json::json!({ "member": { "cnn": { "widths": [] } } }))).unwrap_err();
-        assert_eq!(e, "[committee.member.cnn] widths = []: needs at least one positive width");
-        let e = registry.get("mlp").unwrap().settings(&config(serde_json::json!({ "member": { "mlp": { "dropout": 1.5 } } }))).unwrap_err();
+        let e = cnn
+            .settings(&config(
+                serde_json::json!({ "member": { "cnn": { "widths": [] } } }),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "[committee.member.cnn] widths = []: needs at least one positive width"
+        );
+        let e = registry
+            .get("mlp")
+            .unwrap()
+            .settings(&config(
+                serde_json::json!({ "member": { "mlp": { "dropout": 1.5 } } }),
+            ))
+            .unwrap_err();
         assert_eq!(e, "[committee.member.mlp] dropout = 1.5: must be in [0, 1)");
-        let e = registry.get("ngram").unwrap().settings(&config(serde_json::json!({ "embedding": 0 }))).unwrap_err();
+        let e = registry
+            .get("ngram")
+            .unwrap()
+            .settings(&config(serde_json::json!({ "embedding": 0 })))
+            .unwrap_err();
         assert_eq!(e, "[committee] embedding = 0: must be positive");
     }
 
@@ -333,26 +492,49 @@ mod tests {
             let m = registry.get(name).unwrap();
             let default = CommitteeConfig::default();
             assert_eq!(m.view(&default), af_core::View::SecondSentence);
-            assert!(m.settings(&default).unwrap().get("view").is_none(), "the default stays out of fingerprints");
+            assert!(
+                m.settings(&default).unwrap().get("view").is_none(),
+                "the default stays out of fingerprints"
+            );
             let full = config(serde_json::json!({ "member": { name: { "view": "full" } } }));
             assert_eq!(m.view(&full), af_core::View::Full);
             assert_eq!(m.settings(&full).unwrap()["view"], "full");
             assert_eq!(reading_given_rows(&full).member[name].get("view"), None);
-            let e = m.settings(&config(serde_json::json!({ "member": { name: { "view": "ending" } } }))).unwrap_err();
-            assert!(e.contains(&format!("[committee.member.{name}] view = \"ending\"")), "{e}");
+            let e = m
+                .settings(&config(
+                    serde_json::json!({ "member": { name: { "view": "ending" } } }),
+                ))
+                .unwrap_err();
+            assert!(
+                e.contains(&format!("[committee.member.{name}] view = \"ending\"")),
+                "{e}"
+            );
         }
         // pos-lstm and bow have no view key.
-        let e = registry.get("bow").unwrap().settings(&config(serde_json::json!({ "member": { "bow": { "view": "full" } } }))).unwrap_err();
+        let e = registry
+            .get("bow")
+            .unwrap()
+            .settings(&config(
+                serde_json::json!({ "member": { "bow": { "view": "full" } } }),
+            ))
+            .unwrap_err();
         assert!(e.contains("`view`"), "{e}");
     }
 
     #[test]
     fn unknown_and_duplicate_members_are_errors() {
         let mut registry = Registry::builtin();
-        let e = registry.lookup(&MemberName::new("rnn")).err().unwrap().to_string();
+        let e = registry
+            .lookup(&MemberName::new("rnn"))
+            .err()
+            .unwrap()
+            .to_string();
         assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, encoder-ft");
         let e = registry.register(Cnn).unwrap_err();
-        assert!(matches!(&e, NnError::DuplicateMember(name) if name == "cnn"), "{e}");
+        assert!(
+            matches!(&e, NnError::DuplicateMember(name) if name == "cnn"),
+            "{e}"
+        );
         assert_eq!(registry.names().len(), 9);
     }
 }

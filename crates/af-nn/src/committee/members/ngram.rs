@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::Tensor;
 
-use super::{committee_view, is_second_sentence, embedding_size, masked_mean, member_table, overlay, positive, text_dropout, to_json};
+use super::{
+    committee_view, embedding_size, is_second_sentence, masked_mean, member_table, overlay,
+    positive, text_dropout, to_json,
+};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
@@ -41,7 +44,13 @@ impl NgramSettings {
         let t: Table = member_table(c, NAME)?;
         Ok(Self {
             embedding: embedding_size(c)?,
-            buckets: positive(overlay(NAME, t.buckets, "buckets", c.ngram_buckets, "ngram-buckets"))?,
+            buckets: positive(overlay(
+                NAME,
+                t.buckets,
+                "buckets",
+                c.ngram_buckets,
+                "ngram-buckets",
+            ))?,
             dropout: text_dropout(c)?,
             view: committee_view(NAME, t.view)?,
         })
@@ -80,9 +89,20 @@ impl Member for Ngram {
             p / "embedding",
             ctx.vocab + s.buckets,
             s.embedding,
-            nn::EmbeddingConfig { padding_idx: 0, ws_init: nn::Init::Uniform { lo: -bound, up: bound }, ..Default::default() },
+            nn::EmbeddingConfig {
+                padding_idx: 0,
+                ws_init: nn::Init::Uniform {
+                    lo: -bound,
+                    up: bound,
+                },
+                ..Default::default()
+            },
         );
-        Ok(Box::new(NgramNet { embedding, vocab: ctx.vocab, settings: s }))
+        Ok(Box::new(NgramNet {
+            embedding,
+            vocab: ctx.vocab,
+            settings: s,
+        }))
     }
 }
 
@@ -104,7 +124,10 @@ impl MemberNet for NgramNet {
         let (left, right) = (b.words.narrow(1, 0, t - 1), b.words.narrow(1, 1, t - 1));
         let bigrams = (left * BIGRAM_PRIME + right).remainder(self.settings.buckets) + self.vocab;
         let ids = Tensor::cat(&[&b.words, &bigrams], 1);
-        let bigram_mask = b.mask.narrow(1, 0, t - 1).logical_and(&b.mask.narrow(1, 1, t - 1));
+        let bigram_mask = b
+            .mask
+            .narrow(1, 0, t - 1)
+            .logical_and(&b.mask.narrow(1, 1, t - 1));
         let mask = Tensor::cat(&[&b.mask, &bigram_mask], 1);
         masked_mean(&self.embedding.forward(&ids), &mask).dropout(self.settings.dropout, train)
     }

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use tch::nn;
 
 use super::lstm::{TokenLstmNet, TokenLstmShape};
-use super::{embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json};
+use super::{
+    embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json,
+};
 use crate::committee::member::{BuildContext, Column, Member, MemberNet};
 use crate::committee::CommitteeConfig;
 use crate::NnError;
@@ -40,7 +42,13 @@ impl PosLstmSettings {
         Ok(Self {
             embedding: embedding_size(c)?,
             indicator_embedding: indicator_size(c)?,
-            hidden: positive(overlay(NAME, t.hidden, "hidden", c.lstm_hidden, "lstm-hidden"))?,
+            hidden: positive(overlay(
+                NAME,
+                t.hidden,
+                "hidden",
+                c.lstm_hidden,
+                "lstm-hidden",
+            ))?,
             words: t.words.unwrap_or(c.pos_words),
             dropout: text_dropout(c)?,
         })
@@ -68,7 +76,13 @@ impl Member for PosLstm {
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
         let s = PosLstmSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
-        let shape = TokenLstmShape { vocab: ctx.pos_vocab, embedding: s.embedding, indicator_embedding: s.indicator_embedding, hidden: s.hidden, dropout: s.dropout };
+        let shape = TokenLstmShape {
+            vocab: ctx.pos_vocab,
+            embedding: s.embedding,
+            indicator_embedding: s.indicator_embedding,
+            hidden: s.hidden,
+            dropout: s.dropout,
+        };
         Ok(Box::new(TokenLstmNet::new(p, "pos", Column::Pos, shape)))
     }
 }

@@ -56,11 +56,22 @@ impl FrozenSettings for TorchScriptSettings {
     fn resolve(c: &CommitteeConfig) -> Result<Self, String> {
         let t: Table = member_table(c, NAME)?;
         let head = SharedKeys::resolve(c, NAME, t.hidden, t.dropout, t.batch_size)?;
-        let max_length = positive((t.max_length.unwrap_or(TORCHSCRIPT_DEFAULT_MAX_LENGTH as i64), format!("[committee.member.{NAME}] max-length")))?;
+        let max_length = positive((
+            t.max_length
+                .unwrap_or(TORCHSCRIPT_DEFAULT_MAX_LENGTH as i64),
+            format!("[committee.member.{NAME}] max-length"),
+        ))?;
         if max_length < 2 {
             return Err(format!("[committee.member.{NAME}] max-length = {max_length}: must leave room for the special tokens and one word (at least 2)"));
         }
-        Ok(Self { hidden: head.hidden, dropout: head.dropout, module: t.module, tokenizer: t.tokenizer, max_length, batch_size: head.batch_size })
+        Ok(Self {
+            hidden: head.hidden,
+            dropout: head.dropout,
+            module: t.module,
+            tokenizer: t.tokenizer,
+            max_length,
+            batch_size: head.batch_size,
+        })
     }
 
     fn head(&self) -> (i64, f64) {
@@ -77,10 +88,18 @@ impl FrozenSettings for TorchScriptSettings {
             ))
         })?;
         if !module.is_file() {
-            return Err(NnError::InvalidSettings(format!("[committee.member.{NAME}] module = {:?}: no such file", module.display().to_string())));
+            return Err(NnError::InvalidSettings(format!(
+                "[committee.member.{NAME}] module = {:?}: no such file",
+                module.display().to_string()
+            )));
         }
         let tokenizer = match &self.tokenizer {
-            Some(t) if !t.is_file() => return Err(NnError::InvalidSettings(format!("[committee.member.{NAME}] tokenizer = {:?}: no such file", t.display().to_string()))),
+            Some(t) if !t.is_file() => {
+                return Err(NnError::InvalidSettings(format!(
+                    "[committee.member.{NAME}] tokenizer = {:?}: no such file",
+                    t.display().to_string()
+                )))
+            }
             Some(t) => t.clone(),
             None => module.with_file_name("tokenizer.json"),
         };
@@ -94,7 +113,11 @@ impl FrozenSettings for TorchScriptSettings {
             member: NAME,
             key: "module",
             source: EncoderSource::TorchScript { module, tokenizer },
-            options: EncoderOptions { batch_size: self.batch_size as usize, max_length: Some(self.max_length as usize), half: false },
+            options: EncoderOptions {
+                batch_size: self.batch_size as usize,
+                max_length: Some(self.max_length as usize),
+                half: false,
+            },
         })
     }
 }
