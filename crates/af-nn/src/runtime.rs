@@ -234,11 +234,86 @@ pub fn device_bytes_in_use(device: Device) -> Option<u64> {
 /// Runs `f` under libtorch's CUDA autocast (fp16 matrix products and LSTMs, fp32 reductions)
 /// when `mixed` and `device` is a GPU; otherwise as it is.
 pub fn in_precision<T>(mixed: bool, device: Device, f: impl FnOnce() -> T) -> T {
-    if mixed && device.is_cuda() {
-        tch::autocast(true, f)
-    } else {
-        f()
+    if !(mixed && device.is_cuda()) {
+        return f();
     }
+    match autocast_api() {
+        Some(api) => api.run(f),
+        // A libtorch without the device-typed entry points: tch's own, warnings and all.
+        None => tch::autocast(true, f),
+    }
+}
+
+/// libtorch's device-typed autocast switches, looked up once in the loaded `libtorch_cpu.so`.
+///
+/// tch 0.24's `autocast` calls `at::autocast::is_enabled()` and `set_enabled()`, deprecated
+/// inline wrappers that print a deprecation warning on every call (3,505 lines in one GPU
+/// benchmark's log). The functions they forward to, `is_autocast_enabled(DeviceType)` and
+/// `set_autocast_enabled(DeviceType, bool)`, are exported and say nothing; tch declares no
+/// binding for them, so they are called through their C++ names. Their arguments are a
+/// one-byte enum (`c10::DeviceType`, CUDA = 1) and a `bool`, which the C calling convention
+/// passes as C++ does.
+struct AutocastApi {
+    is_enabled: unsafe extern "C" fn(i8) -> bool,
+    set_enabled: unsafe extern "C" fn(i8, bool),
+    increment_nesting: unsafe extern "C" fn() -> i32,
+    decrement_nesting: unsafe extern "C" fn() -> i32,
+    clear_cache: unsafe extern "C" fn(),
+}
+
+/// `c10::DeviceType::CUDA`.
+const CUDA_DEVICE_TYPE: i8 = 1;
+
+impl AutocastApi {
+    /// What `tch::autocast(true, f)` does, through the device-typed switches.
+    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        // SAFETY: the functions were resolved from the libtorch this process runs, with the
+        // signatures of ATen/autocast_mode.h (see the type's comment); they only touch
+        // thread-local autocast state.
+        let prev = unsafe { (self.is_enabled)(CUDA_DEVICE_TYPE) };
+        unsafe {
+            (self.set_enabled)(CUDA_DEVICE_TYPE, true);
+            (self.increment_nesting)();
+        }
+        let result = f();
+        unsafe {
+            if (self.decrement_nesting)() == 0 {
+                (self.clear_cache)();
+            }
+            (self.set_enabled)(CUDA_DEVICE_TYPE, prev);
+        }
+        result
+    }
+}
+
+static AUTOCAST: OnceLock<Option<AutocastApi>> = OnceLock::new();
+
+fn autocast_api() -> Option<&'static AutocastApi> {
+    AUTOCAST
+        .get_or_init(|| {
+            // libtorch_cpu.so is linked into the binary, so the process's own global scope
+            // finds its symbols; the handle is never closed while the process runs.
+            loaded_libtorch_dir()?;
+            let lib = libloading::os::unix::Library::this();
+            // SAFETY: each symbol is looked up by its mangled C++ name and given the signature
+            // the header declares.
+            let api = unsafe {
+                AutocastApi {
+                    is_enabled: *lib
+                        .get(b"_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE\0")
+                        .ok()?,
+                    set_enabled: *lib
+                        .get(b"_ZN2at8autocast20set_autocast_enabledEN3c1010DeviceTypeEb\0")
+                        .ok()?,
+                    increment_nesting: *lib.get(b"_ZN2at8autocast17increment_nestingEv\0").ok()?,
+                    decrement_nesting: *lib.get(b"_ZN2at8autocast17decrement_nestingEv\0").ok()?,
+                    clear_cache: *lib.get(b"_ZN2at8autocast11clear_cacheEv\0").ok()?,
+                }
+            };
+            std::mem::forget(lib);
+            Some(api)
+        })
+        .as_ref()
 }
 
 /// Sets libtorch's intra-op thread count (0 keeps libtorch's default of one per core).
@@ -251,6 +326,20 @@ pub fn set_threads(threads: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The switches are thread-local flags, so the CPU can check that they are found and that
+    /// they switch CUDA autocast on and back off around the closure, as tch's wrapper does.
+    #[test]
+    fn autocast_switches_are_found_and_restore_the_state_they_found() {
+        let api = autocast_api().expect("libtorch exports the device-typed autocast switches");
+        let before = unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) };
+        assert!(!before, "autocast starts off");
+        let inside = api.run(|| unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) });
+        assert!(inside, "autocast is on inside the closure");
+        let nested = api.run(|| api.run(|| unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) }));
+        assert!(nested);
+        assert!(!unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) }, "and off again after it");
+    }
 
     #[test]
     fn libtorch_is_loaded_from_the_rpath_and_reports_itself() {
