@@ -464,10 +464,12 @@ mod tests {
     /// continuations are English-like, and sampling is reproducible from the uniforms.
     #[test]
     fn the_installed_generator_reads_and_writes_english() {
-        let Some(path) = default_path() else {
-            eprintln!(
-                "SKIPPED: {CAUSAL_LM_ENV} is not set to a GGUF file (scripts/setup --env sets it)"
-            );
+        let Some(path) = af_test_support::installed(
+            "the_installed_generator_reads_and_writes_english",
+            CAUSAL_LM_ENV,
+            af_test_support::Need::Models,
+            "scripts/setup installs SmolLM2-135M and `scripts/setup --env` names it",
+        ) else {
             return;
         };
         let lm = CausalLm::load(&path, Device::Cpu).unwrap();

@@ -1,0 +1,344 @@
+//! The annotation round trip through `af run` and `af assemble`: sheets filled by three simulated
+//! annotators, assembled into exactly the items SWAG's rules keep; bad sheets fail with their
+//! row, or are skipped and listed. The export's layouts are tested in-process in
+//! crates/af-pipeline/tests/export.rs.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+fn ok(o: &std::process::Output) {
+    assert!(o.status.success(), "{}", stderr(o));
+}
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A fixture run with k = 6 (five distractors shown per sheet row, one held back) and sheets of
+/// ten items.
+fn run(dir: &Path) -> std::path::PathBuf {
+    let cfg = fixture_config(
+        dir,
+        1,
+        1,
+        "[export]\nannotation = true\nsheet-items = 10\ntrain-share = 0.6\nvalidation-share = 0.2\ntest-share = 0.2\ntask = \"af_fixture\"\n",
+    );
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("k = 3", "k = 6");
+    std::fs::write(&cfg, text).unwrap();
+    ok(&af(
+        &["run", cfg.to_str().unwrap(), "--until", "export"],
+        dir,
+    ));
+    dir.join("run/export")
+}
+
+/// How a simulated annotator fills row `i`: the found ending's slot is `found`, generated slots
+/// `gen` in sheet order. Four kinds of item, by i % 4: found best; a generated ending best with
+/// the found one second; found best but three generated endings gibberish; found unranked.
+fn fill(i: usize, found: usize, gen: &[usize], n: usize) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut labels = vec!["likely"; n];
+    let mut ranks = vec![""; n];
+    match i % 4 {
+        0 => {
+            ranks[found] = "best";
+            ranks[gen[0]] = "second";
+        }
+        1 => {
+            ranks[gen[0]] = "best";
+            ranks[found] = "second";
+        }
+        2 => {
+            ranks[found] = "best";
+            ranks[gen[0]] = "second";
+            for &g in &gen[2..5] {
+                labels[g] = "gibberish";
+            }
+        }
+        _ => {
+            ranks[gen[0]] = "best";
+            ranks[gen[1]] = "second";
+        }
+    }
+    (labels, ranks)
+}
+
+/// Writes a filled copy of every sheet for `annotator`; `noise` flips one label on even rows.
+fn fill_sheets(
+    annotation: &Path,
+    out: &Path,
+    annotator: &str,
+    noise: bool,
+) -> Vec<std::path::PathBuf> {
+    let key: BTreeMap<String, Value> = jsonl(&annotation.join("key.jsonl"))
+        .into_iter()
+        .map(|k| (k["item"].as_str().unwrap().to_string(), k))
+        .collect();
+    let mut files = Vec::new();
+    let mut sheets: Vec<_> = std::fs::read_dir(annotation)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    sheets.sort();
+    let mut index = 0;
+    for sheet in sheets {
+        let mut r = csv::Reader::from_path(&sheet).unwrap();
+        let header = r.headers().unwrap().clone();
+        let n = header.iter().filter(|h| h.starts_with("ending_")).count();
+        let path = out.join(format!(
+            "{annotator}-{}",
+            sheet.file_name().unwrap().to_string_lossy()
+        ));
+        let mut w = csv::Writer::from_path(&path).unwrap();
+        w.write_record(&header).unwrap();
+        for row in r.records() {
+            let mut row: Vec<String> = row.unwrap().iter().map(String::from).collect();
+            let k = &key[&row[2]];
+            let sources: Vec<&str> = k["slots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["source"].as_str().unwrap())
+                .collect();
+            let found = sources.iter().position(|s| *s == "found").unwrap();
+            let gen: Vec<usize> = (0..sources.len()).filter(|&s| s != found).collect();
+            let (mut labels, ranks) = fill(index, found, &gen, sources.len());
+            if noise && index % 2 == 0 {
+                labels[gen[1]] = "unlikely";
+            }
+            for s in 0..sources.len() {
+                row[4 + n + s] = labels[s].into();
+                row[4 + 2 * n + s] = ranks[s].into();
+            }
+            row[4 + 3 * n] = annotator.into();
+            w.write_record(&row).unwrap();
+            index += 1;
+        }
+        w.flush().unwrap();
+        files.push(path);
+    }
+    files
+}
+
+fn ids(path: &Path, field: &str) -> BTreeSet<String> {
+    jsonl(path)
+        .iter()
+        .map(|v| v[field].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_by_row() {
+    let d = tempfile::tempdir().unwrap();
+    let export = run(d.path());
+    let annotation = export.join("annotation");
+    let key = jsonl(&annotation.join("key.jsonl"));
+    assert!(key.iter().all(|k| k["slots"].as_array().unwrap().len() == 6
+        && k["replacements"].as_array().unwrap().len() == 1));
+    let html = std::fs::read_to_string(annotation.join("sheet-001.html")).unwrap();
+    assert_eq!(html.matches("<fieldset").count(), 10);
+    assert!(
+        html.contains("value=\"gibberish\"")
+            && html.contains("function save()")
+            && !html.contains("http"),
+        "a form that saves locally"
+    );
+
+    // Three annotators: two agree, the third adds label noise that the majority overrules.
+    let filled = d.path().join("filled");
+    std::fs::create_dir_all(&filled).unwrap();
+    let mut sheets = fill_sheets(&annotation, &filled, "ann", false);
+    sheets.extend(fill_sheets(&annotation, &filled, "bo", false));
+    sheets.extend(fill_sheets(&annotation, &filled, "cy", true));
+    let mut args = vec![
+        "assemble".to_string(),
+        "--key".into(),
+        annotation.join("key.jsonl").to_string_lossy().into(),
+        "--out".into(),
+        "asm".into(),
+    ];
+    args.extend(sheets.iter().map(|s| s.to_string_lossy().into_owned()));
+    let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&af(&args_ref, d.path()));
+
+    // What the rules keep, item by item (key order = fill order).
+    let (mut kept, mut extra, mut queue, mut dropped) = (
+        BTreeSet::new(),
+        BTreeSet::new(),
+        BTreeSet::new(),
+        BTreeSet::new(),
+    );
+    for (i, k) in key.iter().enumerate() {
+        let id = k["item"].as_str().unwrap().to_string();
+        match i % 4 {
+            0 => {
+                kept.insert(id);
+            }
+            1 => {
+                if k["split"] == "train" {
+                    extra.insert(id.clone());
+                }
+                kept.insert(id);
+            }
+            2 => {
+                queue.insert(id);
+            }
+            _ => {
+                dropped.insert(id);
+            }
+        }
+    }
+    let asm = d.path().join("asm");
+    assert_eq!(ids(&asm.join("dataset.jsonl"), "id"), kept);
+    let extra_ids: BTreeSet<String> = ids(&asm.join("extra-train.jsonl"), "id")
+        .into_iter()
+        .map(|i| i.split(":gen").next().unwrap().to_string())
+        .collect();
+    assert_eq!(extra_ids, extra);
+    assert_eq!(ids(&asm.join("reannotate.jsonl"), "item"), queue);
+    assert_eq!(ids(&asm.join("dropped.jsonl"), "item"), dropped);
+    let kind: BTreeMap<&str, usize> = key
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k["item"].as_str().unwrap(), i % 4))
+        .collect();
+    for v in jsonl(&asm.join("dataset.jsonl")) {
+        // Kind 0: every shown ending but the found one; kind 1: also not the generated best.
+        let want = if kind[v["id"].as_str().unwrap()] == 0 {
+            5
+        } else {
+            4
+        };
+        assert_eq!(v["distractors"].as_array().unwrap().len(), want, "{v}");
+        assert_eq!(v["gold"]["source"], "found");
+    }
+    for v in jsonl(&asm.join("extra-train.jsonl")) {
+        assert_eq!(v["split"], "train");
+        assert_eq!(v["gold"]["source"], "generated");
+        assert_eq!(
+            v["distractors"].as_array().unwrap().len(),
+            4,
+            "neither the found nor the best ending"
+        );
+    }
+    for v in jsonl(&asm.join("reannotate.jsonl")) {
+        assert_eq!(v["replacements"].as_array().unwrap().len(), 1);
+    }
+    // The assembled dataset is af's own layout: the audit reads it.
+    assert!(af_io::questions::read_questions(&asm.join("dataset.jsonl"), None, false).is_ok());
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(asm.join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["annotators"], 3);
+    assert_eq!(
+        stats["annotations"].as_u64().unwrap() as usize,
+        3 * key.len()
+    );
+    let alpha = stats["label_alpha"].as_f64().unwrap();
+    assert!(
+        alpha > 0.5 && alpha < 1.0,
+        "noise on one annotator's labels: {alpha}"
+    );
+    assert_eq!(stats["best_pairwise_agreement"], 1.0);
+    // Table 2: found endings ranked best in kinds 0 and 2 (half the items).
+    let best = stats["found"]["best"].as_f64().unwrap();
+    assert!((best - 0.5).abs() < 0.06, "{best}");
+
+    // Bad sheets: each fails with its file and line, and nothing is written.
+    let bad = |edit: &dyn Fn(&mut Vec<Vec<String>>), expect: &str, name: &str| {
+        let mut rows: Vec<Vec<String>> = csv::Reader::from_path(&sheets[0])
+            .unwrap()
+            .records()
+            .map(|r| r.unwrap().iter().map(String::from).collect())
+            .collect();
+        let header: Vec<String> = csv::Reader::from_path(&sheets[0])
+            .unwrap()
+            .headers()
+            .unwrap()
+            .iter()
+            .map(String::from)
+            .collect();
+        edit(&mut rows);
+        let path = d.path().join(name);
+        let mut w = csv::Writer::from_path(&path).unwrap();
+        w.write_record(&header).unwrap();
+        for r in &rows {
+            w.write_record(r).unwrap();
+        }
+        w.flush().unwrap();
+        let key = annotation.join("key.jsonl");
+        let o = af(
+            &[
+                "assemble",
+                "--key",
+                key.to_str().unwrap(),
+                "--out",
+                "bad-out",
+                path.to_str().unwrap(),
+            ],
+            d.path(),
+        );
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains(&format!("{name}:")) && stderr(&o).contains(expect),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert!(!d.path().join("bad-out").exists());
+        let o = af(
+            &[
+                "assemble",
+                "--key",
+                key.to_str().unwrap(),
+                "--out",
+                "skip-out",
+                "--force",
+                "--skip-bad",
+                path.to_str().unwrap(),
+            ],
+            d.path(),
+        );
+        ok(&o);
+        let stats: Value = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join("skip-out/stats.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(stats["skipped_rows"].as_array().unwrap().len(), 1, "{name}");
+        assert_eq!(
+            stats["annotations"].as_u64().unwrap(),
+            rows.len() as u64 - 1
+        );
+    };
+    let n = 6;
+    bad(
+        &|rows| rows[3][4 + n] = "maybe".into(),
+        ":5: label_1 is \"maybe\", expected likely, unlikely or gibberish",
+        "label.csv",
+    );
+    bad(
+        &|rows| {
+            let second = (0..n)
+                .find(|&s| rows[2][4 + 2 * n + s] == "second")
+                .unwrap();
+            rows[2][4 + 2 * n + second] = "best".into();
+        },
+        ":4: two endings are ranked best",
+        "two-best.csv",
+    );
+    bad(
+        &|rows| rows[0][2] = "no-such-item".into(),
+        ":2: item `no-such-item` is not in the key",
+        "unknown.csv",
+    );
+    bad(&|rows| rows[1][1] = "7".into(), ":3: item", "moved.csv");
+}
