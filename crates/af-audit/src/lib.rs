@@ -641,12 +641,15 @@ const FOLD_SALT: u64 = 0x6175_6469;
 /// The (training, evaluation) indices of each of `folds` group folds over items of `groups`, as
 /// the audit cross-fits them with `seed`: `af ablate` trains its own detectors on these, so they
 /// and the audit's measure each item with the same fold's training.
-pub fn cross_fit_folds(groups: &[&str], folds: usize, seed: u64) -> Vec<(Vec<usize>, Vec<usize>)> {
+pub fn cross_fit_folds(groups: &[&str], folds: usize, seed: u64) -> Folds {
     let fold = af_core::split::folds_by_group(groups, folds, seed ^ FOLD_SALT);
     (0..folds)
         .map(|f| (0..groups.len()).partition(|&i| fold[i] != f))
         .collect()
 }
+
+/// Each fold's (training, evaluation) indices into the questions.
+pub type Folds = Vec<(Vec<usize>, Vec<usize>)>;
 
 /// A transform's questions on each side of one fold: (index into `all`, transformed question).
 type TransformedFold = (Vec<(usize, Question)>, Vec<(usize, Question)>);
@@ -660,7 +663,7 @@ fn split(
     separate_at: Option<usize>,
     config: &AuditConfig,
     seed: u64,
-) -> (Vec<(Vec<usize>, Vec<usize>)>, String) {
+) -> (Folds, String) {
     if let Some(n) = separate_at {
         let method = if config.eval_folds > 1 {
             "separate evaluation file (eval-folds does not apply)"

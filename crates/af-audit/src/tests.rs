@@ -314,10 +314,12 @@ fn a_split_field_or_a_separate_file_decides_the_split() {
 
 #[test]
 fn cross_fitting_measures_every_question_once_with_detectors_that_never_trained_on_it() {
-    /// Records, per call, which questions (by their first option's tokens) trained and which were scored.
+    /// The questions (by their first option's tokens) one call trained on, and those it scored.
+    type Call = (HashSet<Vec<String>>, Vec<Vec<String>>);
+    /// Records, per call, which questions trained and which were scored.
     struct Recording {
         inner: MeanLogOdds,
-        calls: Vec<(HashSet<Vec<String>>, Vec<Vec<String>>)>,
+        calls: Vec<Call>,
     }
     impl Learner for Recording {
         type Error = std::convert::Infallible;

@@ -277,7 +277,7 @@ fn run_loop(
             }
             let mut rng =
                 Rng::new(seed ^ (case.wrapping_mul(0x2545_F491_4F6C_DD1D)) ^ (r as u64) << 56);
-            let base = seed_bytes(*rng.pick(reader.seeds));
+            let base = seed_bytes(rng.pick::<&str>(reader.seeds));
             let other = &all_seeds[rng.below(all_seeds.len())];
             let (input, kinds) = mutate(&base, other, &mut rng, long);
             let variant = rng.next();

@@ -338,7 +338,10 @@ mod tests {
         assert!(inside, "autocast is on inside the closure");
         let nested = api.run(|| api.run(|| unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) }));
         assert!(nested);
-        assert!(!unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) }, "and off again after it");
+        assert!(
+            !unsafe { (api.is_enabled)(CUDA_DEVICE_TYPE) },
+            "and off again after it"
+        );
     }
 
     #[test]

@@ -791,7 +791,7 @@ mod tests {
             let dropping = sample_dropping_finished(&lm, &jobs, &s, true);
             let lengths: Vec<usize> = dropping.iter().flatten().map(Vec::len).collect();
             assert!(
-                lengths.iter().any(|&l| l < 4) && lengths.iter().any(|&l| l == 12),
+                lengths.iter().any(|&l| l < 4) && lengths.contains(&12),
                 "{lengths:?}"
             );
             assert_eq!(

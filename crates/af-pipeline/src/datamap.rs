@@ -636,14 +636,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("noisy.jsonl");
         std::fs::write(&input, &text).unwrap();
-        let mut config = Config::default();
-        config.committee = CommitteeConfig {
-            embedding: 16,
-            cnn_filters: 8,
-            lstm_hidden: 16,
-            joint_hidden: 16,
-            learning_rate: 1e-2,
-            batch_items: 16,
+        let config = Config {
+            committee: CommitteeConfig {
+                embedding: 16,
+                cnn_filters: 8,
+                lstm_hidden: 16,
+                joint_hidden: 16,
+                learning_rate: 1e-2,
+                batch_items: 16,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let out = dir.path().join("map");

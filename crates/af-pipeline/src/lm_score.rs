@@ -167,11 +167,13 @@ pub fn score_datasets(
         let mut order: Vec<_> = by_fold.keys().copied().collect();
         order.sort_unstable();
         for fold in order {
-            if !loaded.contains_key(&fold) {
-                loaded.insert(fold, load_fold(&config.lm, &vocab, &lm_dir, fold, device)?);
+            if let std::collections::hash_map::Entry::Vacant(e) = loaded.entry(fold) {
+                e.insert(load_fold(&config.lm, &vocab, &lm_dir, fold, device)?);
             }
             let (_, lm) = &loaded[&fold];
-            let encoded: Vec<(&Question, Vec<i64>, Vec<i64>, Vec<Vec<i64>>)> = by_fold[&fold]
+            // Each question with its context, noun phrase and options as LM token ids.
+            type Encoded<'q> = (&'q Question, Vec<i64>, Vec<i64>, Vec<Vec<i64>>);
+            let encoded: Vec<Encoded> = by_fold[&fold]
                 .iter()
                 .map(|q| {
                     (

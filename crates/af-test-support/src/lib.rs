@@ -88,7 +88,11 @@ pub fn installed(test: &str, var: &str, need: Need, how: &str) -> Option<PathBuf
     match std::env::var_os(var).map(PathBuf::from) {
         Some(p) if p.exists() => Some(p),
         Some(p) => {
-            skip(test, need, &format!("{var}={} does not exist ({how})", p.display()));
+            skip(
+                test,
+                need,
+                &format!("{var}={} does not exist ({how})", p.display()),
+            );
             None
         }
         None => {

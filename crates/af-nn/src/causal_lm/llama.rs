@@ -212,7 +212,7 @@ impl Llama {
             })
             .collect();
         let key_mask = Tensor::zeros([b, capacity], (Kind::Bool, dev));
-        let _ = key_mask.narrow(1, 0, t).copy_(&mask.gt(0));
+        key_mask.narrow(1, 0, t).copy_(&mask.gt(0));
         Cache {
             layers,
             key_mask,
@@ -260,8 +260,8 @@ impl Llama {
                 .transpose(1, 2);
             let (q, k) = (Self::rope(&q, &rotation), Self::rope(&k, &rotation));
             let (kc, vc) = &cache.layers[i];
-            let _ = kc.narrow(2, start, t).copy_(&k);
-            let _ = vc.narrow(2, start, t).copy_(&v);
+            kc.narrow(2, start, t).copy_(&k);
+            vc.narrow(2, start, t).copy_(&v);
             // Grouped-query attention without copying keys per head: the query heads that share a
             // key/value head (consecutive, `group` of them) are stacked along the query axis.
             let q = q.reshape([b, kv_heads, group * t, d]);

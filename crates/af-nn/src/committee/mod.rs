@@ -1195,7 +1195,7 @@ mod tests {
         tch::manual_seed(3);
         let inputs: Vec<CandidateInput> = (0..40)
             .map(|i| CandidateInput {
-                words: vec![2 + (i % 5) as i32, 3],
+                words: vec![2 + (i % 5), 3],
                 pos: vec![2, 3],
                 marked: 0..1,
                 features: std::array::from_fn(|f| {

@@ -82,7 +82,7 @@ pub fn filter_pool(
         );
         state
     } else {
-        FilterState::new(random_assignment(&pool, k, config.run.seed)?)
+        FilterState::new(random_assignment(pool, k, config.run.seed)?)
     };
     // A fine-tuned member's model is read in its first iteration, possibly after a long MLP
     // phase: a missing or broken directory is better found now.
