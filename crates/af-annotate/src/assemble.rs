@@ -1,4 +1,4 @@
-//! The final dataset from filled sheets, by SWAG's rules (DESIGN §1.7):
+//! The final dataset from filled sheets, by SWAG's rules (docs/design.md §1.7):
 //! - the found ending ranked best or second best: the item is kept, its distractors the shown
 //!   endings that are neither the found one, nor ranked best, nor (by majority) gibberish;
 //! - a generated ending ranked best with the found one second: also an extra item with the

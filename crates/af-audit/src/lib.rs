@@ -1,4 +1,4 @@
-//! af-audit measures the shortcuts a multiple-choice dataset leaves (DESIGN §1.5): the random and
+//! af-audit measures the shortcuts a multiple-choice dataset leaves (docs/design.md §1.5): the random and
 //! length baselines, partial-input detectors on SWAG's three views, token statistics, twin
 //! scoring and the "Back to Square One" transforms, each as an accuracy with a 95% interval
 //! beside chance, trained on one split and measured on another, or cross-fitted over group folds

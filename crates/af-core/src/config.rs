@@ -1703,7 +1703,8 @@ mod tests {
     fn every_shipped_config_loads() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
         let mut names = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
+        let experiments = std::fs::read_dir(dir.join("experiments")).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap().chain(experiments) {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 Config::load(&path).unwrap_or_else(|e| panic!("{e}"));

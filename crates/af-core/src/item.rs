@@ -43,7 +43,7 @@ impl Item {
     }
 }
 
-/// The LM features of an ending (DESIGN §1.2), in the order every file and model uses.
+/// The LM features of an ending (docs/design.md §1.2), in the order every file and model uses.
 /// Log-perplexities are mean negative log-likelihoods per token (natural log); lengths in tokens.
 pub const LM_FEATURES: [&str; 8] = [
     "fwd_logppl_v_given_sn",

@@ -1,4 +1,4 @@
-//! AFLite (WinoGrande; DESIGN §1.6): repeatedly train m linear classifiers on random partitions of
+//! AFLite (WinoGrande; docs/design.md §1.6): repeatedly train m linear classifiers on random partitions of
 //! t instances, score every instance by how often it was predicted right when held out, and remove
 //! up to k of the most predictable ones above a threshold, until fewer than k qualify or n remain.
 //!

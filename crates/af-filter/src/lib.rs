@@ -1,4 +1,4 @@
-//! af-filter owns the Adversarial Filtering loop of SWAG (DESIGN §1.3): the assignment of k
+//! af-filter owns the Adversarial Filtering loop of SWAG (docs/design.md §1.3): the assignment of k
 //! distractors per item, the group-aware split of each iteration, the swap of easy assigned
 //! distractors for adversarial unassigned candidates, the schedule of committee phases, the stop
 //! rule, and the state that makes a killed run resume exactly. The committee itself is behind the

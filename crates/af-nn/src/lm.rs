@@ -1,5 +1,5 @@
 //! The generator's language models: a forward and a backward LSTM sharing one embedding, which
-//! is tied to both output layers (DESIGN §1.2).
+//! is tied to both output layers (docs/design.md §1.2).
 //!
 //! Sequences are token ids with `<bos>` first and `<eos>` last; the backward model reads the
 //! same tokens reversed (still `<bos>` first). Padding is id 0 and never a target.

@@ -1,4 +1,4 @@
-//! Batched ancestral sampling of endings, and the LM features of any ending (DESIGN §1.2).
+//! Batched ancestral sampling of endings, and the LM features of any ending (docs/design.md §1.2).
 //!
 //! Sampling draws each token by inverse CDF from one uniform number per sequence and step,
 //! which the caller supplies from per-item seeds: the randomness of an item does not depend on

@@ -1,4 +1,4 @@
-//! AFLite over instances with feature vectors from any encoder (DESIGN §1.6): af-filter's loop
+//! AFLite over instances with feature vectors from any encoder (docs/design.md §1.6): af-filter's loop
 //! with af-nn's batched linear probes.
 //!
 //! Writes into `out`: `kept.jsonl` and `removed.jsonl` (the input lines, unchanged, so a

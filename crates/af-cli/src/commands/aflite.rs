@@ -1,4 +1,4 @@
-//! `af aflite`: AFLite over instances with feature vectors from any encoder (DESIGN §1.6).
+//! `af aflite`: AFLite over instances with feature vectors from any encoder (docs/design.md §1.6).
 //!
 //! Writes into `--out`: `kept.jsonl` and `removed.jsonl` (the input lines, unchanged, so a
 //! WinoGrande file stays a WinoGrande file), `scores.csv` (per instance its last predictability

@@ -1,4 +1,4 @@
-//! The stylistic committee of Adversarial Filtering (DESIGN §1.3): members that each score one
+//! The stylistic committee of Adversarial Filtering (docs/design.md §1.3): members that each score one
 //! candidate (the second sentence, noun phrase + ending) and a joint head over their
 //! concatenated representations, trained together on the sum of every head's softmax
 //! cross-entropy over an item's options.

@@ -1,4 +1,4 @@
-//! The `filter` stage: Adversarial Filtering of the pool (DESIGN §1.3).
+//! The `filter` stage: Adversarial Filtering of the pool (docs/design.md §1.3).
 //!
 //! After every iteration, each written atomically:
 //! - `state.json`: the whole loop state (assignment, history, per-item scores, stage position),

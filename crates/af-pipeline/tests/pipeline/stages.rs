@@ -845,3 +845,64 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
         .iter()
         .any(|r| r.item_index == 5 && r.candidate == 1 && r.ending == "waves at the camera."));
 }
+
+/// Every config under configs/ (the top-level recipes and configs/experiments/) loads, passes the
+/// config's and the member registry's checks, and points where it did before it moved: its run
+/// directory under the repository's runs/, its inputs and prose under the repository or
+/// ../shared/data, an adopted run under runs/. Loading reads no input data, so this runs
+/// without ../shared.
+#[test]
+fn every_config_in_the_repository_loads_and_points_at_its_files() {
+    fn tomls(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                tomls(&path, out);
+            } else if path.extension().is_some_and(|e| e == "toml") {
+                out.push(path);
+            }
+        }
+    }
+    let repo = repo();
+    let mut files = Vec::new();
+    tomls(&repo.join("configs"), &mut files);
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with("configs/default.toml"))
+            && files
+                .iter()
+                .any(|f| f.starts_with(repo.join("configs/experiments"))),
+        "configs/default.toml and configs/experiments/ hold configs: {files:?}"
+    );
+    let shared = repo.parent().unwrap().join("shared/data");
+    let runs = repo.join("runs");
+    for file in &files {
+        let config = af_pipeline::load_config(Some(file))
+            .unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
+        assert!(
+            config.run.dir.starts_with(&runs),
+            "{}: [run] dir {} is outside {}",
+            file.display(),
+            config.run.dir.display(),
+            runs.display()
+        );
+        for input in config.pairs.inputs.iter().chain(&config.lm.pretrain) {
+            assert!(
+                input.path.starts_with(&shared) || input.path.starts_with(&repo),
+                "{}: input {} is neither in the repository nor in {}",
+                file.display(),
+                input.path.display(),
+                shared.display()
+            );
+        }
+        if let Some(from) = &config.lm.from {
+            assert!(
+                from.starts_with(&runs),
+                "{}: [lm] from {} is outside {}",
+                file.display(),
+                from.display(),
+                runs.display()
+            );
+        }
+    }
+}
