@@ -38,7 +38,7 @@ use serde_json::json;
 
 use crate::committee::{random_assignment, TorchCommittee};
 use crate::progress::Progress;
-use crate::runner::{self, StageContext, StageName, StageRecord};
+use crate::runner::{self, StageContext, StageRecord};
 use crate::stages::export::{export_splits, pool_questions, write_jsonl, Chosen};
 use crate::stages::filter::{filter_pool, FilterReport};
 
@@ -180,7 +180,7 @@ pub fn run(
     done: impl FnMut(&CompositionRun),
 ) -> anyhow::Result<AblateRun> {
     let config = request.config;
-    let generate = StageName::Generate;
+    let generate = crate::stages::generate::NAME;
     if !runner::up_to_date(config, generate)? {
         anyhow::bail!(
             "af ablate filters the pool of this config's run, and {} has none that is up to date: run `af run CONFIG --until generate` first",
@@ -379,7 +379,7 @@ fn run_composition(
         .with_context(|| format!("composition `{}`", c.name))?;
     af_core::atomic::write(cdir.join("config.toml"), own.to_toml().as_bytes())?;
     let record = StageRecord {
-        stage: StageName::Filter,
+        stage: crate::stages::filter::NAME,
         fingerprint: stamp.clone(),
         seconds: start.elapsed().as_secs_f64(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -722,7 +722,8 @@ pub struct RuleCount {
 pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;
     let g = &config.generate;
-    let mut items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
+    let mut items =
+        af_io::items::read_items(&ctx.stage_dir(super::pairs::NAME).join("items.jsonl"))?;
     let questions = if g.limit_items > 0 && g.limit_items < items.len() {
         tracing::info!(
             "generate: the first {} of {} items only ([generate] limit-items)",
@@ -733,7 +734,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     } else {
         items.len()
     };
-    let lm_dir = ctx.stage_dir(StageName::Lm);
+    let lm_dir = ctx.stage_dir(super::lm::NAME);
     let vocab = load_vocab(&lm_dir)?;
     let device = crate::setup::device(config)?;
     let mixed = g.precision.mixed_on(device.is_cuda());
@@ -1066,7 +1067,23 @@ fn samples(
 /// The `generate` stage.
 pub struct Generate;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: StageName = StageName::new("generate");
+
 impl crate::runner::Stage for Generate {
+    fn name(&self) -> StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<StageName> {
+        Some(super::lm::NAME)
+    }
+
+    /// Its pool parts.
+    fn holds_progress(&self, file: &std::path::Path) -> bool {
+        file.starts_with("pool")
+    }
+
     fn uses_device(&self) -> bool {
         true
     }
@@ -1080,13 +1097,10 @@ impl crate::runner::Stage for Generate {
         Ok(json!({"seed": config.run.seed, "generate": config.generate}))
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok({
-            let outcome = run(ctx)?;
-            let complete = matches!(outcome, GenerateOutcome::Complete(_));
-            (StageReport::Generate(outcome), complete)
-        })
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        let outcome = run(ctx)?;
+        let complete = matches!(outcome, GenerateOutcome::Complete(_));
+        Ok((Box::new(outcome), complete))
     }
 }
 
