@@ -29,7 +29,7 @@ use af_core::ablate::{Composition, RANDOM};
 use af_core::{CommitteeConfig, Config, MemberName};
 use af_filter::Assignment;
 use af_io::pool_index::Pool;
-use af_nn::committee::{self as nnc, Registry};
+use af_nn::committee::{self as nnc, MemberKind, Registry};
 use af_nn::table::CandidateTable;
 use anyhow::Context;
 use rand::SeedableRng;
@@ -302,11 +302,13 @@ pub fn plan(config: &Config, registry: &Registry) -> anyhow::Result<Vec<Composit
                 .lookup(m)
                 .with_context(|| format!("[ablate] composition `{}`", c.name))?;
         }
-        if let Some(p) = c
-            .stages
-            .iter()
-            .find(|p| p.members.iter().all(|m| registry.is_fine_tuned(m.as_str())))
-        {
+        if let Some(p) = c.stages.iter().find(|p| {
+            p.members.iter().all(|m| {
+                registry
+                    .get(m.as_str())
+                    .is_some_and(MemberKind::is_fine_tuned)
+            })
+        }) {
             anyhow::bail!(
                 "[ablate] composition `{}`, stage `{}`: only fine-tuned members ({}) are left, and they re-score what other members shortlist; give the composition its own `stages` or leave it out",
                 c.name,
@@ -631,7 +633,11 @@ fn committee_detectors(
     // a joint committee, and training it per composition would cost more than the ablation.
     let members: Vec<MemberName> = members
         .iter()
-        .filter(|m| !registry.is_fine_tuned(m.as_str()))
+        .filter(|m| {
+            !registry
+                .get(m.as_str())
+                .is_some_and(MemberKind::is_fine_tuned)
+        })
         .cloned()
         .collect();
     let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members
