@@ -723,11 +723,22 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
         );
         assert_eq!((from.fold, l[4]), (item.fold, from.id.as_str()));
         assert_ne!(from.group, item.group);
+        assert_eq!(row.origin.as_deref(), Some("borrowed"), "the pool says so");
     }
     assert!(
         rows.iter().any(|r| r.candidate > 2),
         "sampled endings follow the borrowed ones"
     );
+    // Every row's origin is stored: what borrowed.tsv lists, the golds, and the sampled rest.
+    for r in &rows {
+        let expected = match r.candidate {
+            0 => "gold",
+            1 | 2 => "borrowed",
+            _ => "sampled",
+        };
+        assert_eq!(r.origin.as_deref(), Some(expected), "{r:?}");
+    }
+    assert_eq!(report["endings_by_origin"]["borrowed"], 40, "{report}");
 }
 
 /// Length shaping toward other videos' gold lengths (the default target, `nearby-gold`) draws
@@ -816,6 +827,18 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
             "the pool holds what the generator wrote"
         );
     }
+    // The pool's origin column says the same as pretrained.tsv, row for row.
+    let stored: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.origin.as_deref() == Some("pretrained"))
+        .map(|r| (r.item_index, r.candidate))
+        .collect();
+    assert_eq!(stored, listed);
+    let samples = std::fs::read_to_string(generate.join("samples.txt")).unwrap();
+    assert!(
+        samples.contains("  pretrained: ") && samples.contains("  gen:  "),
+        "{samples}"
+    );
     assert!(
         rows.iter().any(|r| r.candidate > 3),
         "af's LMs sample after the pretrained endings"

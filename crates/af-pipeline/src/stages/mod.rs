@@ -10,7 +10,6 @@ pub mod filter;
 pub mod generate;
 pub mod lm;
 pub mod pairs;
-pub mod pretrained_endings;
 pub mod report;
 
 use std::any::Any;
