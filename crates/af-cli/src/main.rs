@@ -260,13 +260,13 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Tagger(c) => commands::tagger::run(c),
         Command::Pairs(args) => one_stage(
             &load_config(args.config.as_deref())?,
-            StageName::Pairs,
+            af_pipeline::stages::pairs::NAME,
             true,
             None,
         ),
         Command::Lm(LmCommand::Train { stage: args, force }) => one_stage(
             &load_config(args.config.as_deref())?,
-            StageName::Lm,
+            af_pipeline::stages::lm::NAME,
             force,
             None,
         ),
@@ -277,7 +277,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             force,
         } => one_stage(
             &load_config(args.config.as_deref())?,
-            StageName::Generate,
+            af_pipeline::stages::generate::NAME,
             force,
             shard,
         ),
@@ -291,13 +291,13 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             if resume && !dir.join("state.json").exists() {
                 anyhow::bail!("--resume: no interrupted filter run in {}", dir.display());
             }
-            if resume && !runner::resumable(&config, StageName::Filter)? {
+            if resume && !runner::resumable(&config, af_pipeline::stages::filter::NAME)? {
                 anyhow::bail!(
                     "--resume: the run in {} was started with another config or other upstream outputs; resuming it would mix the two (run without --resume to start over)",
                     dir.display()
                 );
             }
-            one_stage(&config, StageName::Filter, force, None)
+            one_stage(&config, af_pipeline::stages::filter::NAME, force, None)
         }
         Command::Export {
             stage: args,
@@ -305,7 +305,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let mut config = load_config(args.config.as_deref())?;
             config.export.annotation |= annotation;
-            one_stage(&config, StageName::Export, true, None)
+            one_stage(&config, af_pipeline::stages::export::NAME, true, None)
         }
         Command::Report { run_dir } => {
             let out = run_dir.join("report");
@@ -319,11 +319,11 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             until,
         } => {
             let config = load_config(args.config.as_deref())?;
-            let all = af_pipeline::ALL_STAGES;
+            let all = &af_pipeline::ALL_STAGES;
             let last = until.map_or(all.len(), |u| {
                 all.iter()
                     .position(|&s| s == u)
-                    .expect("every stage is in ALL_STAGES")
+                    .expect("a parsed stage name is in ALL_STAGES")
                     + 1
             });
             runner::run_stages(&config, &all[..last], &force, &progress::Bars, print_stage)?;

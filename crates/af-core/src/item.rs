@@ -70,7 +70,14 @@ pub struct Candidate {
     /// Generated and cut at the token limit rather than ended by punctuation.
     pub truncated: bool,
     pub features: [f32; 8],
+    /// Where the ending came from: [`GOLD_ORIGIN`] for candidate 0, else the name of the
+    /// generate stage's ending source that gave it (`own`, `borrowed`, `pretrained`,
+    /// `sampled`). None in a pool written before the pool stored it.
+    pub origin: Option<String>,
 }
+
+/// The origin of a pool's gold endings.
+pub const GOLD_ORIGIN: &str = "gold";
 
 impl Candidate {
     pub fn is_gold(&self) -> bool {

@@ -17,5 +17,5 @@ pub use config::{
     ExportConfig, FilterConfig, LmConfig, MemberName, Phase, ScoreBatch, SwapChoice, SwapHead,
     TextEncoding, ValidityRule, View, JOINT_HEAD, SWAG_COMMITTEE,
 };
-pub use item::{Candidate, Document, Item, LM_FEATURES};
+pub use item::{Candidate, Document, Item, GOLD_ORIGIN, LM_FEATURES};
 pub use question::{Blank, Question};

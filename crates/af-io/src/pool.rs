@@ -35,6 +35,8 @@ pub fn schema() -> Schema {
             .iter()
             .map(|n| Field::new(*n, DataType::Float32, false)),
     );
+    // Last, and nullable: pools written before it read on without it.
+    fields.push(Field::new("origin", DataType::Utf8, true));
     Schema::new(fields)
 }
 
@@ -72,6 +74,9 @@ pub fn write_part(path: &Path, rows: &[Candidate]) -> std::io::Result<()> {
             rows.iter().map(|r| r.features[f]),
         )));
     }
+    columns.push(Arc::new(StringArray::from_iter(
+        rows.iter().map(|r| r.origin.as_deref()),
+    )));
     let batch = RecordBatch::try_new(schema.clone(), columns).map_err(std::io::Error::other)?;
     let tmp = path.with_extension("parquet.tmp");
     let file = File::create(&tmp)?;
@@ -145,6 +150,12 @@ pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
             .zip(LM_FEATURES)
             .map(|(a, n)| typed::<Float32Array>(a, n, path))
             .collect::<Result<_, _>>()?;
+        // A part written before the column existed has none: its origins are unknown here.
+        let origin = batch.column_by_name("origin").cloned();
+        let origin = origin
+            .as_ref()
+            .map(|a| typed::<StringArray>(a, "origin", path))
+            .transpose()?;
         for r in 0..batch.num_rows() {
             let mut features = [0f32; 8];
             for (f, a) in features.iter_mut().zip(&feats) {
@@ -159,6 +170,9 @@ pub fn read_part(path: &Path) -> Result<Vec<Candidate>, ReadError> {
                 tokens: tokens.value(r),
                 truncated: trunc.value(r),
                 features,
+                origin: origin
+                    .filter(|o| o.is_valid(r))
+                    .map(|o| o.value(r).to_string()),
             });
         }
         debug_assert!(ii.len() == batch.num_rows());
@@ -278,6 +292,11 @@ mod tests {
                 tokens: 4,
                 truncated: i == 3,
                 features: [i as f32, 1.5, 2.5, 3.5, -0.25, 4.0, 1.0, 9.0],
+                origin: match i {
+                    0 => Some(af_core::GOLD_ORIGIN.to_string()),
+                    4 => None,
+                    _ => Some("sampled".to_string()),
+                },
             })
             .collect();
         let p = part_path(d.path(), 3);
@@ -302,5 +321,49 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a Parquet file"));
+    }
+
+    #[test]
+    fn a_part_written_before_the_origin_column_reads_without_origins() {
+        let d = tempfile::tempdir().unwrap();
+        let row = Candidate {
+            item_index: 0,
+            item_id: "v-0".into(),
+            fold: 0,
+            candidate: 1,
+            ending: "runs.".into(),
+            tokens: 2,
+            truncated: false,
+            features: [0.5; 8],
+            origin: Some("own".into()),
+        };
+        let p = part_path(d.path(), 0);
+        write_part(&p, std::slice::from_ref(&row)).unwrap();
+        // The same part as an older af wrote it: every column but `origin`.
+        let file = File::open(&p).unwrap();
+        let batch = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let old = batch
+            .project(&(0..batch.num_columns() - 1).collect::<Vec<_>>())
+            .unwrap();
+        assert!(old.column_by_name("origin").is_none());
+        let old_path = part_path(d.path(), 1);
+        let mut writer =
+            ArrowWriter::try_new(File::create(&old_path).unwrap(), old.schema(), None).unwrap();
+        writer.write(&old).unwrap();
+        writer.close().unwrap();
+        assert_eq!(
+            read_part(&old_path).unwrap(),
+            [Candidate {
+                origin: None,
+                ..row.clone()
+            }]
+        );
+        assert_eq!(read_part(&p).unwrap(), [row]);
     }
 }

@@ -306,6 +306,14 @@ pub fn write_synthetic_pool(
                     ending,
                     truncated: false,
                     features: std::array::from_fn(|f| (i * 31 + c * 7 + f) as f32 % 11.0),
+                    origin: Some(
+                        if c == 0 {
+                            af_core::GOLD_ORIGIN
+                        } else {
+                            "sampled"
+                        }
+                        .into(),
+                    ),
                 });
             }
         }

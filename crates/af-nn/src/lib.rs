@@ -16,7 +16,10 @@ pub mod runtime;
 pub mod sample;
 pub mod table;
 
-pub use committee::{Batch, BuildContext, Column, CommitteeModel, Member, MemberNet, Registry};
+pub use committee::{
+    Batch, BuildContext, Column, CommitteeModel, FineTunedMember, Member, MemberKind, MemberNet,
+    Registry,
+};
 pub use runtime::{libtorch_info, select_device, LibtorchInfo, NnError};
 
 /// libtorch's random generator is global and tests run on parallel threads: every test that

@@ -29,7 +29,7 @@ use af_core::ablate::{Composition, RANDOM};
 use af_core::{CommitteeConfig, Config, MemberName};
 use af_filter::Assignment;
 use af_io::pool_index::Pool;
-use af_nn::committee::{self as nnc, Registry};
+use af_nn::committee::{self as nnc, MemberKind, Registry};
 use af_nn::table::CandidateTable;
 use anyhow::Context;
 use rand::SeedableRng;
@@ -38,7 +38,7 @@ use serde_json::json;
 
 use crate::committee::{random_assignment, TorchCommittee};
 use crate::progress::Progress;
-use crate::runner::{self, StageContext, StageName, StageRecord};
+use crate::runner::{self, StageContext, StageRecord};
 use crate::stages::export::{export_splits, pool_questions, write_jsonl, Chosen};
 use crate::stages::filter::{filter_pool, FilterReport};
 
@@ -180,7 +180,7 @@ pub fn run(
     done: impl FnMut(&CompositionRun),
 ) -> anyhow::Result<AblateRun> {
     let config = request.config;
-    let generate = StageName::Generate;
+    let generate = crate::stages::generate::NAME;
     if !runner::up_to_date(config, generate)? {
         anyhow::bail!(
             "af ablate filters the pool of this config's run, and {} has none that is up to date: run `af run CONFIG --until generate` first",
@@ -302,11 +302,13 @@ pub fn plan(config: &Config, registry: &Registry) -> anyhow::Result<Vec<Composit
                 .lookup(m)
                 .with_context(|| format!("[ablate] composition `{}`", c.name))?;
         }
-        if let Some(p) = c
-            .stages
-            .iter()
-            .find(|p| p.members.iter().all(|m| registry.is_fine_tuned(m.as_str())))
-        {
+        if let Some(p) = c.stages.iter().find(|p| {
+            p.members.iter().all(|m| {
+                registry
+                    .get(m.as_str())
+                    .is_some_and(MemberKind::is_fine_tuned)
+            })
+        }) {
             anyhow::bail!(
                 "[ablate] composition `{}`, stage `{}`: only fine-tuned members ({}) are left, and they re-score what other members shortlist; give the composition its own `stages` or leave it out",
                 c.name,
@@ -379,7 +381,7 @@ fn run_composition(
         .with_context(|| format!("composition `{}`", c.name))?;
     af_core::atomic::write(cdir.join("config.toml"), own.to_toml().as_bytes())?;
     let record = StageRecord {
-        stage: StageName::Filter,
+        stage: crate::stages::filter::NAME,
         fingerprint: stamp.clone(),
         seconds: start.elapsed().as_secs_f64(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -631,7 +633,11 @@ fn committee_detectors(
     // a joint committee, and training it per composition would cost more than the ablation.
     let members: Vec<MemberName> = members
         .iter()
-        .filter(|m| !registry.is_fine_tuned(m.as_str()))
+        .filter(|m| {
+            !registry
+                .get(m.as_str())
+                .is_some_and(MemberKind::is_fine_tuned)
+        })
         .cloned()
         .collect();
     let mut runs: Vec<(MemberName, Vec<MemberName>, &CommitteeConfig)> = members

@@ -74,6 +74,7 @@ impl TorchLearner<'_> {
         let pos = self
             .registry
             .get(model.as_str())
+            .and_then(nnc::MemberKind::joint)
             .is_some_and(|m| m.columns().contains(&nnc::Column::Pos));
         let (mut table, cut) = crate::table::sentence_table_with(
             &options,

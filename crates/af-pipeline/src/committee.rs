@@ -200,18 +200,18 @@ impl af_filter::Committee for TorchCommittee<'_> {
         if let Some((member, settings)) = fine_tuned {
             // The committee's answer picks the shortlist: its joint head, else its first member.
             let by = heads.iter().position(|h| !h.is_member).unwrap_or(0);
-            let head = crate::fine_tuned::train_and_score(
-                self.pool,
+            let iteration = crate::fine_tuned::Iteration {
+                pool: self.pool,
                 member,
-                &settings,
-                self.device,
+                recipe: &settings,
+                device: self.device,
                 train,
                 heldout,
                 assignment,
-                &heads[by],
                 plan,
-            )
-            .map_err(|source| CommitteeError::FineTune { member, source })?;
+            };
+            let head = crate::fine_tuned::train_and_score(&iteration, &heads[by])
+                .map_err(|source| CommitteeError::FineTune { member, source })?;
             heads.push(head);
         }
         Ok(heads)
@@ -420,6 +420,7 @@ fn reads_full_view(config: &Config, registry: &Registry) -> bool {
     named_members(config).iter().any(|m| {
         registry
             .get(m.as_str())
+            .and_then(nnc::MemberKind::joint)
             .is_some_and(|member| nnc::reads_full_view_rows(member, &config.committee))
     })
 }

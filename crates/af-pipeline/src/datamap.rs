@@ -125,7 +125,8 @@ pub fn members_for(
 ) -> anyhow::Result<(Vec<MemberName>, Vec<MemberName>)> {
     let unusable = |name: &MemberName| {
         registry.get(name.as_str()).is_some_and(|m| {
-            m.columns().contains(&Column::Features) || m.columns().contains(&Column::Text)
+            m.joint()
+                .is_none_or(|m| m.columns().contains(&Column::Features))
         })
     };
     if let Some(asked) = asked {

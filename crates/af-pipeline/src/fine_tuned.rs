@@ -23,20 +23,33 @@ use tch::Device;
 /// The score of a candidate the fine-tuned member did not read: below every score it gives.
 pub const NOT_SHORTLISTED: f32 = f32::MIN;
 
+/// One AF iteration of a fine-tuned member: which member, its recipe, and what the iteration
+/// trains on and scores.
+#[derive(Clone, Copy)]
+pub struct Iteration<'a> {
+    pub pool: &'a Pool,
+    pub member: &'static str,
+    pub recipe: &'a EncoderFtSettings,
+    pub device: Device,
+    pub train: &'a [usize],
+    pub heldout: &'a [usize],
+    pub assignment: &'a Assignment,
+    pub plan: &'a IterationPlan,
+}
+
 /// The fine-tuned member's head for the held-out items, per item gold first then candidates
 /// 1..=pool, as the joint committee's heads are. `by` is the head whose scores pick the shortlist.
-#[allow(clippy::too_many_arguments)]
-pub fn train_and_score(
-    pool: &Pool,
-    member: &'static str,
-    settings: &EncoderFtSettings,
-    device: Device,
-    train: &[usize],
-    heldout: &[usize],
-    assignment: &Assignment,
-    by: &HeadScores,
-    plan: &IterationPlan,
-) -> anyhow::Result<HeadScores> {
+pub fn train_and_score(iteration: &Iteration, by: &HeadScores) -> anyhow::Result<HeadScores> {
+    let Iteration {
+        pool,
+        member,
+        recipe: settings,
+        device,
+        train,
+        heldout,
+        assignment,
+        plan,
+    } = *iteration;
     let started = std::time::Instant::now();
     // Its own streams: the joint committee's draws stay as they are without this member.
     let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ 0xf1e7_0e4c);

@@ -20,8 +20,6 @@ use af_nn::sample::{features, FeatureInput};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::StageName;
-
 /// Which of the run's LMs scores an item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -118,14 +116,16 @@ pub fn score_datasets(
             folds - 1
         );
     }
-    let lm_dir = run.join(StageName::Lm.dir_name());
+    let lm_dir = run.join(crate::stages::lm::NAME.dir_name());
     let vocab = load_vocab(&lm_dir).with_context(|| {
         format!(
             "{} holds no trained LMs: run `af lm train` first",
             run.display()
         )
     })?;
-    let items_path = run.join(StageName::Pairs.dir_name()).join("items.jsonl");
+    let items_path = run
+        .join(crate::stages::pairs::NAME.dir_name())
+        .join("items.jsonl");
     let item_folds: HashMap<String, u32> = if matches!(choice, LmChoice::Fold(_)) {
         HashMap::new()
     } else {

@@ -19,6 +19,7 @@
 //! the fingerprint of the stage it reads from, so a change upstream reruns everything after it.
 
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use af_core::Config;
@@ -27,37 +28,25 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::progress::Progress;
-use crate::stages::{self, StageReport};
+use crate::stages::{self, StageOutcome};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StageName {
-    Pairs,
-    Lm,
-    Generate,
-    Filter,
-    Export,
-    Report,
-}
+/// A stage's name: its directory under the run, its `--force`/`--until` spelling and the `stage`
+/// field of its `stage.json`. Every name the runner is handed is one of [`stages::STAGES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StageName(&'static str);
 
-/// The stages `af run` runs, in order.
-pub const ALL_STAGES: &[StageName] = &[
-    StageName::Pairs,
-    StageName::Lm,
-    StageName::Generate,
-    StageName::Filter,
-    StageName::Export,
-    StageName::Report,
-];
+/// The stages `af run` runs, in order: the names of [`stages::STAGES`].
+pub static ALL_STAGES: LazyLock<Vec<StageName>> =
+    LazyLock::new(|| stages::STAGES.iter().map(|s| s.name()).collect());
 
 impl std::str::FromStr for StageName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        ALL_STAGES
+        stages::STAGES
             .iter()
-            .copied()
-            .find(|st| st.dir_name() == s)
+            .map(|st| st.name())
+            .find(|st| st.0 == s)
             .ok_or_else(|| {
                 format!(
                     "unknown stage `{s}`: the stages are {}",
@@ -71,40 +60,44 @@ impl std::str::FromStr for StageName {
     }
 }
 
+impl std::fmt::Display for StageName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for StageName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for StageName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl StageName {
+    /// A stage's own name, as its module declares it.
+    pub const fn new(name: &'static str) -> Self {
+        Self(name)
+    }
+
     pub fn dir_name(self) -> &'static str {
-        match self {
-            StageName::Pairs => "pairs",
-            StageName::Lm => "lm",
-            StageName::Generate => "generate",
-            StageName::Filter => "filter",
-            StageName::Export => "export",
-            StageName::Report => "report",
-        }
+        self.0
     }
 
-    /// The stage's recipe.
-    pub fn stage(self) -> &'static dyn Stage {
-        match self {
-            StageName::Pairs => &stages::pairs::Pairs,
-            StageName::Lm => &stages::lm::Lm,
-            StageName::Generate => &stages::generate::Generate,
-            StageName::Filter => &stages::filter::Filter,
-            StageName::Export => &stages::export::Export,
-            StageName::Report => &stages::report::Report,
-        }
-    }
-
-    /// The stage whose outputs this one reads.
-    pub fn upstream(self) -> Option<StageName> {
-        match self {
-            StageName::Pairs => None,
-            StageName::Lm => Some(StageName::Pairs),
-            StageName::Generate => Some(StageName::Lm),
-            StageName::Filter => Some(StageName::Generate),
-            StageName::Export => Some(StageName::Filter),
-            StageName::Report => Some(StageName::Export),
-        }
+    /// The stage's recipe, from the list.
+    pub fn stage(self) -> anyhow::Result<&'static dyn Stage> {
+        stages::STAGES
+            .iter()
+            .copied()
+            .find(|s| s.name() == self)
+            .ok_or_else(|| {
+                anyhow::anyhow!("`{self}` is not a stage in af_pipeline::stages::STAGES")
+            })
     }
 }
 
@@ -128,9 +121,15 @@ pub struct StageContext<'a> {
     pub progress: &'a dyn Progress,
 }
 
-/// A stage of the pipeline: what its outputs depend on, and how to make them. One per module of
-/// [`crate::stages`], listed in order in [`ALL_STAGES`].
+/// A stage of the pipeline: its name, what its outputs depend on, and how to make them. One per
+/// module of [`crate::stages`], listed in order in [`stages::STAGES`].
 pub trait Stage: Sync {
+    /// Its directory under the run and its name on the command line.
+    fn name(&self) -> StageName;
+
+    /// The stage whose outputs it reads (its fingerprint holds that stage's).
+    fn upstream(&self) -> Option<StageName>;
+
     /// Whether it puts tensors on the device (only those ask the device for its memory, since
     /// asking creates a CUDA context).
     fn uses_device(&self) -> bool {
@@ -146,13 +145,20 @@ pub trait Stage: Sync {
         false
     }
 
+    /// For a resumable stage: whether `file` (relative to its directory), left by a failed run,
+    /// is something a rerun continues from (a checkpoint, a pool part, the filter's state). What
+    /// comes before such work is not worth a stray directory.
+    fn holds_progress(&self, file: &Path) -> bool {
+        file != Path::new("started.json")
+    }
+
     /// What its outputs depend on besides the upstream stage's outputs (the runner adds those):
     /// its config sections, the seed, the content of its input files.
     fn inputs(&self, config: &Config) -> anyhow::Result<serde_json::Value>;
 
     /// Does the work into `ctx.dir`; returns the report and whether the work is complete (a
     /// shard of `generate` is not, and is not recorded as done).
-    fn run(&self, ctx: &StageContext) -> anyhow::Result<(StageReport, bool)>;
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn StageOutcome>, bool)>;
 }
 
 /// What became of a stage the runner was asked to run.
@@ -161,12 +167,12 @@ pub enum StageRun {
     UpToDate { stage: StageName, dir: PathBuf },
     /// It ran to the end: its report and the record written to `stage.json`.
     Done {
-        report: StageReport,
+        report: Box<dyn StageOutcome>,
         record: StageRecord,
         dir: PathBuf,
     },
     /// It did its share (a `--shard`) and left the rest to other runs.
-    Partial { report: StageReport },
+    Partial { report: Box<dyn StageOutcome> },
 }
 
 impl StageContext<'_> {
@@ -203,6 +209,7 @@ pub fn run_stage(
     progress: &dyn Progress,
 ) -> anyhow::Result<StageRun> {
     let dir = config.run.dir.join(stage.dir_name());
+    let recipe = stage.stage()?;
     let stamp = fingerprint(config, stage)?;
     let record_path = dir.join("stage.json");
     let last = aside_dir(&dir, "last");
@@ -232,7 +239,7 @@ pub fn run_stage(
         );
         return Ok(StageRun::UpToDate { stage, dir });
     }
-    if let Some(up) = stage.upstream() {
+    if let Some(up) = recipe.upstream() {
         let up_dir = config.run.dir.join(up.dir_name());
         // The stage's fingerprint holds its upstream's: no second pass over the input files.
         if !is_up_to_date(&up_dir.join("stage.json"), &stamp["upstream"]) {
@@ -244,7 +251,7 @@ pub fn run_stage(
             );
         }
     }
-    let resumable = stage.stage().resumable();
+    let resumable = recipe.resumable();
     let work = if resumable {
         prepare_dir(&dir, Some(&last), &stamp, force, shard.is_some())?;
         dir.clone()
@@ -268,12 +275,12 @@ pub fn run_stage(
         shard,
         progress,
     };
-    let (report, complete) = match stage.stage().run(&ctx) {
+    let (report, complete) = match recipe.run(&ctx) {
         Ok(done) => done,
         Err(e) => {
             if !resumable {
                 let _ = std::fs::remove_dir_all(&work);
-            } else if !holds_progress(stage, &work) {
+            } else if !holds_progress(recipe, &work) {
                 // Nothing a rerun would continue from (a bad input found before any work): the
                 // directory goes, and the last complete outputs come back as they were.
                 let _ = std::fs::remove_dir_all(&work);
@@ -290,7 +297,7 @@ pub fn run_stage(
     af_core::atomic::write(work.join("config.toml"), config.to_toml().as_bytes())?;
     let seconds = start.elapsed().as_secs_f64();
     // Only stages that put tensors on the device ask it (asking creates a CUDA context).
-    let device = if stage.stage().uses_device() {
+    let device = if recipe.uses_device() {
         Some(crate::setup::device(config)?)
     } else {
         None
@@ -377,10 +384,9 @@ fn aside_dir(dir: &Path, what: &str) -> PathBuf {
     dir.with_file_name(format!(".{name}.{what}"))
 }
 
-/// Whether a failed run of a resumable stage left something a rerun continues from: LM
-/// checkpoints, pool parts, the filter's state. What comes before (the vocabulary, the table
-/// the filter builds again anyway) is not worth a stray directory.
-fn holds_progress(stage: StageName, dir: &Path) -> bool {
+/// Whether a failed run of a resumable stage left something a rerun continues from, as the
+/// stage counts progress ([`Stage::holds_progress`]).
+fn holds_progress(stage: &dyn Stage, dir: &Path) -> bool {
     let mut files = Vec::new();
     collect_files(dir, &mut files);
     let rel = |p: &PathBuf| {
@@ -388,11 +394,7 @@ fn holds_progress(stage: StageName, dir: &Path) -> bool {
             .map(Path::to_path_buf)
             .unwrap_or_default()
     };
-    files.iter().map(rel).any(|p| match stage {
-        StageName::Filter => p == Path::new("state.json"),
-        StageName::Generate => p.starts_with("pool"),
-        _ => p != Path::new("started.json") && p != Path::new("vocab.tsv"),
-    })
+    files.iter().map(rel).any(|p| stage.holds_progress(&p))
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -471,8 +473,9 @@ pub(crate) fn is_up_to_date(record_path: &Path, fingerprint: &serde_json::Value)
 /// What a stage's outputs depend on: its own inputs and, under `upstream`, its upstream stage's
 /// fingerprint, so that a change upstream reruns everything after it.
 pub(crate) fn fingerprint(config: &Config, stage: StageName) -> anyhow::Result<serde_json::Value> {
-    let mut stamp = stage.stage().inputs(config)?;
-    if let Some(up) = stage.upstream() {
+    let recipe = stage.stage()?;
+    let mut stamp = recipe.inputs(config)?;
+    if let Some(up) = recipe.upstream() {
         stamp["upstream"] = fingerprint(config, up)?;
     }
     Ok(stamp)

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use af_core::Config;
-use af_nn::committee::{Column, Registry};
+use af_nn::committee::{Column, MemberKind, Registry};
 use anyhow::Context;
 
 /// Loads the named config, or `configs/default.toml` when none is named, and checks it against
@@ -112,7 +112,11 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
         members
             .iter()
             .rev()
-            .find(|m| registry.reads_encoded(std::slice::from_ref(m)))
+            .find(|m| {
+                registry
+                    .encoded_member(std::slice::from_ref(m))
+                    .is_ok_and(|e| e.is_some())
+            })
             .map_or(String::new(), |m| m.to_string())
     };
     if let Err(e) = registry.encoded_member(&pool_members) {
@@ -161,11 +165,11 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
             .fine_tuned(&phase.members, &config.committee)
             .map_err(|e| fail("", format!("{within} `{}`: {e}", phase.name)))?;
         if let Some((name, _)) = fine_tuned {
-            if phase
-                .members
-                .iter()
-                .all(|m| registry.is_fine_tuned(m.as_str()))
-            {
+            if phase.members.iter().all(|m| {
+                registry
+                    .get(m.as_str())
+                    .is_some_and(MemberKind::is_fine_tuned)
+            }) {
                 return Err(fail(
                     name,
                     format!("{within} `{}`: `{name}` re-scores a shortlist that the stage's other members choose, and the stage has none (add one, e.g. \"mlp\" or \"cnn\")", phase.name),
@@ -205,9 +209,9 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
         let member = registry
             .lookup(m)
             .map_err(|e| fail(m.as_str(), format!("[audit] models: {e}")))?;
-        if member.columns().contains(&Column::Text) {
+        let Some(member) = member.joint() else {
             return Err(fail(m.as_str(), format!("[audit] models: `{m}` is fine-tuned inside the AF loop and is not an audit detector (text members: {})", registry.text_members().join(", "))));
-        }
+        };
         if member.columns().contains(&Column::Features) {
             return Err(fail(
                 m.as_str(),

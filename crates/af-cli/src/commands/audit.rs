@@ -72,7 +72,15 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
             .map(|m| {
                 let name = MemberName::new(m.trim());
                 match registry.get(name.as_str()) {
-                    Some(member) if !member.columns().contains(&Column::Features) => Ok(name),
+                    // A fine-tuned member passes here, to be refused with its reason by the
+                    // config check.
+                    Some(member)
+                        if !member
+                            .joint()
+                            .is_some_and(|m| m.columns().contains(&Column::Features)) =>
+                    {
+                        Ok(name)
+                    }
                     _ => Err(anyhow::anyhow!(
                         "--models: unknown detector `{m}`: expected one of {}",
                         registry.text_members().join(", ")

@@ -1023,7 +1023,7 @@ fn bench_committee(
     tch::manual_seed(3);
     let width = pool + 1;
     let mut table = synthetic_table((items * width) as i64, tokens, vocab, device);
-    if registry.reads_encoded(&members) {
+    if registry.encoded_member(&members)?.is_some() {
         // all-MiniLM-L6-v2's width; the encoding itself is once per run (`af bench encoder`),
         // an iteration pays only the head over the cached embeddings.
         use tch::{Kind, Tensor};

@@ -76,7 +76,7 @@ pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
         );
         af_pipeline::runner::run_stages(
             &config,
-            af_pipeline::ALL_STAGES,
+            &af_pipeline::ALL_STAGES,
             &a.force,
             &crate::progress::Bars,
             crate::print_stage,

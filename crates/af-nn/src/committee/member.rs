@@ -1,5 +1,11 @@
-//! What a committee member is: a kind ([`Member`]: name, columns, settings, how to build it) and,
-//! once built, a network ([`MemberNet`]) that represents each candidate as a vector.
+//! What a committee member is. Two kinds, told apart by type ([`MemberKind`]):
+//! - a joint member ([`Member`]: name, columns, settings, how to build it) is trained and scored
+//!   inside the committee; once built, a network ([`MemberNet`]) that represents each candidate
+//!   as a vector. Whether it reads frozen sentence embeddings is its own property
+//!   ([`Member::frozen_encoder`]);
+//! - a fine-tuned member ([`FineTunedMember`]: name, settings, the recipe of the model it
+//!   fine-tunes) is trained apart from the committee, by the caller (af-pipeline's
+//!   `fine_tuned`), and re-scores what the joint members shortlist.
 
 use tch::{nn, Tensor};
 
@@ -16,9 +22,6 @@ pub enum Column {
     Features,
     /// Frozen sentence embeddings ([`crate::table::EncodedRows`]), attached by the caller.
     Encoded,
-    /// The candidate's text itself, read by a model the caller fine-tunes apart from the joint
-    /// committee (`encoder-ft`): such a member is not built into a [`crate::CommitteeModel`].
-    Text,
 }
 
 /// What building a member may use.
@@ -48,7 +51,7 @@ impl<'a> BuildContext<'a> {
     }
 }
 
-/// A kind of committee member: its name, what it reads, its settings and how to build it. One
+/// A joint committee member: its name, what it reads, its settings and how to build it. One
 /// per file under `members/`.
 pub trait Member: Send + Sync + 'static {
     fn name(&self) -> &'static str;
@@ -81,18 +84,92 @@ pub trait Member: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// The settings of the cross-encoder the caller fine-tunes for a member that reads the text
-    /// itself ([`Column::Text`]); `None` for every other member.
-    fn fine_tuned(
-        &self,
-        _committee: &CommitteeConfig,
-    ) -> Result<Option<EncoderFtSettings>, NnError> {
-        Ok(None)
-    }
-
     /// A fresh, initialised network under `p`. Each initialisation draws from libtorch's global
     /// generator, so the order in which variables are created is part of the results.
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError>;
+}
+
+/// A member fine-tuned apart from the joint committee, as HellaSwag's adversary was: the caller
+/// (af-pipeline's `fine_tuned`) fine-tunes a cross-encoder by its recipe each iteration and
+/// re-scores a shortlist the phase's joint members choose. It has no table columns and builds
+/// no [`MemberNet`].
+pub trait FineTunedMember: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+
+    /// One line for --help, errors and docs.
+    fn describe(&self) -> &'static str;
+
+    /// What it reads of a question: the context and the second sentence.
+    fn view(&self, _committee: &CommitteeConfig) -> af_core::View {
+        af_core::View::Full
+    }
+
+    /// Its settings resolved and checked, as JSON for the filter stage's fingerprint.
+    fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String>;
+
+    /// How the caller fine-tunes and scores it: the cross-encoder, its shortlist and training.
+    fn recipe(&self, committee: &CommitteeConfig) -> Result<EncoderFtSettings, NnError>;
+}
+
+/// A registered member, of one of the two kinds.
+#[derive(Clone)]
+pub enum MemberKind {
+    /// Trained and scored inside the committee, one of its joint head's inputs.
+    Joint(std::sync::Arc<dyn Member>),
+    /// Fine-tuned apart from the committee by the caller.
+    FineTuned(std::sync::Arc<dyn FineTunedMember>),
+}
+
+impl MemberKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            MemberKind::Joint(m) => m.name(),
+            MemberKind::FineTuned(m) => m.name(),
+        }
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            MemberKind::Joint(m) => m.describe(),
+            MemberKind::FineTuned(m) => m.describe(),
+        }
+    }
+
+    /// What it reads of a question in a pool's committee under these settings.
+    pub fn view(&self, committee: &CommitteeConfig) -> af_core::View {
+        match self {
+            MemberKind::Joint(m) => m.view(committee),
+            MemberKind::FineTuned(m) => m.view(committee),
+        }
+    }
+
+    /// Its settings as a fingerprint records them; Err: a message naming the key.
+    pub fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
+        match self {
+            MemberKind::Joint(m) => m.settings(committee),
+            MemberKind::FineTuned(m) => m.settings(committee),
+        }
+    }
+
+    /// The joint member, or None for a fine-tuned one.
+    pub fn joint(&self) -> Option<&dyn Member> {
+        match self {
+            MemberKind::Joint(m) => Some(m.as_ref()),
+            MemberKind::FineTuned(_) => None,
+        }
+    }
+
+    /// The fine-tuned member, or None for a joint one.
+    pub fn fine_tuned(&self) -> Option<&dyn FineTunedMember> {
+        match self {
+            MemberKind::Joint(_) => None,
+            MemberKind::FineTuned(m) => Some(m.as_ref()),
+        }
+    }
+
+    pub fn is_fine_tuned(&self) -> bool {
+        matches!(self, MemberKind::FineTuned(_))
+    }
 }
 
 /// Whether `member`, under these settings, reads a table's full-view rows: its view is the full

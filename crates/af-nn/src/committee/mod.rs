@@ -29,7 +29,9 @@ use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 pub use af_core::{CommitteeConfig, MemberName, JOINT_HEAD as JOINT};
-pub use member::{reads_full_view_rows, BuildContext, Column, Member, MemberNet};
+pub use member::{
+    reads_full_view_rows, BuildContext, Column, FineTunedMember, Member, MemberKind, MemberNet,
+};
 pub use members::Registry;
 
 use crate::table::CandidateTable;
@@ -251,10 +253,7 @@ impl CommitteeModel {
             member.settings(config).map_err(NnError::InvalidSettings)?;
         }
         // A fine-tuned member (`encoder-ft`) is the caller's to run, beside this committee.
-        let kinds: Vec<&dyn Member> = kinds
-            .into_iter()
-            .filter(|m| !m.columns().contains(&Column::Text))
-            .collect();
+        let kinds: Vec<&dyn Member> = kinds.into_iter().filter_map(MemberKind::joint).collect();
         if kinds.is_empty() {
             return Err(NnError::InvalidSettings(format!(
                 "the committee {} has no member that reads the candidate table (a fine-tuned member needs others to shortlist with)",

@@ -660,7 +660,18 @@ fn evaluate(
 /// The `export` stage.
 pub struct Export;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: crate::runner::StageName = crate::runner::StageName::new("export");
+
 impl crate::runner::Stage for Export {
+    fn name(&self) -> crate::runner::StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<crate::runner::StageName> {
+        Some(super::filter::NAME)
+    }
+
     fn uses_device(&self) -> bool {
         true
     }
@@ -670,8 +681,10 @@ impl crate::runner::Stage for Export {
         Ok(json!({"export": config.export, "audit": config.audit}))
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok((StageReport::Export(run(ctx)?), true))
+    fn run(
+        &self,
+        ctx: &crate::runner::StageContext,
+    ) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        Ok((Box::new(run(ctx)?), true))
     }
 }

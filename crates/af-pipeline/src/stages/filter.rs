@@ -535,7 +535,23 @@ const COMMITTEE_VERSION: u32 = 3;
 /// The `filter` stage.
 pub struct Filter;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: crate::runner::StageName = crate::runner::StageName::new("filter");
+
 impl crate::runner::Stage for Filter {
+    fn name(&self) -> crate::runner::StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<crate::runner::StageName> {
+        Some(super::generate::NAME)
+    }
+
+    /// Its state: the iterations a rerun continues from (the table it builds again anyway).
+    fn holds_progress(&self, file: &std::path::Path) -> bool {
+        file == std::path::Path::new("state.json")
+    }
+
     fn uses_device(&self) -> bool {
         true
     }
@@ -555,9 +571,11 @@ impl crate::runner::Stage for Filter {
         }))
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok((StageReport::Filter(run(ctx)?), true))
+    fn run(
+        &self,
+        ctx: &crate::runner::StageContext,
+    ) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        Ok((Box::new(run(ctx)?), true))
     }
 }
 

@@ -43,11 +43,11 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
     if let Some(run) = &config.lm.from {
         return adopt(ctx, run);
     }
-    let items = af_io::items::read_items(&ctx.stage_dir(StageName::Pairs).join("items.jsonl"))?;
+    let items = af_io::items::read_items(&ctx.stage_dir(super::pairs::NAME).join("items.jsonl"))?;
     let device = crate::setup::device(config)?;
 
     // `af pairs` counted every token of the items; the LM keeps those seen often enough.
-    let vocab = load_vocab(&ctx.stage_dir(StageName::Pairs))?.with_min_count(config.lm.min_count);
+    let vocab = load_vocab(&ctx.stage_dir(super::pairs::NAME))?.with_min_count(config.lm.min_count);
     af_core::atomic::write(ctx.dir.join("vocab.tsv"), vocab.to_tsv().as_bytes())?;
     let seqs: Vec<Vec<i64>> = items.iter().map(|i| item_sequence(&vocab, i)).collect();
     let shape = shape(&config.lm, &vocab);
@@ -281,7 +281,44 @@ fn split_validation(items: &[Item], fold: u32, share: f64, seed: u64) -> (Vec<us
 /// The `lm` stage.
 pub struct Lm;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: StageName = StageName::new("lm");
+
+impl std::fmt::Display for LmReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let folds: Vec<String> = self
+            .folds
+            .iter()
+            .map(|x| {
+                format!(
+                    "lm fold {}: held-out perplexity {:.1} forward, {:.1} backward ({} items never seen by this LM)",
+                    x.fold, x.heldout_ppl_forward, x.heldout_ppl_backward, x.heldout_items
+                )
+            })
+            .collect();
+        if let Some(run) = &self.from {
+            writeln!(f, "lm: adopted from {} (its figures)", run.display())?;
+        }
+        f.write_str(&folds.join("\n"))
+    }
+}
+
 impl crate::runner::Stage for Lm {
+    fn name(&self) -> StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<StageName> {
+        Some(super::pairs::NAME)
+    }
+
+    /// The vocabulary comes before any training: not worth resuming from.
+    fn holds_progress(&self, file: &std::path::Path) -> bool {
+        !["started.json", "vocab.tsv"]
+            .iter()
+            .any(|f| file == std::path::Path::new(f))
+    }
+
     fn uses_device(&self) -> bool {
         true
     }
@@ -312,8 +349,7 @@ impl crate::runner::Stage for Lm {
         Ok(stamp)
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok((StageReport::Lm(run(ctx)?), true))
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        Ok((Box::new(run(ctx)?), true))
     }
 }

@@ -6,7 +6,8 @@ use af_text::pairs::{
 };
 use anyhow::Context;
 
-use crate::runner::StageContext;
+use super::StageOutcome;
+use crate::runner::{StageContext, StageName};
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<PairsReport> {
     let (config, dir) = (ctx.config, ctx.dir.as_path());
@@ -167,7 +168,49 @@ fn question_items(
 /// The `pairs` stage.
 pub struct Pairs;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: StageName = StageName::new("pairs");
+
+/// What the stage reports: af-text's counts of the items made.
+pub struct PairsOutcome(pub af_text::pairs::PairsReport);
+
+impl std::fmt::Display for PairsOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.0;
+        if r.documents == 0 {
+            write!(f, "pairs: {} items, every one a question read as it stands with its wrong options in its pool ({} groups); folds {:?}", r.items, r.groups, r.items_per_fold)?;
+        } else {
+            write!(
+                f,
+                "pairs: {} items from {} candidate pairs ({} groups, {} sentences); folds {:?}",
+                r.items, r.candidate_pairs, r.groups, r.sentences, r.items_per_fold
+            )?;
+            if r.questions > 0 {
+                write!(f, "\n  {} of the items are questions read as they stand, their wrong options in their pools", r.questions)?;
+            }
+        }
+        if let Some(n) = r.folds_followed {
+            write!(
+                f,
+                "\n  {n} of the items keep the fold they have in the run whose LMs this one adopts"
+            )?;
+        }
+        for (reason, n) in &r.dropped {
+            write!(f, "\n  dropped {n:>6} {reason}")?;
+        }
+        Ok(())
+    }
+}
+
 impl crate::runner::Stage for Pairs {
+    fn name(&self) -> StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<StageName> {
+        None
+    }
+
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use crate::runner::file_stamp;
         use serde_json::json;
@@ -198,8 +241,7 @@ impl crate::runner::Stage for Pairs {
         Ok(stamp)
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok((StageReport::Pairs(run(ctx)?), true))
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn StageOutcome>, bool)> {
+        Ok((Box::new(PairsOutcome(run(ctx)?)), true))
     }
 }

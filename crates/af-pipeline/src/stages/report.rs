@@ -421,27 +421,39 @@ fn question(v: &Value) -> anyhow::Result<Question> {
 /// The `report` stage.
 pub struct Report;
 
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: crate::runner::StageName = crate::runner::StageName::new("report");
+
+/// What the stage reports: the page it wrote.
+pub struct ReportPage(pub std::path::PathBuf);
+
+impl std::fmt::Display for ReportPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "report: {}", self.0.display())
+    }
+}
+
 impl crate::runner::Stage for Report {
+    fn name(&self) -> crate::runner::StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<crate::runner::StageName> {
+        Some(super::export::NAME)
+    }
+
     fn inputs(&self, _config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         // The report reads only upstream outputs.
         Ok(serde_json::json!({}))
     }
 
-    fn run(&self, ctx: &crate::runner::StageContext) -> anyhow::Result<(super::StageReport, bool)> {
-        use super::StageReport;
-        Ok({
-            write(&ctx.config.run.dir, &ctx.dir)?;
-            // ctx.dir is where the stage works; the page ends up in the run's report/.
-            (
-                StageReport::Report(
-                    ctx.config
-                        .run
-                        .dir
-                        .join(crate::StageName::Report.dir_name())
-                        .join("report.html"),
-                ),
-                true,
-            )
-        })
+    fn run(
+        &self,
+        ctx: &crate::runner::StageContext,
+    ) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        write(&ctx.config.run.dir, &ctx.dir)?;
+        // ctx.dir is where the stage works; the page ends up in the run's report/.
+        let page = ctx.config.run.dir.join(NAME.dir_name()).join("report.html");
+        Ok((Box::new(ReportPage(page)), true))
     }
 }

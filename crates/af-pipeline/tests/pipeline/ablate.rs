@@ -77,6 +77,7 @@ fn planted_pool(dir: &std::path::Path) {
                 tokens: 5,
                 truncated: false,
                 features,
+                origin: None,
             });
         }
     }

@@ -6,7 +6,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use af_pipeline::StageName::Export;
+use af_pipeline::stages::export::NAME as EXPORT;
 use common::*;
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ fn every_layout_reads_back_to_the_exported_questions_and_the_lm_eval_task_is_com
         .unwrap()
         .replace("k = 3", "k = 6");
     std::fs::write(&cfg, text).unwrap();
-    let outcomes = run_stages(&load(&cfg), until(Export), &[]);
+    let outcomes = run_stages(&load(&cfg), until(EXPORT), &[]);
     assert!(outcomes.iter().all(|o| o.1 == "done"), "{outcomes:?}");
     let export = d.path().join("run/export");
 

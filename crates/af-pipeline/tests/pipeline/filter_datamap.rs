@@ -65,6 +65,7 @@ fn pool_with_cued_golds(dir: &std::path::Path, n: usize) {
                 tokens: 5,
                 truncated: false,
                 features: [0.0; 8],
+                origin: None,
             });
         }
     }

@@ -7,7 +7,7 @@ use crate::common;
 use std::collections::HashMap;
 
 use af_pipeline::lm_score::{score_datasets, LmChoice};
-use af_pipeline::StageName::Generate;
+use af_pipeline::stages::generate::NAME as GENERATE;
 use common::*;
 
 #[test]
@@ -15,7 +15,7 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
     let config = load(&fixture_config(d.path(), 1, 1, ""));
-    let outcomes = run_stages(&config, until(Generate), &[]);
+    let outcomes = run_stages(&config, until(GENERATE), &[]);
     assert!(outcomes.iter().all(|o| o.1 == "done"), "{outcomes:?}");
 
     // A generic JSONL dataset of the first 40 items: the gold and three generated endings each,

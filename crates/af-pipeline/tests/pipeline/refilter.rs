@@ -59,7 +59,7 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     let config =
         refilter_config(&base_config(d.path()), &options).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!((config.generate.endings, config.filter.k), (2, 3));
-    run_stages(&config, af_pipeline::ALL_STAGES, &[]);
+    run_stages(&config, &af_pipeline::ALL_STAGES, &[]);
     let run = d.path().join("refiltered");
 
     // Each question is an item as it stands: its context, prefix, right ending, and its five
@@ -192,9 +192,9 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     run_stages(
         &config,
         &[
-            af_pipeline::StageName::Pairs,
-            af_pipeline::StageName::Lm,
-            af_pipeline::StageName::Generate,
+            af_pipeline::stages::pairs::NAME,
+            af_pipeline::stages::lm::NAME,
+            af_pipeline::stages::generate::NAME,
         ],
         &[],
     );
@@ -248,7 +248,7 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     std::fs::write(&record, changed.to_string()).unwrap();
     let e = format!(
         "{:#}",
-        run_stage(&config, af_pipeline::StageName::Pairs, true)
+        run_stage(&config, af_pipeline::stages::pairs::NAME, true)
             .err()
             .expect("the source's items are newer than its LMs")
     );
@@ -262,7 +262,7 @@ fn refilter_chooses_among_each_questions_own_options_and_audits_before_and_after
     config.pairs.folds = theirs + 1;
     let e = format!(
         "{:#}",
-        run_stage(&config, af_pipeline::StageName::Pairs, true)
+        run_stage(&config, af_pipeline::stages::pairs::NAME, true)
             .err()
             .expect("one fold more than the adopted run")
     );
@@ -293,7 +293,7 @@ fn a_question_with_too_few_options_stops_the_run_or_is_listed() {
     let config = refilter_config(&base_config(d.path()), &options).unwrap();
     let e = format!(
         "{:#}",
-        run_stage(&config, af_pipeline::StageName::Pairs, true)
+        run_stage(&config, af_pipeline::stages::pairs::NAME, true)
             .err()
             .expect("a 3-option question cannot make a 4-way one")
     );
@@ -308,7 +308,7 @@ fn a_question_with_too_few_options_stops_the_run_or_is_listed() {
 
     options.skip_bad = true;
     let config = refilter_config(&base_config(d.path()), &options).unwrap();
-    run_stage(&config, af_pipeline::StageName::Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&config, af_pipeline::stages::pairs::NAME, true).unwrap_or_else(|e| panic!("{e:#}"));
     let report = json(&out.join("pairs/report.json"));
     assert_eq!(
         (report["items"].as_u64(), report["questions"].as_u64()),
@@ -324,7 +324,7 @@ fn a_question_with_too_few_options_stops_the_run_or_is_listed() {
     options.skip_bad = false;
     options.generate = 1;
     let config = refilter_config(&base_config(d.path()), &options).unwrap();
-    run_stage(&config, af_pipeline::StageName::Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&config, af_pipeline::stages::pairs::NAME, true).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(json(&out.join("pairs/report.json"))["items"], 31);
 
     // A layout af does not read is named.
@@ -332,7 +332,7 @@ fn a_question_with_too_few_options_stops_the_run_or_is_listed() {
     let config = refilter_config(&base_config(d.path()), &options).unwrap();
     let e = format!(
         "{:#}",
-        run_stage(&config, af_pipeline::StageName::Pairs, true)
+        run_stage(&config, af_pipeline::stages::pairs::NAME, true)
             .err()
             .unwrap()
     );

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use af_pipeline::runner::StageRun;
-use af_pipeline::StageName::{Lm, Pairs};
+use af_pipeline::stages::lm::NAME as LM;
+use af_pipeline::stages::pairs::NAME as PAIRS;
 use common::*;
 
 /// Every file under `dir` with its bytes.
@@ -53,8 +54,8 @@ fn a_resumable_stage_keeps_its_last_complete_outputs_until_a_new_run_completes()
     };
     let cfg = config_in(d.path(), &lm(""));
     let good = load(&cfg);
-    run_stage(&good, Pairs, false).unwrap_or_else(|e| panic!("{e:#}"));
-    run_stage(&good, Lm, false).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&good, PAIRS, false).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&good, LM, false).unwrap_or_else(|e| panic!("{e:#}"));
     let run = d.path().join("run");
     let before = snapshot(&run.join("lm"));
     assert!(
@@ -77,7 +78,7 @@ fn a_resumable_stage_keeps_its_last_complete_outputs_until_a_new_run_completes()
     let cfg = config_in(d.path(), &lm(&bad));
     let e = format!(
         "{:#}",
-        run_stage(&load(&cfg), Lm, false)
+        run_stage(&load(&cfg), LM, false)
             .err()
             .expect("the prose is not UTF-8")
     );
@@ -100,7 +101,7 @@ fn a_resumable_stage_keeps_its_last_complete_outputs_until_a_new_run_completes()
     std::fs::write(run.join("lm/started.json"), b"{\"another\": \"config\"}").unwrap();
     std::fs::write(run.join("lm/fold-0/progress.json"), b"{}").unwrap();
     assert!(matches!(
-        run_stage(&good, Lm, false).unwrap_or_else(|e| panic!("{e:#}")),
+        run_stage(&good, LM, false).unwrap_or_else(|e| panic!("{e:#}")),
         StageRun::UpToDate { .. }
     ));
     assert!(snapshot(&run.join("lm")) == before);
@@ -112,7 +113,7 @@ fn a_resumable_stage_keeps_its_last_complete_outputs_until_a_new_run_completes()
         &lm("max-epochs = 2").replace("max-epochs = 1\n", ""),
     );
     let StageRun::Done { .. } =
-        run_stage(&load(&cfg), Lm, false).unwrap_or_else(|e| panic!("{e:#}"))
+        run_stage(&load(&cfg), LM, false).unwrap_or_else(|e| panic!("{e:#}"))
     else {
         panic!("it ran")
     };

@@ -5,8 +5,12 @@
 use crate::common;
 
 use af_pipeline::runner::{self, StageRun};
-use af_pipeline::stages::StageReport;
-use af_pipeline::StageName::{self, Export, Filter, Generate, Lm, Pairs};
+use af_pipeline::stages::export::NAME as EXPORT;
+use af_pipeline::stages::filter::NAME as FILTER;
+use af_pipeline::stages::generate::NAME as GENERATE;
+use af_pipeline::stages::lm::{LmReport, NAME as LM};
+use af_pipeline::stages::pairs::{PairsOutcome, NAME as PAIRS};
+use af_pipeline::StageName;
 use common::*;
 
 #[test]
@@ -15,17 +19,15 @@ fn pairs_writes_items_report_config_and_the_runner_skips_what_is_up_to_date() {
     let d = tempfile::tempdir().unwrap();
     let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
     let config = load(&cfg);
-    let stages = until(Generate);
+    let stages = until(GENERATE);
     let all = |what: &'static str| stages.iter().map(|&s| (Some(s), what)).collect::<Vec<_>>();
     let mut outcomes = Vec::new();
     let mut reported_items = None;
     runner::run_stages(&config, stages, &[], &af_pipeline::NoProgress, |r| {
-        if let StageRun::Done {
-            report: StageReport::Pairs(p),
-            ..
-        } = r
-        {
-            reported_items = Some(p.items as u64);
+        if let StageRun::Done { report, .. } = r {
+            if let Some(PairsOutcome(p)) = report.downcast_ref() {
+                reported_items = Some(p.items as u64);
+            }
         }
         outcomes.push(outcome(r));
     })
@@ -77,7 +79,7 @@ fn pairs_writes_items_report_config_and_the_runner_skips_what_is_up_to_date() {
         "up-to-date stages are skipped"
     );
     assert_eq!(
-        run_stages(&config, stages, &[Pairs]),
+        run_stages(&config, stages, &[PAIRS]),
         all("done"),
         "a forced stage reruns, and what depends on it"
     );
@@ -93,8 +95,8 @@ fn pairs_writes_items_report_config_and_the_runner_skips_what_is_up_to_date() {
         .replace("threads = 1", "threads = 1\nseed = 99");
     std::fs::write(&cfg, text).unwrap();
     let changed = load(&cfg);
-    assert!(!runner::up_to_date(&changed, Pairs).unwrap());
-    assert_eq!(run_stages(&changed, &[Pairs], &[]), [(Some(Pairs), "done")]);
+    assert!(!runner::up_to_date(&changed, PAIRS).unwrap());
+    assert_eq!(run_stages(&changed, &[PAIRS], &[]), [(Some(PAIRS), "done")]);
 }
 
 #[test]
@@ -112,13 +114,10 @@ fn csv_jsonl_and_text_inputs_make_items_together() {
             f.display()
         ),
     );
-    let run = run_stage(&load(&cfg), Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    let run = run_stage(&load(&cfg), PAIRS, true).unwrap_or_else(|e| panic!("{e:#}"));
     assert!(matches!(
-        run,
-        StageRun::Done {
-            report: StageReport::Pairs(_),
-            ..
-        }
+        &run,
+        StageRun::Done { report, .. } if report.downcast_ref::<PairsOutcome>().is_some()
     ));
     let items = std::fs::read_to_string(d.path().join("run/pairs/items.jsonl")).unwrap();
     let ids: Vec<String> = items
@@ -151,7 +150,7 @@ fn duplicate_item_ids_across_inputs_are_an_error() {
     let cfg = config_in(d.path(), &format!("{input}\n{input}"));
     let e = format!(
         "{:#}",
-        run_stage(&load(&cfg), Pairs, true)
+        run_stage(&load(&cfg), PAIRS, true)
             .err()
             .expect("two inputs with the same items")
     );
@@ -174,16 +173,16 @@ fn inputs_are_identified_by_content_not_by_mtime() {
     );
     let config = load(&cfg);
     assert_eq!(
-        run_stages(&config, until(Pairs), &[]),
-        [(Some(Pairs), "done")]
+        run_stages(&config, until(PAIRS), &[]),
+        [(Some(PAIRS), "done")]
     );
     // Rewritten with the same bytes (a copy, a re-mount): still up to date. The pause makes the
     // rewrite's modification time differ from the first write's.
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&input, &original).unwrap();
     assert_eq!(
-        run_stages(&config, until(Pairs), &[]),
-        [(Some(Pairs), "up-to-date")],
+        run_stages(&config, until(PAIRS), &[]),
+        [(Some(PAIRS), "up-to-date")],
         "same content, same fingerprint"
     );
     // Different bytes: rerun.
@@ -192,8 +191,8 @@ fn inputs_are_identified_by_content_not_by_mtime() {
         .replacen("A man", "A woman", 1);
     std::fs::write(&input, changed).unwrap();
     assert_eq!(
-        run_stages(&config, until(Pairs), &[]),
-        [(Some(Pairs), "done")]
+        run_stages(&config, until(PAIRS), &[]),
+        [(Some(PAIRS), "done")]
     );
 }
 
@@ -214,20 +213,21 @@ fn lm_pretrains_on_prose_then_fine_tunes_each_fold() {
     let config = load(&cfg);
     let early = format!(
         "{:#}",
-        run_stage(&config, Lm, false).err().expect("no pairs yet")
+        run_stage(&config, LM, false).err().expect("no pairs yet")
     );
     assert!(
         early.contains("needs the `pairs` stage's outputs"),
         "{early}"
     );
-    run_stage(&config, Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
-    let StageRun::Done {
-        report: StageReport::Lm(lm),
-        ..
-    } = run_stage(&config, Lm, false).unwrap_or_else(|e| panic!("{e:#}"))
+    run_stage(&config, PAIRS, true).unwrap_or_else(|e| panic!("{e:#}"));
+    let StageRun::Done { report, .. } =
+        run_stage(&config, LM, false).unwrap_or_else(|e| panic!("{e:#}"))
     else {
         panic!("the lm stage ran to the end")
     };
+    let lm: &LmReport = report
+        .downcast_ref()
+        .expect("the lm stage reports an LmReport");
     assert_eq!(
         lm.pretrain_sequences, 4,
         "5 sentences of prose in one file make 4 pairs"
@@ -251,7 +251,7 @@ fn filter_export_and_report_agree() {
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
     let config = load(&fixture_config(d.path(), 3, 3, ""));
-    let outcomes = run_stages(&config, af_pipeline::ALL_STAGES, &[]);
+    let outcomes = run_stages(&config, &af_pipeline::ALL_STAGES, &[]);
     assert!(outcomes.iter().all(|o| o.1 == "done"), "{outcomes:?}");
     let run = d.path().join("run");
     let state = json(&run.join("filter/state.json"));
@@ -508,7 +508,7 @@ fn filter_export_and_report_agree() {
         assert!(html.contains(needle), "report lacks {needle}");
     }
     // Every stage records its time and peak host memory (no device memory on the CPU).
-    for stage in [Pairs, Lm, Generate, Filter, Export].map(StageName::dir_name) {
+    for stage in [PAIRS, LM, GENERATE, FILTER, EXPORT].map(StageName::dir_name) {
         let record = json(&run.join(format!("{stage}/stage.json")));
         assert!(
             record["peak_host_bytes"]
@@ -567,7 +567,7 @@ fn a_failed_stage_leaves_the_last_good_outputs_as_they_were() {
         input.display()
     );
     let cfg = config_in(d.path(), &layout);
-    run_stage(&load(&cfg), Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&load(&cfg), PAIRS, true).unwrap_or_else(|e| panic!("{e:#}"));
     let pairs = d.path().join("run/pairs");
     let read =
         |name: &str| std::fs::read(pairs.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -584,7 +584,7 @@ fn a_failed_stage_leaves_the_last_good_outputs_as_they_were() {
     std::fs::write(&input, good.replace("caption", "text")).unwrap();
     let e = format!(
         "{:#}",
-        run_stage(&load(&cfg), Pairs, true)
+        run_stage(&load(&cfg), PAIRS, true)
             .err()
             .expect("the column is missing")
     );
@@ -616,7 +616,7 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
     let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
-    run_stages(&load(&cfg), until(Generate), &[]);
+    run_stages(&load(&cfg), until(GENERATE), &[]);
     let report = json(&d.path().join("run/generate/report.json"));
     let v = &report["validity"];
     let rules: Vec<&str> = v["rules"]
@@ -650,8 +650,8 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     );
     std::fs::write(&cfg, strict).unwrap();
     assert_eq!(
-        run_stages(&load(&cfg), &[Generate], &[]),
-        [(Some(Generate), "done")],
+        run_stages(&load(&cfg), &[GENERATE], &[]),
+        [(Some(GENERATE), "done")],
         "a new rule set is a new pool"
     );
     let report = json(&d.path().join("run/generate/report.json"));
@@ -681,8 +681,8 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
     );
     std::fs::write(&cfg, borrowed).unwrap();
     assert_eq!(
-        run_stages(&load(&cfg), &[Generate], &[]),
-        [(Some(Generate), "done")]
+        run_stages(&load(&cfg), &[GENERATE], &[]),
+        [(Some(GENERATE), "done")]
     );
     let report = json(&d.path().join("run/generate/report.json"));
     assert_eq!(
@@ -723,11 +723,22 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
         );
         assert_eq!((from.fold, l[4]), (item.fold, from.id.as_str()));
         assert_ne!(from.group, item.group);
+        assert_eq!(row.origin.as_deref(), Some("borrowed"), "the pool says so");
     }
     assert!(
         rows.iter().any(|r| r.candidate > 2),
         "sampled endings follow the borrowed ones"
     );
+    // Every row's origin is stored: what borrowed.tsv lists, the golds, and the sampled rest.
+    for r in &rows {
+        let expected = match r.candidate {
+            0 => "gold",
+            1 | 2 => "borrowed",
+            _ => "sampled",
+        };
+        assert_eq!(r.origin.as_deref(), Some(expected), "{r:?}");
+    }
+    assert_eq!(report["endings_by_origin"]["borrowed"], 40, "{report}");
 }
 
 /// Length shaping toward other videos' gold lengths (the default target, `nearby-gold`) draws
@@ -745,7 +756,7 @@ fn generate_shapes_pretrained_lengths_without_example_captions() {
         .unwrap()
         .replace("[generate]\n", &extra);
     std::fs::write(&cfg, text).unwrap();
-    run_stages(&load(&cfg), until(Generate), &[]);
+    run_stages(&load(&cfg), until(GENERATE), &[]);
     let report = json(&d.path().join("run/generate/report.json"));
     assert_eq!(report["pretrained"]["endings"], 12, "{report}");
 }
@@ -770,7 +781,7 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
         .replace("[generate]\n", &extra)
         .replace("block-items = 32", "block-items = 5");
     std::fs::write(&cfg, text).unwrap();
-    run_stages(&load(&cfg), until(Generate), &[]);
+    run_stages(&load(&cfg), until(GENERATE), &[]);
     let generate = d.path().join("run/generate");
     let report = json(&generate.join("report.json"));
     assert_eq!(report["pretrained"]["endings"], 36, "{report}");
@@ -816,6 +827,18 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
             "the pool holds what the generator wrote"
         );
     }
+    // The pool's origin column says the same as pretrained.tsv, row for row.
+    let stored: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.origin.as_deref() == Some("pretrained"))
+        .map(|r| (r.item_index, r.candidate))
+        .collect();
+    assert_eq!(stored, listed);
+    let samples = std::fs::read_to_string(generate.join("samples.txt")).unwrap();
+    assert!(
+        samples.contains("  pretrained: ") && samples.contains("  gen:  "),
+        "{samples}"
+    );
     assert!(
         rows.iter().any(|r| r.candidate > 3),
         "af's LMs sample after the pretrained endings"
@@ -833,8 +856,8 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
     std::fs::remove_dir_all(generate.join("pool")).unwrap();
     std::fs::remove_file(generate.join("stage.json")).unwrap();
     assert_eq!(
-        run_stages(&load(&cfg), &[Generate], &[]),
-        [(Some(Generate), "done")]
+        run_stages(&load(&cfg), &[GENERATE], &[]),
+        [(Some(GENERATE), "done")]
     );
     let rows: Vec<af_core::Candidate> = af_io::pool::parts(&generate.join("pool"))
         .unwrap()

@@ -40,7 +40,8 @@ fn the_committed_world_is_the_grammars_and_splits_like_captions() {
             path.display()
         ),
     );
-    run_stage(&load(&cfg), af_pipeline::StageName::Pairs, true).unwrap_or_else(|e| panic!("{e:#}"));
+    run_stage(&load(&cfg), af_pipeline::stages::pairs::NAME, true)
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let report = json(&d.path().join("run/pairs/report.json"));
     let (items, pairs) = (
         report["items"].as_u64().unwrap(),

@@ -5,8 +5,8 @@
 //! fine-tunes on the same training questions and re-scores a shortlist of each held-out item
 //! (the gold, its assigned distractors and the `shortlist` best other candidates by the
 //! committee's answer); the rest of the pool scores lowest. The caller runs it (it reads text,
-//! not the table: [`Column::Text`]); a phase that names it needs at least one other member to
-//! shortlist with, and drives its swaps with it when the phase's `swap-head` says so.
+//! not the table: a [`FineTunedMember`]); a phase that names it needs at least one other member
+//! to shortlist with, and drives its swaps with it when the phase's `swap-head` says so.
 //!
 //! `[committee.member.encoder-ft]`: `model` (a BERT-family directory, default as `encoder`'s),
 //! `shortlist` (16), `max-length` (128 tokens per pair), `learning-rate` (3e-5), `epochs` (1),
@@ -17,10 +17,9 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tch::nn;
 
 use super::{member_table, positive, probability, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::FineTunedMember;
 use crate::committee::CommitteeConfig;
 use crate::encoder::FineTuneOptions;
 use crate::NnError;
@@ -118,7 +117,7 @@ impl EncoderFtSettings {
     }
 }
 
-impl Member for EncoderFt {
+impl FineTunedMember for EncoderFt {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -127,28 +126,11 @@ impl Member for EncoderFt {
         "cross-encoder over context and second sentence, fine-tuned from pretrained weights each iteration; re-scores a shortlist"
     }
 
-    fn columns(&self) -> &'static [Column] {
-        &[Column::Text]
-    }
-
-    fn view(&self, _committee: &CommitteeConfig) -> af_core::View {
-        af_core::View::Full
-    }
-
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         EncoderFtSettings::resolve(committee).map(|s| to_json(&s))
     }
 
-    fn fine_tuned(
-        &self,
-        committee: &CommitteeConfig,
-    ) -> Result<Option<EncoderFtSettings>, NnError> {
-        EncoderFtSettings::resolve(committee)
-            .map(Some)
-            .map_err(NnError::InvalidSettings)
-    }
-
-    fn build(&self, _p: &nn::Path, _ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
-        Err(NnError::InvalidSettings(format!("`{NAME}` is fine-tuned apart from the joint committee and is not built as one of its members")))
+    fn recipe(&self, committee: &CommitteeConfig) -> Result<EncoderFtSettings, NnError> {
+        EncoderFtSettings::resolve(committee).map_err(NnError::InvalidSettings)
     }
 }

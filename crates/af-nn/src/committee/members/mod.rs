@@ -1,7 +1,8 @@
 //! The built-in committee members, one per file with its settings beside its code, and the
-//! [`Registry`] that names them. A new member is a new file here and one line in
-//! [`Registry::builtin`]; a member defined elsewhere (a test, another crate) is added with
-//! [`Registry::register`].
+//! [`Registry`] that names them, each of its kind ([`MemberKind`]: joint or fine-tuned). A new
+//! member is a new file here and one line in [`Registry::builtin`]; a member defined elsewhere
+//! (a test, another crate) is added with [`Registry::register`] (joint) or
+//! [`Registry::register_fine_tuned`].
 //!
 //! Settings: each member starts from the flat `[committee]` keys (`cnn-filters`, ...: the older
 //! spelling and the committee-wide default) and overlays its own `[committee.member.NAME]` table,
@@ -35,53 +36,60 @@ pub use ngram::{Ngram, NgramSettings};
 pub use pos_lstm::{PosLstm, PosLstmSettings};
 pub use torchscript::{TorchScriptMember, TorchScriptSettings};
 
-use super::member::{Column, Member};
+use super::member::{Column, FineTunedMember, Member, MemberKind};
 use super::{CommitteeConfig, MemberName};
 use crate::NnError;
 
-/// The committee members a run may name.
+/// The committee members a run may name, each of its kind: joint (trained and scored inside the
+/// committee) or fine-tuned apart from it.
 #[derive(Clone)]
 pub struct Registry {
-    members: Vec<Arc<dyn Member>>,
+    members: Vec<MemberKind>,
 }
 
 impl Registry {
-    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript,
-    /// encoder-ft, in that order.
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript
+    /// (joint), encoder-ft (fine-tuned), in that order.
     pub fn builtin() -> Self {
         Self {
             members: vec![
-                Arc::new(Mlp),
-                Arc::new(Bow),
-                Arc::new(Cnn),
-                Arc::new(PosLstm),
-                Arc::new(Ngram),
-                Arc::new(Lstm),
-                Arc::new(EncoderMember::new()),
-                Arc::new(TorchScriptMember::new()),
-                Arc::new(EncoderFt),
+                MemberKind::Joint(Arc::new(Mlp)),
+                MemberKind::Joint(Arc::new(Bow)),
+                MemberKind::Joint(Arc::new(Cnn)),
+                MemberKind::Joint(Arc::new(PosLstm)),
+                MemberKind::Joint(Arc::new(Ngram)),
+                MemberKind::Joint(Arc::new(Lstm)),
+                MemberKind::Joint(Arc::new(EncoderMember::new())),
+                MemberKind::Joint(Arc::new(TorchScriptMember::new())),
+                MemberKind::FineTuned(Arc::new(EncoderFt)),
             ],
         }
     }
 
-    /// Adds `member`; a name already taken is an error.
+    /// Adds a joint member; a name already taken is an error.
     pub fn register(&mut self, member: impl Member) -> Result<(), NnError> {
+        self.add(MemberKind::Joint(Arc::new(member)))
+    }
+
+    /// Adds a member fine-tuned apart from the committee; a name already taken is an error.
+    pub fn register_fine_tuned(&mut self, member: impl FineTunedMember) -> Result<(), NnError> {
+        self.add(MemberKind::FineTuned(Arc::new(member)))
+    }
+
+    fn add(&mut self, member: MemberKind) -> Result<(), NnError> {
         if self.get(member.name()).is_some() {
             return Err(NnError::DuplicateMember(member.name().to_string()));
         }
-        self.members.push(Arc::new(member));
+        self.members.push(member);
         Ok(())
     }
 
-    pub fn get(&self, name: &str) -> Option<&dyn Member> {
-        self.members
-            .iter()
-            .find(|m| m.name() == name)
-            .map(|m| m.as_ref())
+    pub fn get(&self, name: &str) -> Option<&MemberKind> {
+        self.members.iter().find(|m| m.name() == name)
     }
 
     /// The member called `name`, or an error listing the members there are.
-    pub fn lookup(&self, name: &MemberName) -> Result<&dyn Member, NnError> {
+    pub fn lookup(&self, name: &MemberName) -> Result<&MemberKind, NnError> {
         self.get(name.as_str())
             .ok_or_else(|| NnError::UnknownMember {
                 name: name.to_string(),
@@ -94,15 +102,6 @@ impl Registry {
         self.members.iter().map(|m| m.name()).collect()
     }
 
-    /// Whether any of `members` reads frozen sentence embeddings (which the caller must attach
-    /// to the table first). Unknown names read nothing.
-    pub fn reads_encoded(&self, members: &[MemberName]) -> bool {
-        members.iter().any(|m| {
-            self.get(m.as_str())
-                .is_some_and(|m| m.columns().contains(&Column::Encoded))
-        })
-    }
-
     /// The one member of `members` that reads frozen sentence embeddings, if any. A table holds
     /// one set of them, so two different such members (`encoder` and `torchscript`) are an
     /// error naming both. Unknown names read nothing.
@@ -110,7 +109,7 @@ impl Registry {
         let mut found: Option<&dyn Member> = None;
         for m in members
             .iter()
-            .filter_map(|m| self.get(m.as_str()))
+            .filter_map(|m| self.get(m.as_str())?.joint())
             .filter(|m| m.columns().contains(&Column::Encoded))
         {
             match found {
@@ -146,41 +145,35 @@ impl Registry {
         }
     }
 
-    /// Members that read text only (no LM features) from the table: the audit's learned
-    /// detectors (a fine-tuned member is not one).
+    /// Joint members that read text only (no LM features) from the table: the audit's learned
+    /// detectors.
     pub fn text_members(&self) -> Vec<&'static str> {
         self.members
             .iter()
-            .filter(|m| {
-                !m.columns().contains(&Column::Features) && !m.columns().contains(&Column::Text)
-            })
+            .filter_map(MemberKind::joint)
+            .filter(|m| !m.columns().contains(&Column::Features))
             .map(|m| m.name())
             .collect()
     }
 
-    /// Whether `name` is a member fine-tuned apart from the joint committee ([`Column::Text`]).
-    pub fn is_fine_tuned(&self, name: &str) -> bool {
-        self.get(name)
-            .is_some_and(|m| m.columns().contains(&Column::Text))
-    }
-
-    /// The member of `members` fine-tuned apart from the joint committee, with its settings; at
+    /// The member of `members` fine-tuned apart from the joint committee, with its recipe; at
     /// most one per phase (an error naming both otherwise). Unknown names are not one.
     pub fn fine_tuned(
         &self,
         members: &[MemberName],
         committee: &CommitteeConfig,
     ) -> Result<Option<(&'static str, EncoderFtSettings)>, NnError> {
-        let mut found = None;
-        for m in members.iter().filter_map(|m| self.get(m.as_str())) {
-            if let Some(settings) = m.fine_tuned(committee)? {
-                if let Some((first, _)) = &found {
-                    if *first != m.name() {
-                        return Err(NnError::InvalidSettings(format!("members `{first}` and `{}` are both fine-tuned apart from the committee: keep one", m.name())));
-                    }
+        let mut found: Option<(&'static str, EncoderFtSettings)> = None;
+        for m in members
+            .iter()
+            .filter_map(|m| self.get(m.as_str())?.fine_tuned())
+        {
+            if let Some((first, _)) = &found {
+                if *first != m.name() {
+                    return Err(NnError::InvalidSettings(format!("members `{first}` and `{}` are both fine-tuned apart from the committee: keep one", m.name())));
                 }
-                found = Some((m.name(), settings));
             }
+            found = Some((m.name(), m.recipe(committee)?));
         }
         Ok(found)
     }
@@ -326,9 +319,10 @@ mod tests {
     }
 
     fn build(
-        member: &dyn Member,
+        member: &MemberKind,
         c: &CommitteeConfig,
     ) -> Result<(nn::VarStore, Box<dyn crate::committee::MemberNet>), NnError> {
+        let member = member.joint().expect("a joint member");
         let _torch_rng = crate::torch_rng_lock();
         let vs = nn::VarStore::new(Device::Cpu);
         let net = member.build(
@@ -383,6 +377,8 @@ mod tests {
             assert_eq!(m.view(&CommitteeConfig::default()), view);
             assert!(!m.describe().is_empty());
             m.settings(&CommitteeConfig::default()).unwrap();
+            // Only encoder-ft is fine-tuned apart, and it builds no network for the committee.
+            assert_eq!(m.is_fine_tuned(), name == "encoder-ft");
         }
     }
 

@@ -1,6 +1,7 @@
-//! Pretrained endings (`[generate] pretrained-endings`): for each item, endings a pretrained causal
-//! LM (af-nn's `causal_lm`) writes after the item's context and noun phrase, kept when they are
-//! new to the item's pool and pass the `[generate] reject` rules.
+//! `pretrained` (`[generate] pretrained-endings`): for each item, endings a pretrained causal LM
+//! (af-nn's `causal_lm`) writes after the item's context and noun phrase, kept when they are new
+//! to the item's pool and pass the `[generate] reject` rules. `generate/pretrained.json` says
+//! what it did; `generate/pretrained.tsv` lists its endings (as the pool's `origin` does).
 //!
 //! Written per block of `block-items` items to `generate/pretrained/part-NNNNN.json` as each is
 //! done, so an interrupted run keeps what it wrote; draws come from per-item seeds, so a block's
@@ -15,9 +16,10 @@ use af_core::Item;
 use af_nn::causal_lm::{CausalLm, CausalSampleSettings, PromptJob};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use tch::Device;
 
-use super::generate::{item_rng, Validity};
+use super::{Ending, EndingSource, Items, SourceContext, SourceSummary};
+use crate::progress::Bar;
+use crate::stages::generate::{item_rng, Validity};
 
 /// What the pretrained generator did for the whole pool (`generate/pretrained.json`).
 #[derive(Clone, Debug, Serialize)]
@@ -99,7 +101,7 @@ impl Targets {
     fn new(
         lm: &CausalLm,
         g: &GenerateConfig,
-        items: &[Item],
+        items: &[&Item],
         sources: &[Item],
     ) -> anyhow::Result<Self> {
         if g.pretrained_length_bias == 0.0 {
@@ -236,27 +238,110 @@ fn examples<'a>(
     out
 }
 
-/// Every item's pretrained endings (in item order), writing missing parts under `dir`. `sources`
-/// are all the run's items (the questions `items` first), where prompts' examples come from.
-pub(super) fn pretrained_endings(
-    dir: &Path,
-    items: &[Item],
-    sources: &[Item],
-    g: &GenerateConfig,
-    validity: &Validity,
-    seed: u64,
-    device: Device,
-    bar: &dyn crate::progress::Bar,
+/// The pretrained generator as a source of the pool's endings; what it did, once it ran.
+#[derive(Default)]
+pub struct Pretrained {
+    summary: Option<PretrainedSummary>,
+}
+
+pub const NAME: &str = "pretrained";
+
+impl EndingSource for Pretrained {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn enabled(&self, g: &GenerateConfig) -> bool {
+        g.pretrained_endings > 0
+    }
+
+    fn bar_label(&self) -> Option<&'static str> {
+        Some("items (pretrained generator)")
+    }
+
+    /// Every item's pretrained endings (in item order), writing missing parts under
+    /// `generate/pretrained/`; prompts' examples come from all the run's items.
+    fn endings(
+        &mut self,
+        items: &Items,
+        so_far: &[Vec<Ending>],
+        ctx: &SourceContext,
+        bar: &dyn Bar,
+    ) -> anyhow::Result<Vec<Vec<Ending>>> {
+        let items: Vec<&Item> = items.items.iter().map(|(_, item)| *item).collect();
+        let (written, summary) = pretrained_endings(&items, so_far, ctx, bar)?;
+        let mut tsv = String::from("item_index\titem_id\tcandidate\n");
+        for (index, ((item, endings), before)) in items.iter().zip(&written).zip(so_far).enumerate()
+        {
+            for j in 0..endings.len() {
+                tsv.push_str(&format!("{index}\t{}\t{}\n", item.id, before.len() + j + 1));
+            }
+        }
+        af_core::atomic::write(ctx.dir.join("pretrained.tsv"), tsv.as_bytes())?;
+        af_core::atomic::write(
+            ctx.dir.join("pretrained.json"),
+            serde_json::to_string_pretty(&summary)?.as_bytes(),
+        )?;
+        tracing::info!(
+            "generate: {} pretrained endings ({} draws, {} duplicates, {} rejected)",
+            summary.endings,
+            summary.draws,
+            summary.duplicates,
+            summary.rejected
+        );
+        self.summary = Some(summary);
+        Ok(written
+            .into_iter()
+            .map(|endings| endings.into_iter().map(Ending::text).collect())
+            .collect())
+    }
+
+    fn summary(&self) -> Option<SourceSummary> {
+        let p = self.summary.as_ref()?;
+        let rules: Vec<String> = p
+            .rejected_by_rule
+            .iter()
+            .map(|(rule, n)| format!("{rule} {n}"))
+            .collect();
+        // With `endings = 0` the report's first line counts nothing the pool holds: say what does.
+        let line = format!(
+            "and {} pretrained endings ({} items short of {}): {:.1}% of {} draws kept; rejected {}{}",
+            p.endings,
+            p.items_short,
+            p.endings_wanted,
+            100.0 * p.endings as f64 / p.draws.max(1) as f64,
+            p.draws,
+            p.rejected,
+            if rules.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", rules.join(", "))
+            }
+        );
+        Some(SourceSummary {
+            json: serde_json::to_value(p).expect("a plain struct"),
+            line,
+        })
+    }
+}
+
+/// Every item's pretrained endings (in item order), writing missing parts under `dir`.
+fn pretrained_endings(
+    items: &[&Item],
+    so_far: &[Vec<Ending>],
+    ctx: &SourceContext,
+    bar: &dyn Bar,
 ) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
-    std::fs::create_dir_all(dir)?;
+    let (g, seed, sources) = (&ctx.config.generate, ctx.config.run.seed, ctx.all);
+    let dir = ctx.dir.join("pretrained");
+    std::fs::create_dir_all(&dir)?;
     let model_path = match &g.pretrained_model {
         Some(p) => p.clone(),
         None => af_nn::causal_lm::default_path().ok_or_else(|| {
             anyhow::anyhow!("[generate] pretrained-endings needs a generator: set [generate] pretrained-model to a GGUF file, or run `source <(scripts/setup --env)` so that {} names the one scripts/setup installs", af_nn::causal_lm::CAUSAL_LM_ENV)
         })?,
     };
-    let mut model: Option<CausalLm> = None;
-    let mut targets: Option<Targets> = None;
+    let mut model: Option<(CausalLm, Targets)> = None;
     let settings = CausalSampleSettings {
         length_bias: g.pretrained_length_bias,
         length_floor: g.max_length_gap / 2,
@@ -266,8 +351,9 @@ pub(super) fn pretrained_endings(
     let mut wrote = false;
     let mut all = Vec::with_capacity(items.len());
     let mut total = Part::default();
-    for (b, block) in items.chunks(g.block_items.max(1)).enumerate() {
-        let path = part_path(dir, b);
+    let size = g.block_items.max(1);
+    for (b, block) in items.chunks(size).enumerate() {
+        let path = part_path(&dir, b);
         let part = if path.exists() {
             let text = std::fs::read_to_string(&path)?;
             let part: Part = serde_json::from_str(&text).map_err(|e| {
@@ -283,36 +369,35 @@ pub(super) fn pretrained_endings(
             part
         } else {
             if model.is_none() {
-                let lm = CausalLm::load(&model_path, device)?;
+                let lm = CausalLm::load(&model_path, ctx.device)?;
                 tracing::info!(
                     "generate: pretrained generator {} ({:.0}M parameters) from {}",
                     lm.name,
                     lm.parameters() as f64 / 1e6,
                     model_path.display()
                 );
-                targets = Some(Targets::new(&lm, g, items, sources)?);
-                model = Some(lm);
+                let targets = Targets::new(&lm, g, items, sources)?;
+                model = Some((lm, targets));
             }
-            let first = b * g.block_items.max(1);
+            let (lm, targets) = model.as_ref().expect("loaded above");
+            let first = b * size;
             let prompts: Vec<String> = (first..first + block.len())
                 .map(|i| {
                     prompt(
-                        &items[i],
+                        items[i],
                         &examples(sources, items.len(), i, g.pretrained_examples, seed),
                     )
                 })
                 .collect();
-            let part = write_block(
-                model.as_ref().expect("loaded above"),
-                block,
-                &prompts,
-                targets.as_ref().expect("made with the model"),
-                first,
+            let job = BlockJob {
+                lm,
+                targets,
                 g,
-                &settings,
-                validity,
+                settings: &settings,
+                validity: ctx.validity,
                 seed,
-            )?;
+            };
+            let part = job.write(block, &so_far[first..first + block.len()], &prompts, first)?;
             af_core::atomic::write(&path, serde_json::to_string(&part)?.as_bytes())?;
             wrote = true;
             part
@@ -327,7 +412,7 @@ pub(super) fn pretrained_endings(
         all.extend(part.endings);
     }
     let (name, parameters) = match &model {
-        Some(m) => (m.name.clone(), m.parameters()),
+        Some((m, _)) => (m.name.clone(), m.parameters()),
         None => (String::new(), 0),
     };
     let summary = PretrainedSummary {
@@ -353,115 +438,127 @@ pub(super) fn pretrained_endings(
     Ok((all, summary))
 }
 
-/// One block: rounds of draws (at most `max-rounds`) until each item has its endings.
-#[allow(clippy::too_many_arguments)]
-fn write_block(
-    lm: &CausalLm,
-    block: &[Item],
-    prompts: &[String],
-    targets: &Targets,
-    first_index: usize,
-    g: &GenerateConfig,
-    s: &CausalSampleSettings,
-    validity: &Validity,
+/// What drawing one block's endings uses, the same for every block.
+struct BlockJob<'a> {
+    lm: &'a CausalLm,
+    targets: &'a Targets,
+    g: &'a GenerateConfig,
+    settings: &'a CausalSampleSettings,
+    validity: &'a Validity<'a>,
     seed: u64,
-) -> anyhow::Result<Part> {
-    let want = g.pretrained_endings;
-    let mut part = Part {
-        endings: vec![Vec::new(); block.len()],
-        ..Part::default()
-    };
-    let mut seen: Vec<HashSet<String>> = block
-        .iter()
-        .map(|item| {
-            std::iter::once(&item.ending)
-                .chain(&item.distractors)
-                .map(|e| e.trim().to_lowercase())
-                .collect()
-        })
-        .collect();
-    let golds: Vec<Vec<String>> = block
-        .iter()
-        .map(|item| af_text::tokenize_lowercase(&item.ending))
-        .collect();
-    for round in 0..g.max_rounds.max(1) {
-        // (item in block, count, uniforms, target lengths), items split so no job exceeds a batch.
-        let mut jobs: Vec<(usize, usize, Vec<f32>, Vec<usize>)> = Vec::new();
-        for (i, got) in part.endings.iter().enumerate() {
-            let need = want.saturating_sub(got.len());
-            if need == 0 {
-                continue;
-            }
-            let mut rng = item_rng(seed ^ SALT, first_index + i, round);
-            let mut lengths = targets
-                .draw(&block[i], first_index + i, round, need, seed)
-                .into_iter();
-            let mut left = need;
-            while left > 0 {
-                let count = left.min(g.pretrained_batch);
-                let uniforms: Vec<f32> = (0..count * s.max_tokens)
-                    .map(|_| rng.random::<f32>())
-                    .collect();
-                jobs.push((i, count, uniforms, lengths.by_ref().take(count).collect()));
-                left -= count;
-            }
-        }
-        if jobs.is_empty() {
-            break;
-        }
-        let mut start = 0;
-        while start < jobs.len() {
-            let mut end = start;
-            let mut rows = 0;
-            while end < jobs.len() && (end == start || rows + jobs[end].1 <= g.pretrained_batch) {
-                rows += jobs[end].1;
-                end += 1;
-            }
-            let batch: Vec<PromptJob> = jobs[start..end]
-                .iter()
-                .map(|(i, count, u, lengths)| PromptJob {
-                    prompt: &prompts[*i],
-                    count: *count,
-                    uniforms: u,
-                    lengths,
-                })
-                .collect();
-            let drawn = lm.sample(&batch, s)?;
-            for ((i, _, _, _), endings) in jobs[start..end].iter().zip(drawn) {
-                for ending in endings {
-                    if part.endings[*i].len() == want {
-                        break;
-                    }
-                    part.draws += 1;
-                    if ending.is_empty() || !seen[*i].insert(ending.to_lowercase()) {
-                        part.duplicates += 1;
-                        continue;
-                    }
-                    if !validity.reject.is_empty() {
-                        let broken = validity
-                            .broken(&af_text::tokenize_lowercase(&ending), Some(&golds[*i]));
-                        let rejected: Vec<_> = broken
-                            .iter()
-                            .filter(|r| validity.reject.contains(r))
-                            .collect();
-                        if !rejected.is_empty() {
-                            part.rejected += 1;
-                            for r in rejected {
-                                *part
-                                    .rejected_by_rule
-                                    .entry(r.name().to_string())
-                                    .or_default() += 1;
-                            }
-                            continue;
-                        }
-                    }
-                    part.endings[*i].push(ending);
+}
+
+impl BlockJob<'_> {
+    /// One block (its items the `first_index`-th on): rounds of draws (at most `max-rounds`)
+    /// until each item has its endings, none repeating the item's gold or `so_far`.
+    fn write(
+        &self,
+        block: &[&Item],
+        so_far: &[Vec<Ending>],
+        prompts: &[String],
+        first_index: usize,
+    ) -> anyhow::Result<Part> {
+        let (g, s, validity, seed) = (self.g, self.settings, self.validity, self.seed);
+        let want = g.pretrained_endings;
+        let mut part = Part {
+            endings: vec![Vec::new(); block.len()],
+            ..Part::default()
+        };
+        let mut seen: Vec<HashSet<String>> = block
+            .iter()
+            .zip(so_far)
+            .map(|(item, before)| {
+                std::iter::once(&item.ending)
+                    .chain(before.iter().map(|e| &e.text))
+                    .map(|e| e.trim().to_lowercase())
+                    .collect()
+            })
+            .collect();
+        let golds: Vec<Vec<String>> = block
+            .iter()
+            .map(|item| af_text::tokenize_lowercase(&item.ending))
+            .collect();
+        for round in 0..g.max_rounds.max(1) {
+            // (item in block, count, uniforms, target lengths), items split so no job exceeds a batch.
+            let mut jobs: Vec<(usize, usize, Vec<f32>, Vec<usize>)> = Vec::new();
+            for (i, got) in part.endings.iter().enumerate() {
+                let need = want.saturating_sub(got.len());
+                if need == 0 {
+                    continue;
+                }
+                let mut rng = item_rng(seed ^ SALT, first_index + i, round);
+                let mut lengths = self
+                    .targets
+                    .draw(block[i], first_index + i, round, need, seed)
+                    .into_iter();
+                let mut left = need;
+                while left > 0 {
+                    let count = left.min(g.pretrained_batch);
+                    let uniforms: Vec<f32> = (0..count * s.max_tokens)
+                        .map(|_| rng.random::<f32>())
+                        .collect();
+                    jobs.push((i, count, uniforms, lengths.by_ref().take(count).collect()));
+                    left -= count;
                 }
             }
-            start = end;
+            if jobs.is_empty() {
+                break;
+            }
+            let mut start = 0;
+            while start < jobs.len() {
+                let mut end = start;
+                let mut rows = 0;
+                while end < jobs.len() && (end == start || rows + jobs[end].1 <= g.pretrained_batch)
+                {
+                    rows += jobs[end].1;
+                    end += 1;
+                }
+                let batch: Vec<PromptJob> = jobs[start..end]
+                    .iter()
+                    .map(|(i, count, u, lengths)| PromptJob {
+                        prompt: &prompts[*i],
+                        count: *count,
+                        uniforms: u,
+                        lengths,
+                    })
+                    .collect();
+                let drawn = self.lm.sample(&batch, s)?;
+                for ((i, _, _, _), endings) in jobs[start..end].iter().zip(drawn) {
+                    for ending in endings {
+                        if part.endings[*i].len() == want {
+                            break;
+                        }
+                        part.draws += 1;
+                        if ending.is_empty() || !seen[*i].insert(ending.to_lowercase()) {
+                            part.duplicates += 1;
+                            continue;
+                        }
+                        if !validity.reject.is_empty() {
+                            let broken = validity
+                                .broken(&af_text::tokenize_lowercase(&ending), Some(&golds[*i]));
+                            let rejected: Vec<_> = broken
+                                .iter()
+                                .filter(|r| validity.reject.contains(r))
+                                .collect();
+                            if !rejected.is_empty() {
+                                part.rejected += 1;
+                                for r in rejected {
+                                    *part
+                                        .rejected_by_rule
+                                        .entry(r.name().to_string())
+                                        .or_default() += 1;
+                                }
+                                continue;
+                            }
+                        }
+                        part.endings[*i].push(ending);
+                    }
+                }
+                start = end;
+            }
         }
+        Ok(part)
     }
-    Ok(part)
 }
 
 #[cfg(test)]

@@ -1,0 +1,660 @@
+//! The `generate` stage: for every item, the candidate pool's wrong endings from the ending
+//! sources of [`sources::sources`] in order (the question's own options, other items' golds, a
+//! pretrained generator, and up to N unique endings sampled from af's LM of the item's fold, which
+//! never saw the item), each scored by that LM with the gold ending (the LM features), written to
+//! the candidate pool (`generate/pool/part-*.parquet`) with its `origin`.
+//!
+//! Items are processed in blocks of `block-items`, in item order. A block is the unit of work: its
+//! part file appears whole when it is done, a resumed run skips finished blocks, `--shard I/N`
+//! takes the blocks with `block % N == I`, and every block is computed the same way whatever
+//! the sharding, with random numbers drawn from per-item seeds, so the merged pool equals an
+//! unsharded run's.
+//!
+//! Every ending is checked against af-text's validity rules (second right answers, broken text,
+//! length gaps): counted in the report, and kept out of the pool for the rules `[generate]
+//! reject` names (more are sampled in later rounds).
+//!
+//! The device samples and scores block b+1 while a writer thread writes block b's part and adds
+//! it to the pool statistics, so host memory holds at most two blocks' candidates (besides the
+//! endings of the sources that run before the blocks), and the report needs no second pass over
+//! the pool (blocks done by an earlier run or another shard are read back for it).
+
+mod report;
+pub mod sources;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use af_core::{Candidate, Item, ValidityRule, GOLD_ORIGIN};
+use af_nn::lm::BiLm;
+use af_nn::lm_files::{encode, load_fold, load_vocab};
+use af_nn::runtime::in_precision;
+use af_nn::sample::{first_token_distribution, items_features, ItemEndings, SampleSettings};
+use af_text::validity::ValidityRules;
+use af_text::{Tagger, Vocab};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use tch::{nn, Device};
+
+pub use report::{GenerateOutcome, GenerateReport, RuleCount, ValidityReport};
+use report::{PoolStats, PrecisionReport};
+use sources::{AfLms, Ending, EndingSource, Items, SourceContext};
+
+use crate::progress::Progress;
+use crate::runner::{StageContext, StageName};
+
+/// The random stream of one item in one sampling round.
+pub(crate) fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6765_6e65_7261_7465);
+    rng.set_stream(((item_index as u64) << 8) | round as u64);
+    rng
+}
+
+/// An item's context `s`, noun phrase `n` and gold ending `v` as LM ids, and the sampling prefix
+/// `<bos> s n`.
+pub(crate) struct Encoded {
+    s: Vec<i64>,
+    n: Vec<i64>,
+    v: Vec<i64>,
+    prefix: Vec<i64>,
+}
+
+impl Encoded {
+    pub(crate) fn new(vocab: &Vocab, item: &Item) -> Self {
+        let (s, n, v) = (
+            encode(vocab, &item.context),
+            encode(vocab, &item.noun_phrase),
+            encode(vocab, &item.ending),
+        );
+        let prefix = [&[af_nn::lm::BOS][..], &s, &n].concat();
+        Self { s, n, v, prefix }
+    }
+}
+
+/// The validity rules as the stage applies them (af-text's `validity`): which reject an ending,
+/// the thresholds, and the tagger that reads the endings.
+pub struct Validity<'a> {
+    tagger: &'a Tagger,
+    rules: ValidityRules,
+    /// `[generate] reject`: the rules that turn an ending away.
+    pub reject: &'a [ValidityRule],
+}
+
+impl Validity<'_> {
+    /// The rules `ending` breaks (with the gold: every rule; without: the ending's own).
+    pub fn broken<S: AsRef<str>>(&self, ending: &[S], gold: Option<&[S]>) -> Vec<ValidityRule> {
+        let tags = self.tagger.tag(ending);
+        af_text::validity::check(ending, &tags, gold, &self.rules)
+    }
+}
+
+/// The pool is complete when every block is done; only then does the runner record the stage.
+pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
+    let config = ctx.config;
+    let g = &config.generate;
+    let all = af_io::items::read_items(&ctx.stage_dir(super::pairs::NAME).join("items.jsonl"))?;
+    let questions = if g.limit_items > 0 && g.limit_items < all.len() {
+        tracing::info!(
+            "generate: the first {} of {} items only ([generate] limit-items)",
+            g.limit_items,
+            all.len()
+        );
+        g.limit_items
+    } else {
+        all.len()
+    };
+    let lm_dir = ctx.stage_dir(super::lm::NAME);
+    let vocab = load_vocab(&lm_dir)?;
+    let device = crate::setup::device(config)?;
+    let mixed = g.precision.mixed_on(device.is_cuda());
+    let precision = if mixed { "mixed" } else { "fp32" };
+    let pool = ctx.dir.join("pool");
+    std::fs::create_dir_all(&pool)?;
+    let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
+    let validity = Validity {
+        tagger: &tagger,
+        rules: ValidityRules {
+            near_copy_overlap: g.near_copy_overlap,
+            max_length_gap: g.max_length_gap,
+        },
+        reject: &g.reject,
+    };
+    let mut sources: Vec<Box<dyn EndingSource>> = sources::sources()
+        .into_iter()
+        .filter(|s| s.enabled(g))
+        .collect();
+    if let Some(w) = sources
+        .windows(2)
+        .find(|w| w[0].streams() && !w[1].streams())
+    {
+        anyhow::bail!(
+            "ending source `{}` runs before the blocks and cannot follow `{}`, which streams: list it earlier in generate::sources::sources()",
+            w[1].name(),
+            w[0].name()
+        );
+    }
+    let items: Vec<(usize, &Item)> = all[..questions].iter().enumerate().collect();
+    // Each question's endings from the sources that run before the blocks, in their order.
+    let mut before: Vec<Vec<Ending>> = vec![Vec::new(); questions];
+    let mut source_ctx = SourceContext {
+        config,
+        dir: &ctx.dir,
+        all: &all,
+        validity: &validity,
+        device,
+        lms: None,
+    };
+    for source in sources.iter_mut().filter(|s| !s.streams()) {
+        let bar = match source.bar_label() {
+            Some(label) => ctx.progress.bar(label, questions as u64),
+            None => crate::progress::NoProgress.bar("", 0),
+        };
+        let whole = Items {
+            block: None,
+            items: &items,
+        };
+        let endings = source.endings(&whole, &before, &source_ctx, bar.as_ref())?;
+        bar.finish();
+        join(source.as_ref(), &mut before, endings)?;
+    }
+
+    let blocks: Vec<&[(usize, &Item)]> = items.chunks(g.block_items).collect();
+    let (shard, shards) = ctx.shard.unwrap_or((0, 1));
+    let mine: Vec<usize> = (0..blocks.len()).filter(|b| b % shards == shard).collect();
+    let todo: Vec<usize> = mine
+        .iter()
+        .copied()
+        .filter(|&b| !af_io::pool::part_path(&pool, b).exists())
+        .collect();
+    if todo.len() < mine.len() {
+        tracing::info!(
+            "generate: resuming, {} of {} blocks already done",
+            mine.len() - todo.len(),
+            mine.len()
+        );
+    }
+    let stop: Vec<i64> = [".", "!", "?"]
+        .iter()
+        .map(|p| i64::from(vocab.id(p)))
+        .filter(|&id| id != 1)
+        .collect();
+    let mut lms = AfLms {
+        vocab: &vocab,
+        models: HashMap::new(),
+        settings: SampleSettings {
+            max_tokens: g.max_tokens,
+            temperature: g.temperature,
+            top_k: g.top_k,
+            top_p: g.top_p,
+            stop,
+            device,
+        },
+        mixed,
+        batch: g.batch_sequences,
+    };
+    if !todo.is_empty() {
+        for fold in 0..config.pairs.folds {
+            lms.models
+                .insert(fold, load_fold(&config.lm, &vocab, &lm_dir, fold, device)?);
+        }
+    }
+    let check_path = ctx.dir.join("precision-check.json");
+    if mixed && !todo.is_empty() {
+        let check = precision_check(
+            blocks[todo[0]],
+            &lms.models,
+            &vocab,
+            &lms.settings,
+            lms.batch,
+            device,
+        );
+        tracing::info!(
+            "generate: mixed precision moves the first token's distribution by {:.2e} (mean TV distance) and the LM features by at most {:.3}",
+            check.first_token_tv_mean,
+            check.feature_max_abs_difference.iter().copied().fold(0f32, f32::max)
+        );
+        af_core::atomic::write(
+            &check_path,
+            serde_json::to_string_pretty(&check)?.as_bytes(),
+        )?;
+    }
+    source_ctx.lms = Some(&lms);
+    let todo_items: usize = todo.iter().map(|&b| blocks[b].len()).sum();
+    let bar = ctx.progress.bar("items", todo_items as u64);
+    let start = Instant::now();
+    // The writer: writes each block's part and counts it, while the device goes on.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
+    let mut stats = std::thread::scope(|scope| -> anyhow::Result<PoolStats> {
+        let writer = scope.spawn(|| -> anyhow::Result<PoolStats> {
+            let mut stats = PoolStats::default();
+            for (b, rows) in receiver {
+                af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
+                stats.add(b, &rows, &validity);
+                bar.inc(blocks[b].len() as u64);
+                bar.set_message(format!(
+                    "{:.0} endings/s",
+                    stats.generated as f64 / start.elapsed().as_secs_f64()
+                ));
+            }
+            Ok(stats)
+        });
+        let produced = (|| -> anyhow::Result<()> {
+            for &b in &todo {
+                let block = blocks[b];
+                let first = block[0].0;
+                let mut endings = before[first..first + block.len()].to_vec();
+                for source in sources.iter_mut().filter(|s| s.streams()) {
+                    let these = Items {
+                        block: Some(b),
+                        items: block,
+                    };
+                    let new = source.endings(
+                        &these,
+                        &endings,
+                        &source_ctx,
+                        crate::progress::NoProgress.bar("", 0).as_ref(),
+                    )?;
+                    join(source.as_ref(), &mut endings, new)?;
+                }
+                let rows = score_block(block, &endings, &lms, device);
+                if sender.send((b, rows)).is_err() {
+                    break; // the writer failed: its error is reported below
+                }
+            }
+            Ok(())
+        })();
+        drop(sender);
+        let written = writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("the pool writer panicked"))?;
+        produced?;
+        written
+    })?;
+    bar.finish();
+    if !todo.is_empty() {
+        let generated = stats.generated;
+        tracing::info!(
+            "generate: {generated} endings for {todo_items} items in {:.1} s ({:.0} endings/s)",
+            start.elapsed().as_secs_f64(),
+            generated as f64 / start.elapsed().as_secs_f64()
+        );
+    }
+    let missing = (0..blocks.len())
+        .filter(|&b| !af_io::pool::part_path(&pool, b).exists())
+        .count();
+    if missing > 0 {
+        return Ok(GenerateOutcome::Shard {
+            shard,
+            shards,
+            missing_blocks: missing,
+        });
+    }
+    // Blocks written by an earlier run or another shard are read back to be counted.
+    for b in 0..blocks.len() {
+        if !stats.logppl.contains_key(&b) {
+            let mut rows = af_io::pool::read_part(&af_io::pool::part_path(&pool, b))?;
+            infer_origins(&mut rows, &before);
+            stats.add(b, &rows, &validity);
+        }
+    }
+    let rejected = sources::sampled::rejected_draws(&ctx.dir, blocks.len())?;
+    let validity_report = stats.validity_report(&validity, &rejected);
+    let check = if mixed && check_path.exists() {
+        Some(serde_json::from_str(&std::fs::read_to_string(
+            &check_path,
+        )?)?)
+    } else {
+        None
+    };
+    let precision: PrecisionReport = (precision, check);
+    let summaries = sources
+        .iter()
+        .filter_map(|s| s.summary().map(|summary| (s.name(), summary)))
+        .collect();
+    let questions_only = &all[..questions];
+    let report = stats.report(
+        questions_only,
+        g.endings,
+        summaries,
+        precision,
+        validity_report,
+    )?;
+    af_core::atomic::write(
+        ctx.dir.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    let order: Vec<&'static str> = sources.iter().map(|s| s.name()).collect();
+    af_core::atomic::write(
+        ctx.dir.join("samples.txt"),
+        report::samples(&pool, questions_only, &before, &order, 8, 6)?.as_bytes(),
+    )?;
+    Ok(GenerateOutcome::Complete(report))
+}
+
+/// Adds a source's endings to each item's, marked with its name.
+fn join(
+    source: &dyn EndingSource,
+    endings: &mut [Vec<Ending>],
+    new: Vec<Vec<Ending>>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        new.len() == endings.len(),
+        "ending source `{}` gave endings for {} items of {}",
+        source.name(),
+        new.len(),
+        endings.len()
+    );
+    for (endings, new) in endings.iter_mut().zip(new) {
+        endings.extend(new.into_iter().map(|e| Ending {
+            origin: source.name(),
+            ..e
+        }));
+    }
+    Ok(())
+}
+
+/// The rows of one block (gold first for each item, then its endings in order), each scored by
+/// the LM of the item's fold: the block's items of one fold together.
+fn score_block(
+    block: &[(usize, &Item)],
+    endings: &[Vec<Ending>],
+    lms: &AfLms,
+    device: Device,
+) -> Vec<Candidate> {
+    let vocab = lms.vocab;
+    let enc: Vec<Encoded> = block
+        .iter()
+        .map(|(_, item)| Encoded::new(vocab, item))
+        .collect();
+    let ids: Vec<Vec<Vec<i64>>> = endings
+        .iter()
+        .map(|endings| {
+            endings
+                .iter()
+                .map(|e| e.ids.clone().unwrap_or_else(|| encode(vocab, &e.text)))
+                .collect()
+        })
+        .collect();
+    let mut feats: Vec<Vec<[f32; 8]>> = vec![Vec::new(); block.len()];
+    let mut folds: Vec<u32> = block.iter().map(|(_, item)| item.fold).collect();
+    folds.sort_unstable();
+    folds.dedup();
+    for fold in folds {
+        let members: Vec<usize> = (0..block.len())
+            .filter(|&i| block[i].1.fold == fold)
+            .collect();
+        let jobs: Vec<ItemEndings> = members
+            .iter()
+            .map(|&i| ItemEndings {
+                s: &enc[i].s,
+                n: &enc[i].n,
+                endings: std::iter::once(enc[i].v.as_slice())
+                    .chain(ids[i].iter().map(Vec::as_slice))
+                    .collect(),
+            })
+            .collect();
+        let (_, lm) = &lms.models[&fold];
+        for (&i, f) in members.iter().zip(in_precision(lms.mixed, device, || {
+            items_features(lm, &jobs, lms.batch, device)
+        })) {
+            feats[i] = f;
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, (index, item)) in block.iter().enumerate() {
+        for (c, f) in std::mem::take(&mut feats[i]).into_iter().enumerate() {
+            let (ending, tokens, truncated, origin) = if c == 0 {
+                (item.ending.clone(), enc[i].v.len(), false, GOLD_ORIGIN)
+            } else {
+                let e = &endings[i][c - 1];
+                (e.text.clone(), ids[i][c - 1].len(), e.truncated, e.origin)
+            };
+            rows.push(Candidate {
+                item_index: *index as u32,
+                item_id: item.id.clone(),
+                fold: item.fold,
+                candidate: c as u32,
+                ending,
+                tokens: tokens as u32,
+                truncated,
+                features: f,
+                origin: Some(origin.to_string()),
+            });
+        }
+    }
+    rows
+}
+
+/// The origins of rows from a pool written before the pool stored them, inferred from where they
+/// stand as the stage used to: candidate 0 is the gold, the next ones are the endings of the
+/// sources that run before the blocks (`before`, this run's), and the rest were sampled.
+fn infer_origins(rows: &mut [Candidate], before: &[Vec<Ending>]) {
+    for row in rows.iter_mut().filter(|r| r.origin.is_none()) {
+        let c = row.candidate as usize;
+        let origin = if c == 0 {
+            GOLD_ORIGIN
+        } else {
+            before
+                .get(row.item_index as usize)
+                .and_then(|b| b.get(c - 1))
+                .map_or(sources::sampled::NAME, |e| e.origin)
+        };
+        row.origin = Some(origin.to_string());
+    }
+}
+
+/// How far mixed precision moves what the stage computes, on one block's items with the real
+/// LMs: the first sampled token's distribution (total variation distance to fp32's) and the
+/// LM features of the gold endings (largest absolute difference per feature).
+#[derive(Serialize)]
+struct PrecisionCheck {
+    items: usize,
+    first_token_tv_mean: f64,
+    first_token_tv_max: f64,
+    feature_max_abs_difference: [f32; 8],
+}
+
+fn precision_check(
+    block: &[(usize, &Item)],
+    models: &HashMap<u32, (nn::VarStore, BiLm)>,
+    vocab: &Vocab,
+    settings: &SampleSettings,
+    batch: usize,
+    device: Device,
+) -> PrecisionCheck {
+    let (mut tv_sum, mut tv_max, mut n) = (0.0f64, 0.0f64, 0usize);
+    let mut diff = [0f32; 8];
+    for (fold, (_, lm)) in models {
+        let enc: Vec<Encoded> = block
+            .iter()
+            .filter(|(_, item)| item.fold == *fold)
+            .map(|(_, item)| Encoded::new(vocab, item))
+            .collect();
+        if enc.is_empty() {
+            continue;
+        }
+        let refs: Vec<&[i64]> = enc.iter().map(|e| e.prefix.as_slice()).collect();
+        let full = first_token_distribution(lm, &refs, settings);
+        let mixed = in_precision(true, device, || {
+            first_token_distribution(lm, &refs, settings)
+        });
+        for (p, q) in full.iter().zip(&mixed) {
+            let tv = 0.5
+                * p.iter()
+                    .zip(q)
+                    .map(|(a, b)| f64::from((a - b).abs()))
+                    .sum::<f64>();
+            tv_sum += tv;
+            tv_max = tv_max.max(tv);
+            n += 1;
+        }
+        let jobs: Vec<ItemEndings> = enc
+            .iter()
+            .map(|e| ItemEndings {
+                s: &e.s,
+                n: &e.n,
+                endings: vec![e.v.as_slice()],
+            })
+            .collect();
+        let full = items_features(lm, &jobs, batch, device);
+        let mixed = in_precision(true, device, || items_features(lm, &jobs, batch, device));
+        for (a, b) in full.iter().flatten().zip(mixed.iter().flatten()) {
+            for f in 0..8 {
+                diff[f] = diff[f].max((a[f] - b[f]).abs());
+            }
+        }
+    }
+    PrecisionCheck {
+        items: n,
+        first_token_tv_mean: tv_sum / n.max(1) as f64,
+        first_token_tv_max: tv_max,
+        feature_max_abs_difference: diff,
+    }
+}
+
+/// The `generate` stage.
+pub struct Generate;
+
+/// The stage's name (its directory, its `--force` spelling).
+pub const NAME: StageName = StageName::new("generate");
+
+impl crate::runner::Stage for Generate {
+    fn name(&self) -> StageName {
+        NAME
+    }
+
+    fn upstream(&self) -> Option<StageName> {
+        Some(super::lm::NAME)
+    }
+
+    /// Its pool parts.
+    fn holds_progress(&self, file: &std::path::Path) -> bool {
+        file.starts_with("pool")
+    }
+
+    fn uses_device(&self) -> bool {
+        true
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
+        use serde_json::json;
+        Ok(json!({"seed": config.run.seed, "generate": config.generate}))
+    }
+
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {
+        let outcome = run(ctx)?;
+        let complete = matches!(outcome, GenerateOutcome::Complete(_));
+        Ok((Box::new(outcome), complete))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool written before the pool stored origins reads them as the stage used to infer them:
+    /// the gold, then the endings of the sources that ran before the blocks, then sampled ones.
+    #[test]
+    fn rows_without_origins_get_them_from_where_they_stand() {
+        let row = |item_index: u32, candidate: u32, origin: Option<&str>| Candidate {
+            item_index,
+            item_id: format!("i{item_index}"),
+            fold: 0,
+            candidate,
+            ending: "runs .".into(),
+            tokens: 2,
+            truncated: false,
+            features: [0.0; 8],
+            origin: origin.map(str::to_string),
+        };
+        let ending = |origin: &'static str| Ending {
+            origin,
+            ..Ending::text("walks .")
+        };
+        let before = vec![vec![ending("own"), ending("borrowed")], vec![]];
+        let mut rows = vec![
+            row(0, 0, None),
+            row(0, 1, None),
+            row(0, 2, None),
+            row(0, 3, None),
+            row(1, 0, None),
+            row(1, 1, None),
+            row(1, 2, Some("pretrained")),
+        ];
+        infer_origins(&mut rows, &before);
+        let origins: Vec<&str> = rows.iter().map(|r| r.origin.as_deref().unwrap()).collect();
+        assert_eq!(
+            origins,
+            [
+                "gold",
+                "own",
+                "borrowed",
+                "sampled",
+                "gold",
+                "sampled",
+                "pretrained"
+            ]
+        );
+    }
+
+    /// On the CPU autocast does nothing, so the check must find no difference at all; this runs
+    /// the code path the GPU takes before its first block.
+    #[test]
+    fn the_precision_check_measures_nothing_where_nothing_changes() {
+        let words: HashMap<String, u64> = ["a", "man", "walks", "dog", ".", "the", "runs"]
+            .iter()
+            .map(|w| (w.to_string(), 5))
+            .collect();
+        let vocab = Vocab::from_counts(&words, 1);
+        let mut models = HashMap::new();
+        for fold in 0..2u32 {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let lm = BiLm::new(
+                &vs.root(),
+                af_nn::lm::LmShape {
+                    vocab: vocab.len() as i64,
+                    embedding: 8,
+                    hidden: 8,
+                    layers: 1,
+                    dropout: 0.0,
+                },
+            );
+            models.insert(fold, (vs, lm));
+        }
+        let items: Vec<Item> = (0..3)
+            .map(|i| Item {
+                id: format!("i{i}"),
+                group: format!("g{i}"),
+                fold: i % 2,
+                context: "a man walks .".into(),
+                noun_phrase: "the dog".into(),
+                ending: "runs .".into(),
+                context_tokens: 4,
+                noun_phrase_tokens: 2,
+                ending_tokens: 2,
+                distractors: Vec::new(),
+            })
+            .collect();
+        let block: Vec<(usize, &Item)> = items.iter().enumerate().collect();
+        let settings = SampleSettings {
+            max_tokens: 5,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            stop: vec![i64::from(vocab.id("."))],
+            device: Device::Cpu,
+        };
+        let check = precision_check(&block, &models, &vocab, &settings, 64, Device::Cpu);
+        assert_eq!(check.items, 3);
+        assert_eq!(
+            (check.first_token_tv_mean, check.first_token_tv_max),
+            (0.0, 0.0)
+        );
+        assert_eq!(check.feature_max_abs_difference, [0.0; 8]);
+    }
+}

@@ -1,0 +1,142 @@
+//! Where a pool's wrong endings come from: one [`EndingSource`] per file, run in the order of
+//! [`sources`]. Each offers endings for items; the stage joins them after the item's gold and
+//! the endings of the sources before it, scores every one with af's LMs and writes them to the
+//! pool with the source's name as their `origin`.
+//!
+//! A new source is a file here and a line in [`sources`]: its settings are read from
+//! `[generate]` ([`EndingSource::enabled`] and its own code), its place in the list is its place
+//! in each item's pool, and [`EndingSource::bar_label`] gives it a progress bar.
+//!
+//! Two ways to run. A source that does not stream is called once, before the pool's blocks, with
+//! every item (it may keep its own resumable parts under the stage's directory, as `pretrained`
+//! does); its endings are held until their blocks are written. A source that streams (af's LM
+//! sampler) is called for each block the run writes, while the previous block is written; it
+//! comes after every source that does not.
+
+pub mod borrowed;
+pub mod own;
+pub mod pretrained;
+pub mod sampled;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use af_core::config::GenerateConfig;
+use af_core::{Config, Item};
+use af_nn::lm::BiLm;
+use af_nn::sample::SampleSettings;
+use af_text::Vocab;
+use tch::{nn, Device};
+
+use super::Validity;
+use crate::progress::Bar;
+
+/// The sources a pool's endings come from, in the order they join each item's pool.
+pub fn sources() -> Vec<Box<dyn EndingSource>> {
+    vec![
+        Box::new(own::Own),
+        Box::new(borrowed::Borrowed),
+        Box::new(pretrained::Pretrained::default()),
+        Box::new(sampled::Sampled),
+    ]
+}
+
+/// One ending a source offers for an item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ending {
+    pub text: String,
+    /// Its af LM ids when the source drew them (the sampler): the pool scores these rather than
+    /// the text encoded again, and counts its tokens. Others are encoded from their text.
+    pub ids: Option<Vec<i64>>,
+    /// Cut at the token limit rather than ended by punctuation.
+    pub truncated: bool,
+    /// The source that gave it (set by the stage): the pool's `origin`.
+    pub origin: &'static str,
+}
+
+impl Ending {
+    /// An ending known by its text alone.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ids: None,
+            truncated: false,
+            origin: "",
+        }
+    }
+}
+
+/// Items a source is asked for: every question (a source that does not stream), or one block's.
+pub struct Items<'a> {
+    /// The block's number when the source streams.
+    pub block: Option<usize>,
+    /// (index in the items file, item), in order.
+    pub items: &'a [(usize, &'a Item)],
+}
+
+/// af's LMs, one per fold, as the stage loaded them to score the pool (and the sampler to draw
+/// from): present once a block is to be written.
+pub struct AfLms<'a> {
+    pub vocab: &'a Vocab,
+    pub models: HashMap<u32, (nn::VarStore, BiLm)>,
+    pub settings: SampleSettings,
+    /// Sampling and scoring under CUDA autocast.
+    pub mixed: bool,
+    /// `[generate] batch-sequences`.
+    pub batch: usize,
+}
+
+/// What a source may read.
+pub struct SourceContext<'a> {
+    /// `[generate]` and the seed.
+    pub config: &'a Config,
+    /// The stage's directory: a source's side files and resumable parts go here.
+    pub dir: &'a Path,
+    /// Every item of the run, the questions first (others' golds, prompts' examples).
+    pub all: &'a [Item],
+    /// The validity rules; `[generate] reject` turns endings away.
+    pub validity: &'a Validity<'a>,
+    pub device: Device,
+    /// af's LMs, for a source that streams.
+    pub lms: Option<&'a AfLms<'a>>,
+}
+
+/// What a source tells the stage's report (`report.json` under its name, and a line printed).
+pub struct SourceSummary {
+    pub json: serde_json::Value,
+    pub line: String,
+}
+
+/// A source of wrong endings for the pool.
+pub trait EndingSource: Send {
+    /// Its name: the `origin` of its endings in the pool, and its key in the report.
+    fn name(&self) -> &'static str;
+
+    /// Whether `[generate]` asks for its endings.
+    fn enabled(&self, g: &GenerateConfig) -> bool;
+
+    /// Called per block while the pool is written (true), or once with every item before (false).
+    fn streams(&self) -> bool {
+        false
+    }
+
+    /// The label of its progress bar (over items) when its work is long enough to show one.
+    fn bar_label(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Each item's new endings, in order: `so_far[i]` are the endings the sources before it gave
+    /// `items.items[i]`, which it should not repeat.
+    fn endings(
+        &mut self,
+        items: &Items,
+        so_far: &[Vec<Ending>],
+        ctx: &SourceContext,
+        bar: &dyn Bar,
+    ) -> anyhow::Result<Vec<Vec<Ending>>>;
+
+    /// What it did, for the report, once every block is done.
+    fn summary(&self) -> Option<SourceSummary> {
+        None
+    }
+}

@@ -1,0 +1,225 @@
+//! `sampled` (`[generate] endings`): endings af's own LMs draw after the item's context and noun
+//! phrase, the LM of the item's fold (which never trained on it), in rounds (`max-rounds`) until
+//! the item has its `endings` new ones: temperature, top-k and nucleus sampling from per-item
+//! streams, so a block draws the same whatever the batching or sharding. A draw that repeats an
+//! ending of the item's pool, or breaks a `[generate] reject` rule, is turned away; the draws the
+//! rules turned away are counted per block in `generate/rejected/`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use af_core::config::GenerateConfig;
+use af_core::ValidityRule;
+use af_nn::lm_files::encode;
+use af_nn::runtime::in_precision;
+use af_nn::sample::{sample, SampleJob};
+use af_text::detokenize;
+use rand::Rng;
+use serde::Serialize;
+
+use super::{Ending, EndingSource, Items, SourceContext};
+use crate::progress::Bar;
+use crate::stages::generate::{item_rng, Encoded};
+
+pub const NAME: &str = "sampled";
+
+pub struct Sampled;
+
+/// Draws an item's sampling rejected, per rule broken (a draw may break several), and in all.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+pub(crate) struct Rejected {
+    pub(crate) draws: usize,
+    pub(crate) by_rule: BTreeMap<ValidityRule, usize>,
+}
+
+fn rejected_path(dir: &Path, block: usize) -> PathBuf {
+    dir.join("rejected").join(format!("part-{block:05}.json"))
+}
+
+/// The draws the rules turned away in the first `blocks` blocks, from their records.
+pub(crate) fn rejected_draws(dir: &Path, blocks: usize) -> anyhow::Result<Rejected> {
+    let mut rejected = Rejected::default();
+    for b in 0..blocks {
+        let path = rejected_path(dir, b);
+        // A pool made before the rules existed has no record: nothing was rejected then.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let block: Rejected =
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        rejected.draws += block.draws;
+        for (rule, n) in block.by_rule {
+            *rejected.by_rule.entry(rule).or_default() += n;
+        }
+    }
+    Ok(rejected)
+}
+
+impl EndingSource for Sampled {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn enabled(&self, g: &GenerateConfig) -> bool {
+        g.endings > 0
+    }
+
+    fn streams(&self) -> bool {
+        true
+    }
+
+    fn endings(
+        &mut self,
+        items: &Items,
+        so_far: &[Vec<Ending>],
+        ctx: &SourceContext,
+        _bar: &dyn Bar,
+    ) -> anyhow::Result<Vec<Vec<Ending>>> {
+        let lms = ctx
+            .lms
+            .ok_or_else(|| anyhow::anyhow!("the sampler needs af's LMs, loaded for the blocks"))?;
+        let g = &ctx.config.generate;
+        let (vocab, settings, validity) = (lms.vocab, &lms.settings, ctx.validity);
+        let block = items.items;
+        let enc: Vec<Encoded> = block
+            .iter()
+            .map(|(_, item)| Encoded::new(vocab, item))
+            .collect();
+        let gold_tokens: Vec<Vec<String>> = block
+            .iter()
+            .map(|(_, item)| af_text::tokenize_lowercase(&item.ending))
+            .collect();
+        let mut rejected = Rejected::default();
+        let mut seen: Vec<HashSet<Vec<i64>>> =
+            enc.iter().map(|e| HashSet::from([e.v.clone()])).collect();
+        // The endings of the sources before come first, as they are; sampled ones repeat none.
+        let mut found: Vec<Vec<Vec<i64>>> = so_far
+            .iter()
+            .map(|endings| {
+                endings
+                    .iter()
+                    .map(|e| e.ids.clone().unwrap_or_else(|| encode(vocab, &e.text)))
+                    .collect()
+            })
+            .collect();
+        for (seen, found) in seen.iter_mut().zip(&found) {
+            seen.extend(found.iter().cloned());
+        }
+        let before: Vec<usize> = found.iter().map(Vec::len).collect();
+        let target: Vec<usize> = before.iter().map(|n| n + g.endings).collect();
+        let t = settings.max_tokens;
+        for round in 0..g.max_rounds {
+            // Duplicates are common for short contexts: ask for more than is missing.
+            let wanted: Vec<usize> = found
+                .iter()
+                .zip(&target)
+                .map(|(f, &target)| {
+                    let missing = target - f.len();
+                    if missing == 0 {
+                        0
+                    } else {
+                        missing + missing / 4 + 8
+                    }
+                })
+                .collect();
+            if wanted.iter().all(|&w| w == 0) {
+                break;
+            }
+            let uniforms: Vec<Vec<f32>> = block
+                .iter()
+                .zip(&wanted)
+                .map(|((index, _), &w)| {
+                    let mut rng = item_rng(ctx.config.run.seed, *index, round);
+                    (0..w * t).map(|_| rng.random::<f32>()).collect()
+                })
+                .collect();
+            // One model per fold: jobs of a fold together, in batches of at most `batch` sequences.
+            let mut by_fold: Vec<(u32, Vec<usize>)> = Vec::new();
+            for (i, (_, item)) in block.iter().enumerate() {
+                if wanted[i] == 0 {
+                    continue;
+                }
+                match by_fold.iter_mut().find(|(f, _)| *f == item.fold) {
+                    Some((_, v)) => v.push(i),
+                    None => by_fold.push((item.fold, vec![i])),
+                }
+            }
+            for (fold, members) in by_fold {
+                let (_, lm) = &lms.models[&fold];
+                let mut start = 0;
+                while start < members.len() {
+                    let mut end = start;
+                    let mut seqs = 0;
+                    while end < members.len()
+                        && (end == start || seqs + wanted[members[end]] <= lms.batch)
+                    {
+                        seqs += wanted[members[end]];
+                        end += 1;
+                    }
+                    let jobs: Vec<SampleJob> = members[start..end]
+                        .iter()
+                        .map(|&i| SampleJob {
+                            prefix: &enc[i].prefix,
+                            count: wanted[i],
+                            uniforms: &uniforms[i],
+                        })
+                        .collect();
+                    let drawn = in_precision(lms.mixed, ctx.device, || sample(lm, &jobs, settings));
+                    for (&i, endings_drawn) in members[start..end].iter().zip(drawn) {
+                        for e in endings_drawn {
+                            if found[i].len() == target[i] {
+                                break;
+                            }
+                            if !seen[i].insert(e.clone()) {
+                                continue;
+                            }
+                            if !validity.reject.is_empty() {
+                                // The ending as the pool will hold it, read back as the report
+                                // reads it.
+                                let words: Vec<&str> =
+                                    e.iter().map(|&id| vocab.word(id as u32)).collect();
+                                let ending = af_text::tokenize_lowercase(&detokenize(&words));
+                                let broken = validity.broken(&ending, Some(&gold_tokens[i]));
+                                if broken.iter().any(|r| validity.reject.contains(r)) {
+                                    rejected.draws += 1;
+                                    for r in broken {
+                                        *rejected.by_rule.entry(r).or_default() += 1;
+                                    }
+                                    continue;
+                                }
+                            }
+                            found[i].push(e);
+                        }
+                    }
+                    start = end;
+                }
+            }
+        }
+        if let Some(b) = items.block {
+            // Written before the block's part, so a finished part always has its record.
+            let path = rejected_path(ctx.dir, b);
+            std::fs::create_dir_all(path.parent().expect("a file in rejected/"))?;
+            af_core::atomic::write(&path, serde_json::to_string(&rejected)?.as_bytes())?;
+        }
+        Ok(found
+            .into_iter()
+            .zip(before)
+            .map(|(found, before)| {
+                found
+                    .into_iter()
+                    .skip(before)
+                    .map(|v| {
+                        let words: Vec<&str> = v.iter().map(|&id| vocab.word(id as u32)).collect();
+                        Ending {
+                            text: detokenize(&words),
+                            truncated: v.len() == t
+                                && !settings.stop.contains(v.last().unwrap_or(&0)),
+                            ids: Some(v),
+                            origin: NAME,
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
