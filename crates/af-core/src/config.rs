@@ -1716,6 +1716,123 @@ mod tests {
         );
     }
 
+    /// Every config the project ships (configs/, any depth) and the every-key fixtures
+    /// (testdata/configs/), each as `af config show` prints it and as the stages' fingerprints
+    /// record its sections, against testdata/config-golden/ (written before config.rs became
+    /// config/, issue 40): a change that moves how a config prints or fingerprints shows here.
+    /// Paths resolve against a fixed root (/af), so the files do not depend on the checkout.
+    /// `AF_BLESS=1` writes the files anew, after a change meant to move them.
+    #[test]
+    fn every_config_prints_and_fingerprints_as_recorded() {
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let golden = crate_dir.join("testdata/config-golden");
+        let bless = std::env::var_os("AF_BLESS").is_some();
+        let mut files = Vec::new();
+        collect_toml(
+            &crate_dir.join("../../configs"),
+            Path::new("/af/configs"),
+            &mut files,
+        );
+        collect_toml(
+            &crate_dir.join("testdata/configs"),
+            Path::new("/af/testdata"),
+            &mut files,
+        );
+        assert!(files.len() >= 12, "{files:?}");
+        let mut seen = std::collections::BTreeSet::new();
+        let mut failures = Vec::new();
+        for (path, base) in &files {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            assert!(seen.insert(stem.clone()), "two configs are called {stem}");
+            let text = std::fs::read_to_string(path).unwrap();
+            let mut c = Config::parse(&text, path).unwrap_or_else(|e| panic!("{e}"));
+            c.resolve_paths(base);
+            c.validate(path).unwrap_or_else(|e| panic!("{e}"));
+            let printed = c.to_toml();
+            let fingerprints = section_fingerprints(&c);
+            let (toml_path, json_path) = (
+                golden.join(format!("{stem}.toml")),
+                golden.join(format!("{stem}.json")),
+            );
+            if bless {
+                std::fs::create_dir_all(&golden).unwrap();
+                std::fs::write(&toml_path, &printed).unwrap();
+                let json = serde_json::to_string_pretty(&fingerprints).unwrap() + "\n";
+                std::fs::write(&json_path, json).unwrap();
+                continue;
+            }
+            let read = |p: &Path| {
+                std::fs::read_to_string(p).unwrap_or_else(|_| {
+                    panic!(
+                        "{} has no {} (AF_BLESS=1 writes it)",
+                        path.display(),
+                        p.display()
+                    )
+                })
+            };
+            if read(&toml_path) != printed {
+                failures.push(format!(
+                    "{stem}: prints otherwise than {}:\n{printed}",
+                    toml_path.display()
+                ));
+            }
+            let recorded: serde_json::Value = serde_json::from_str(&read(&json_path)).unwrap();
+            if recorded != fingerprints {
+                failures.push(format!(
+                    "{stem}: fingerprints otherwise than {}:\n{}",
+                    json_path.display(),
+                    serde_json::to_string_pretty(&fingerprints).unwrap()
+                ));
+            }
+        }
+        for entry in std::fs::read_dir(&golden).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if !seen.contains(&stem) {
+                if bless {
+                    std::fs::remove_file(&path).unwrap();
+                } else {
+                    failures.push(format!(
+                        "{}: no config of that name (AF_BLESS=1 removes it)",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    /// `*.toml` under `dir`, each with the directory its paths resolve against: `base` and the
+    /// file's subdirectory of `dir`.
+    fn collect_toml(dir: &Path, base: &Path, out: &mut Vec<(PathBuf, PathBuf)>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                collect_toml(&path, &base.join(path.file_name().unwrap()), out);
+            } else if path.extension().is_some_and(|e| e == "toml") {
+                out.push((path, base.to_path_buf()));
+            }
+        }
+    }
+
+    /// The config's sections as the stages' fingerprints record them.
+    fn section_fingerprints(c: &Config) -> serde_json::Value {
+        serde_json::json!({
+            "tagger": c.tagger,
+            "pairs": c.pairs,
+            "lm": c.lm,
+            "generate": c.generate,
+            "committee": c.committee,
+            "filter": c.filter,
+            "export": c.export,
+            "audit": c.audit,
+        })
+    }
+
     #[test]
     fn devices_parse() {
         assert_eq!(parse_device("cuda:1"), Ok(DeviceRequest::Cuda(1)));
