@@ -1,11 +1,13 @@
 //! af-core owns what every stage agrees on: the item and document types that travel between
 //! stages, the configuration (TOML mapped onto serde structs with defaults and
 //! `deny_unknown_fields`), and the small helpers for writing files so that a crash never leaves a
-//! half-written artifact. It has no libtorch and no I/O format beyond TOML.
+//! half-written artifact. It has no libtorch; its formats are TOML (configs) and the JSON that
+//! stages' fingerprints record of a config.
 
-pub mod ablate;
 pub mod atomic;
 pub mod config;
+/// `[ablate]`, where it always was: `af_core::ablate::Design` and the like.
+pub use config::ablate;
 pub mod hash;
 pub mod item;
 pub mod question;

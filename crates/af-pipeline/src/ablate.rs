@@ -214,7 +214,7 @@ pub fn run_on(
     let mut stamps = Vec::new();
     for c in &compositions {
         let cdir = dir.join(&c.name);
-        let stamp = composition_stamp(&composition_config(config, c), upstream)?;
+        let stamp = composition_stamp(config, c, upstream)?;
         if !request.force
             && cdir.join("started.json").exists()
             && !runner::started_with(&cdir, &stamp)
@@ -327,13 +327,16 @@ fn composition_config(config: &Config, c: &Composition) -> Config {
     own
 }
 
-/// What a composition's run depends on: what the filter stage's does, with its schedule.
+/// What a composition's run depends on: what the filter stage's does, with its schedule, and the
+/// candidate table it reads, built once for the whole config (every member the config names).
 fn composition_stamp(
     config: &Config,
+    c: &Composition,
     upstream: &serde_json::Value,
 ) -> anyhow::Result<serde_json::Value> {
     use crate::runner::Stage;
-    let mut stamp = crate::stages::filter::Filter.inputs(config)?;
+    let mut stamp = crate::stages::filter::Filter.inputs(&composition_config(config, c))?;
+    stamp["table-members"] = json!(config.named_members());
     stamp["upstream"] = upstream.clone();
     Ok(stamp)
 }
@@ -482,8 +485,9 @@ fn cross_matrix(
             "version": CROSS_VERSION,
             "dataset": stamp,
             "members": members,
-            "committee": config.committee,
-            "audit": config.audit,
+            "committee": config.committee.fingerprint(),
+            "table-members": config.named_members(),
+            "audit": config.audit.fingerprint(),
             "seed": config.run.seed,
         });
         let kept = (!request.force)

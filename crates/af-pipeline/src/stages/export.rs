@@ -678,7 +678,7 @@ impl crate::runner::Stage for Export {
 
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
-        Ok(json!({"export": config.export, "audit": config.audit}))
+        Ok(json!({"export": config.export.fingerprint(), "audit": config.audit.fingerprint()}))
     }
 
     fn run(

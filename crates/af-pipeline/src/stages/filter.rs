@@ -562,13 +562,21 @@ impl crate::runner::Stage for Filter {
 
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
-        Ok(json!({
+        let mut stamp = json!({
             "committee_version": COMMITTEE_VERSION,
             "seed": config.run.seed,
-            "committee": config.committee,
-            "filter": config.filter,
-            "tagger": config.tagger,
-        }))
+            "committee": config.committee.fingerprint(),
+            "filter": config.filter.fingerprint(),
+            "tagger": config.tagger.fingerprint(),
+        });
+        // The candidate table is built for every member the config names, [ablate]'s too: where
+        // those are more than the schedule's, they change the table (its vocabulary, its views)
+        // and with it the assignment.
+        let table = config.named_members();
+        if table != config.filter.members() {
+            stamp["table-members"] = json!(table);
+        }
+        Ok(stamp)
     }
 
     fn run(

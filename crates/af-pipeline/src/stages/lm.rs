@@ -334,8 +334,7 @@ impl crate::runner::Stage for Lm {
         for input in &config.lm.pretrain {
             pretrain.push(file_stamp(&input.path)?);
         }
-        let mut stamp =
-            json!({"seed": config.run.seed, "lm": config.lm, "pretrain_inputs": pretrain});
+        let mut stamp = json!({"seed": config.run.seed, "lm": config.lm.fingerprint(), "pretrain_inputs": pretrain});
         if let Some(run) = &config.lm.from {
             let files: Vec<_> = std::iter::once(run.join("lm/vocab.tsv"))
                 .chain(

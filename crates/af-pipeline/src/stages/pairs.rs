@@ -220,8 +220,8 @@ impl crate::runner::Stage for Pairs {
         }
         let mut stamp = json!({
             "seed": config.run.seed,
-            "pairs": config.pairs,
-            "tagger": config.tagger,
+            "pairs": config.pairs.fingerprint(),
+            "tagger": config.tagger.fingerprint(),
             "tagger_file": config.tagger.model.as_deref().map(file_stamp).transpose()?,
             "inputs": inputs,
         });

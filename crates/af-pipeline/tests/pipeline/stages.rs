@@ -929,3 +929,32 @@ fn every_config_in_the_repository_loads_and_points_at_its_files() {
         }
     }
 }
+
+/// The filter's fingerprint records the members `[ablate]` names beyond the schedule, for whom
+/// the candidate table is built too (its vocabulary, its views), and nothing else of `[ablate]`:
+/// an `[ablate]` over the schedule's own members leaves the filter up to date.
+#[test]
+fn members_ablate_names_beyond_the_schedule_enter_the_filters_fingerprint() {
+    let filter = FILTER.stage().unwrap();
+    let base = af_core::Config::default();
+    let mut config = base.clone();
+    config.ablate.members = af_core::member_names(&["bow", "cnn"]);
+    assert_eq!(
+        filter.inputs(&config).unwrap(),
+        filter.inputs(&base).unwrap()
+    );
+    config
+        .ablate
+        .compositions
+        .push(af_core::ablate::CompositionSpec {
+            name: "full-input".into(),
+            members: af_core::member_names(&["mlp", "lstm"]),
+            stages: Vec::new(),
+        });
+    let stamp = filter.inputs(&config).unwrap();
+    assert_eq!(
+        stamp["table-members"],
+        serde_json::json!(["mlp", "bow", "cnn", "pos-lstm", "lstm"])
+    );
+    assert_eq!(stamp["filter"], filter.inputs(&base).unwrap()["filter"]);
+}

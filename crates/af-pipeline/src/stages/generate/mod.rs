@@ -543,7 +543,7 @@ impl crate::runner::Stage for Generate {
 
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
-        Ok(json!({"seed": config.run.seed, "generate": config.generate}))
+        Ok(json!({"seed": config.run.seed, "generate": config.generate.fingerprint()}))
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {

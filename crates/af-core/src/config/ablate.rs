@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FilterConfig, MemberName, Phase, SwapHead};
+use super::committee::MemberName;
+use super::filter::{FilterConfig, Phase, SwapHead};
 
 /// How the compositions are drawn from `members`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +57,7 @@ pub struct CompositionSpec {
     pub name: String,
     pub members: Vec<MemberName>,
     /// Its own schedule; empty: the config's `[[filter.stages]]` restricted to its members.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "super::is_default")]
     pub stages: Vec<Phase>,
 }
 
@@ -78,16 +79,11 @@ impl AblateConfig {
 
     /// The members the design ranges over.
     pub fn members(&self, filter: &FilterConfig) -> Vec<MemberName> {
-        if !self.members.is_empty() {
-            return self.members.clone();
+        if self.members.is_empty() {
+            filter.members()
+        } else {
+            self.members.clone()
         }
-        let mut out: Vec<MemberName> = Vec::new();
-        for m in filter.stages.iter().flat_map(|s| &s.members) {
-            if !out.contains(m) {
-                out.push(m.clone());
-            }
-        }
-        out
     }
 
     /// Every composition of the design, in a fixed order (full first), each with its schedule.

@@ -1,0 +1,420 @@
+//! `[generate]`: the candidate endings of each item's pool, sampled from af's LMs, borrowed from
+//! other items, or written by a pretrained generator, and the rules that turn endings away.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::fingerprint::Fingerprint;
+use super::pairs::PairsConfig;
+use super::precision::Precision;
+use super::{equals, is_default, is_one};
+
+/// `af generate`: candidate endings per item, sampled from the LM that never saw its fold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GenerateConfig {
+    /// Unique endings wanted per item (SWAG: 1023, so that with the gold there are 1024).
+    pub endings: usize,
+    /// An ending stops at `.`, `!` or `?`, or after this many tokens.
+    pub max_tokens: usize,
+    pub temperature: f64,
+    /// Draw among the k most likely next tokens only (0: all).
+    #[serde(skip_serializing_if = "is_default")]
+    pub top_k: usize,
+    /// Nucleus sampling: draw among the fewest most likely tokens whose probability reaches p
+    /// (1: all).
+    #[serde(skip_serializing_if = "is_one")]
+    pub top_p: f64,
+    /// Endings breaking these rules are not kept (more are sampled in later rounds); every rule
+    /// is counted in the report either way.
+    #[serde(skip_serializing_if = "is_default")]
+    pub reject: Vec<ValidityRule>,
+    /// `near-copy`: the share of the gold's words an ending may share before it is one.
+    #[serde(skip_serializing_if = "is_default_near_copy_overlap")]
+    pub near_copy_overlap: f64,
+    /// `length-gap`: how many tokens longer or shorter than the gold an ending may be.
+    #[serde(skip_serializing_if = "equals::<DEFAULT_MAX_LENGTH_GAP>")]
+    pub max_length_gap: usize,
+    /// Sampling rounds per item before it keeps what it has.
+    pub max_rounds: usize,
+    /// Items processed together and written as one part of the pool: the unit of resuming and
+    /// of sharding, and the bound on memory (this many items' candidates are held at once).
+    pub block_items: usize,
+    /// Sequences sampled in one batch on the device.
+    pub batch_sequences: usize,
+    /// Generate for the first this-many items only (0: all), for trials on a CPU.
+    pub limit_items: usize,
+    /// Borrowed endings per item: gold endings of other items of its fold (other groups, and items
+    /// past `limit-items` first), joined to its pool before the sampled ones. Human-written, so
+    /// fluent; wrong mostly because they belong to another video. 0: SWAG's pool, sampled only.
+    #[serde(skip_serializing_if = "is_default")]
+    pub borrowed_endings: usize,
+    /// Borrow only endings that begin as the item's own gold does (af-text's `validity::onset`:
+    /// the same verb form or word class past adverbs), so that one read after the item's noun
+    /// phrase agrees with it: `runs` after "The man", `run` after "Two men". Off by default so
+    /// that runs made before it keep their fingerprints.
+    #[serde(skip_serializing_if = "is_default")]
+    pub borrowed_agree: bool,
+    /// Endings per item written by a pretrained causal LM (af-nn's `causal_lm`; by default
+    /// SmolLM2-135M, which `scripts/setup` installs), prompted with the item's context and noun
+    /// phrase and sampled with this section's temperature, top-k, top-p and `max-tokens`. English
+    /// from the first draw, unlike the endings of af's own small LMs; they join the pool after the
+    /// borrowed endings, and af's LMs give them LM features as to every ending. 0: none.
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_endings: usize,
+    /// The pretrained generator's GGUF file (a Llama-architecture model with a byte-level BPE
+    /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_model: Option<PathBuf>,
+    /// Example captions in the generator's prompt: this many other items' context and gold
+    /// second sentence, one pair a line, before the item's own (other videos, past the questions
+    /// while there are such). They show a web-trained LM the captions' style.
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_examples: usize,
+    /// Sequences the pretrained generator continues at once: its key/value cache (about 3 MB a
+    /// sequence for SmolLM2-135M) is the memory bound.
+    #[serde(skip_serializing_if = "equals::<DEFAULT_PRETRAINED_BATCH>")]
+    pub pretrained_batch: usize,
+    /// Length shaping of pretrained endings (0: none): each ending aims at a length
+    /// (`pretrained-length-target`); the generator may not end a sentence more than half of
+    /// `max-length-gap` words short of it, and past it this many nats per word are added to its
+    /// sentence-end tokens' logits. A web-trained model writes longer than captions do, and the
+    /// `length-gap` rule otherwise turns many of its draws away (docs/decisions.md).
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_length_bias: f64,
+    /// The length each shaped ending aims at; see [`LengthTarget`].
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_length_target: LengthTarget,
+    /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
+    /// what was used and, for `mixed`, how far it moved the numbers.
+    #[serde(skip_serializing_if = "is_default")]
+    pub precision: Precision,
+}
+
+const DEFAULT_NEAR_COPY_OVERLAP: f64 = 0.8;
+const DEFAULT_MAX_LENGTH_GAP: usize = 8;
+const DEFAULT_PRETRAINED_BATCH: usize = 256;
+
+fn is_default_near_copy_overlap(x: &f64) -> bool {
+    *x == DEFAULT_NEAR_COPY_OVERLAP
+}
+
+impl Default for GenerateConfig {
+    fn default() -> Self {
+        Self {
+            endings: 1023,
+            max_tokens: 25,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            reject: Vec::new(),
+            near_copy_overlap: DEFAULT_NEAR_COPY_OVERLAP,
+            max_length_gap: DEFAULT_MAX_LENGTH_GAP,
+            max_rounds: 6,
+            block_items: 64,
+            batch_sequences: 16384,
+            limit_items: 0,
+            borrowed_endings: 0,
+            borrowed_agree: false,
+            pretrained_endings: 0,
+            pretrained_model: None,
+            pretrained_examples: 0,
+            pretrained_batch: DEFAULT_PRETRAINED_BATCH,
+            pretrained_length_bias: 0.0,
+            pretrained_length_target: LengthTarget::NearbyGold,
+            precision: Precision::Auto,
+        }
+    }
+}
+
+impl GenerateConfig {
+    /// Checks what serde cannot; the message names the key. `pairs` says whether every input
+    /// brings its own options (then the pool may have no sampled endings).
+    pub fn validate(&self, pairs: &PairsConfig) -> Result<(), String> {
+        // A pool may hold only the questions inputs' own options (`af refilter` without new
+        // endings), or only borrowed and pretrained endings; other items have nothing but what
+        // af's LMs sample.
+        if self.endings == 0
+            && !pairs.only_questions()
+            && self.borrowed_endings == 0
+            && self.pretrained_endings == 0
+        {
+            return Err("[generate] endings must be positive (it may be 0 when every input is a `questions` input, whose options make the pool, or with borrowed-endings or pretrained-endings)".into());
+        }
+        if self.max_tokens == 0
+            || self.block_items == 0
+            || self.batch_sequences == 0
+            || self.max_rounds == 0
+        {
+            return Err("[generate] max-tokens, max-rounds, block-items and batch-sequences must be positive".into());
+        }
+        if self.temperature <= 0.0 {
+            return Err("[generate] temperature must be positive".into());
+        }
+        if !(self.near_copy_overlap > 0.0 && self.near_copy_overlap <= 1.0) {
+            return Err(format!(
+                "[generate] near-copy-overlap = {}: must be in (0, 1]",
+                self.near_copy_overlap
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!(
+                "[generate] top-p = {}: must be in (0, 1]",
+                self.top_p
+            ));
+        }
+        if self.pretrained_model.is_some() && self.pretrained_endings == 0 {
+            return Err(
+                "[generate] pretrained-model is used only with pretrained-endings = N (N > 0)"
+                    .into(),
+            );
+        }
+        if self.pretrained_batch == 0 {
+            return Err("[generate] pretrained-batch must be positive".into());
+        }
+        if !(self.pretrained_length_bias.is_finite() && self.pretrained_length_bias >= 0.0) {
+            return Err(format!(
+                "[generate] pretrained-length-bias = {}: must be 0 (none) or positive",
+                self.pretrained_length_bias
+            ));
+        }
+        if self.pretrained_length_target != LengthTarget::default()
+            && self.pretrained_length_bias == 0.0
+        {
+            return Err("[generate] pretrained-length-target does nothing without pretrained-length-bias: set pretrained-length-bias (for example 1.0), or remove pretrained-length-target".into());
+        }
+        if self.pretrained_length_bias > 0.0 && self.pretrained_endings == 0 {
+            return Err("[generate] pretrained-length-bias is used only with pretrained-endings = N (N > 0)".into());
+        }
+        if self.borrowed_agree && self.borrowed_endings == 0 {
+            return Err("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into());
+        }
+        Ok(())
+    }
+
+    /// The section as the generate stage's fingerprint records it. Every key changes the pool:
+    /// `block-items` cuts it into its parts, and the batch sizes decide which draws share a
+    /// batch on the device.
+    pub fn fingerprint(&self) -> serde_json::Value {
+        let Self {
+            endings,
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            reject,
+            near_copy_overlap,
+            max_length_gap,
+            max_rounds,
+            block_items,
+            batch_sequences,
+            limit_items,
+            borrowed_endings,
+            borrowed_agree,
+            pretrained_endings,
+            pretrained_model,
+            pretrained_examples,
+            pretrained_batch,
+            pretrained_length_bias,
+            pretrained_length_target,
+            precision,
+        } = self;
+        let d = Self::default();
+        Fingerprint::default()
+            .key("endings", endings)
+            .key("max-tokens", max_tokens)
+            .key("temperature", temperature)
+            .later("top-k", top_k, &d.top_k)
+            .later("top-p", top_p, &d.top_p)
+            .later("reject", reject, &d.reject)
+            .later("near-copy-overlap", near_copy_overlap, &d.near_copy_overlap)
+            .later("max-length-gap", max_length_gap, &d.max_length_gap)
+            .key("max-rounds", max_rounds)
+            .key("block-items", block_items)
+            .key("batch-sequences", batch_sequences)
+            .key("limit-items", limit_items)
+            .later("borrowed-endings", borrowed_endings, &d.borrowed_endings)
+            .later("borrowed-agree", borrowed_agree, &d.borrowed_agree)
+            .later(
+                "pretrained-endings",
+                pretrained_endings,
+                &d.pretrained_endings,
+            )
+            .later("pretrained-model", pretrained_model, &d.pretrained_model)
+            .later(
+                "pretrained-examples",
+                pretrained_examples,
+                &d.pretrained_examples,
+            )
+            .later("pretrained-batch", pretrained_batch, &d.pretrained_batch)
+            .later(
+                "pretrained-length-bias",
+                pretrained_length_bias,
+                &d.pretrained_length_bias,
+            )
+            .later(
+                "pretrained-length-target",
+                pretrained_length_target,
+                &d.pretrained_length_target,
+            )
+            .later("precision", precision, &d.precision)
+            .finish()
+    }
+}
+
+/// What length a shaped pretrained ending aims at (`[generate] pretrained-length-target`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LengthTarget {
+    /// Per ending, the gold length of another item (another video, past the questions while there
+    /// are such) whose gold is within `max-length-gap` tokens of this item's own: the lengths
+    /// `other-gold` draws, less those the `length-gap` rule would turn away anyway, so fewer draws
+    /// are wasted while the kept distractors' lengths stay those `other-gold` keeps
+    /// (docs/decisions.md).
+    #[default]
+    NearbyGold,
+    /// Per ending, the gold length of another item, drawn at random (another video, past the
+    /// questions while there are such): distractors' lengths follow the captions' distribution,
+    /// independent of the item's own gold, until the `length-gap` rule judges them. The default
+    /// until 2026-12-04, kept to reproduce the runs measured with it.
+    OtherGold,
+    /// The item's own gold length. Distractors then cluster around the gold's length, which
+    /// makes the gold the most typical length among its options: a detector that picks the option
+    /// closest to the options' median length reads it (docs/results.md). Kept to reproduce the
+    /// first shaped run.
+    Gold,
+}
+
+/// A validity rule for generated endings (af-text's `validity` module holds the rules): why an
+/// ending is not a good distractor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValidityRule {
+    /// Shares most of its words with the gold ending: a second right answer.
+    NearCopy,
+    /// A word three times in a row, or a content word three times.
+    Repeat,
+    /// Stops on a determiner, adposition, conjunction or "to".
+    Dangling,
+    /// No verb.
+    NoVerb,
+    /// Much longer or shorter than the gold ending.
+    LengthGap,
+}
+
+impl ValidityRule {
+    pub const ALL: [ValidityRule; 5] = [
+        ValidityRule::NearCopy,
+        ValidityRule::Repeat,
+        ValidityRule::Dangling,
+        ValidityRule::NoVerb,
+        ValidityRule::LengthGap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ValidityRule::NearCopy => "near-copy",
+            ValidityRule::Repeat => "repeat",
+            ValidityRule::Dangling => "dangling",
+            ValidityRule::NoVerb => "no-verb",
+            ValidityRule::LengthGap => "length-gap",
+        }
+    }
+
+    /// The rules that read the ending alone (the gold can be checked against them too).
+    pub fn of_the_ending_alone(self) -> bool {
+        matches!(
+            self,
+            ValidityRule::Repeat | ValidityRule::Dangling | ValidityRule::NoVerb
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{checked, Config};
+
+    #[test]
+    fn pretrained_length_bias_needs_pretrained_endings_and_is_not_negative() {
+        let c =
+            checked("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.5\n").unwrap();
+        assert_eq!(c.generate.pretrained_length_bias, 1.5);
+        assert!(toml::to_string(&c.generate)
+            .unwrap()
+            .contains("pretrained-length-bias = 1.5"));
+        assert!(
+            !toml::to_string(&checked("").unwrap().generate)
+                .unwrap()
+                .contains("length-bias"),
+            "off, and not written, by default"
+        );
+        let err = checked("[generate]\npretrained-length-bias = 1.0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pretrained-endings"), "{err}");
+        let err = checked("[generate]\npretrained-endings = 4\npretrained-length-bias = -1.0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pretrained-length-bias = -1"), "{err}");
+        let c = checked("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.0\npretrained-length-target = \"gold\"\n").unwrap();
+        assert_eq!(c.generate.pretrained_length_target, LengthTarget::Gold);
+        let c = checked("[generate]\npretrained-endings = 4\npretrained-length-bias = 1.0\npretrained-length-target = \"other-gold\"\n").unwrap();
+        assert_eq!(c.generate.pretrained_length_target, LengthTarget::OtherGold);
+        assert!(
+            toml::to_string(&c.generate)
+                .unwrap()
+                .contains("pretrained-length-target = \"other-gold\""),
+            "written when not the default"
+        );
+        assert_eq!(
+            checked("").unwrap().generate.pretrained_length_target,
+            LengthTarget::NearbyGold
+        );
+        let err =
+            checked("[generate]\npretrained-endings = 4\npretrained-length-target = \"gold\"\n")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("pretrained-length-bias"), "{err}");
+    }
+
+    #[test]
+    fn borrowed_agree_needs_borrowed_endings_and_is_absent_when_off() {
+        let c = checked("[generate]\nborrowed-endings = 64\nborrowed-agree = true\n").unwrap();
+        assert!(c.generate.borrowed_agree && c.to_toml().contains("borrowed-agree = true"));
+        assert_eq!(c.generate.fingerprint()["borrowed-agree"], true);
+        assert!(
+            !Config::default().to_toml().contains("borrowed-agree"),
+            "not printed when off"
+        );
+        assert!(
+            Config::default()
+                .generate
+                .fingerprint()
+                .get("borrowed-agree")
+                .is_none(),
+            "older runs keep their fingerprints"
+        );
+        let e = checked("[generate]\nborrowed-agree = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("borrowed-agree") && e.contains("borrowed-endings"),
+            "{e}"
+        );
+    }
+
+    /// Only `questions` inputs, whose options make the pool, or borrowed or pretrained endings
+    /// let a config ask for no sampled endings.
+    #[test]
+    fn no_sampled_endings_needs_another_source() {
+        let err = checked("[generate]\nendings = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("endings must be positive"), "{err}");
+        assert!(checked("[generate]\nendings = 0\nborrowed-endings = 8\n").is_ok());
+        let questions = "[[pairs.inputs]]\npath = \"q.jsonl\"\nformat = \"questions\"\n";
+        assert!(checked(&format!("{questions}[generate]\nendings = 0\n")).is_ok());
+    }
+}
