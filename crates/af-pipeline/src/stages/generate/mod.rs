@@ -463,8 +463,7 @@ fn precision_check(
     batch: usize,
     device: Device,
 ) -> PrecisionCheck {
-    let (mut tv_sum, mut tv_max, mut n) = (0.0f64, 0.0f64, 0usize);
-    let mut diff = [0f32; 8];
+    let mut check = PrecisionDifference::default();
     for (fold, (_, lm)) in models {
         let enc: Vec<Encoded> = block
             .iter()
@@ -479,16 +478,6 @@ fn precision_check(
         let mixed = in_precision(true, device, || {
             first_token_distribution(lm, &refs, settings)
         });
-        for (p, q) in full.iter().zip(&mixed) {
-            let tv = 0.5
-                * p.iter()
-                    .zip(q)
-                    .map(|(a, b)| f64::from((a - b).abs()))
-                    .sum::<f64>();
-            tv_sum += tv;
-            tv_max = tv_max.max(tv);
-            n += 1;
-        }
         let jobs: Vec<ItemEndings> = enc
             .iter()
             .map(|e| ItemEndings {
@@ -497,19 +486,60 @@ fn precision_check(
                 endings: vec![e.v.as_slice()],
             })
             .collect();
-        let full = items_features(lm, &jobs, batch, device);
-        let mixed = in_precision(true, device, || items_features(lm, &jobs, batch, device));
-        for (a, b) in full.iter().flatten().zip(mixed.iter().flatten()) {
+        let full_features = items_features(lm, &jobs, batch, device);
+        let mixed_features =
+            in_precision(true, device, || items_features(lm, &jobs, batch, device));
+        check.add(&full, &mixed, &full_features, &mixed_features);
+    }
+    check.finish()
+}
+
+/// The running sums of [`PrecisionCheck`]: first-token distributions and gold features computed
+/// twice, in fp32 and in the precision under test.
+#[derive(Default)]
+struct PrecisionDifference {
+    tv_sum: f64,
+    tv_max: f64,
+    items: usize,
+    features: [f32; 8],
+}
+
+impl PrecisionDifference {
+    fn add(
+        &mut self,
+        full: &[Vec<f32>],
+        lowered: &[Vec<f32>],
+        full_features: &[Vec<[f32; 8]>],
+        lowered_features: &[Vec<[f32; 8]>],
+    ) {
+        for (p, q) in full.iter().zip(lowered) {
+            let tv = 0.5
+                * p.iter()
+                    .zip(q)
+                    .map(|(a, b)| f64::from((a - b).abs()))
+                    .sum::<f64>();
+            self.tv_sum += tv;
+            self.tv_max = self.tv_max.max(tv);
+            self.items += 1;
+        }
+        for (a, b) in full_features
+            .iter()
+            .flatten()
+            .zip(lowered_features.iter().flatten())
+        {
             for f in 0..8 {
-                diff[f] = diff[f].max((a[f] - b[f]).abs());
+                self.features[f] = self.features[f].max((a[f] - b[f]).abs());
             }
         }
     }
-    PrecisionCheck {
-        items: n,
-        first_token_tv_mean: tv_sum / n.max(1) as f64,
-        first_token_tv_max: tv_max,
-        feature_max_abs_difference: diff,
+
+    fn finish(self) -> PrecisionCheck {
+        PrecisionCheck {
+            items: self.items,
+            first_token_tv_mean: self.tv_sum / self.items.max(1) as f64,
+            first_token_tv_max: self.tv_max,
+            feature_max_abs_difference: self.features,
+        }
     }
 }
 
@@ -602,8 +632,39 @@ mod tests {
         );
     }
 
+    /// The check's arithmetic on distributions and features whose differences are known: the
+    /// total variation distance is half the L1 distance, its mean is over items, and each
+    /// feature's largest difference is taken over every ending.
+    #[test]
+    fn the_precision_check_measures_known_differences() {
+        let mut d = PrecisionDifference::default();
+        let full = vec![vec![0.5, 0.5, 0.0], vec![1.0, 0.0, 0.0]];
+        let lowered = vec![vec![0.4, 0.5, 0.1], vec![0.7, 0.2, 0.1]];
+        let mut a = [0f32; 8];
+        let mut b = [0f32; 8];
+        a[0] = -2.0;
+        b[0] = -2.25;
+        b[7] = 3.0;
+        d.add(&full, &lowered, &[vec![a, a]], &[vec![a, b]]);
+        let check = d.finish();
+        assert_eq!(check.items, 2);
+        assert!(
+            (check.first_token_tv_max - 0.3).abs() < 1e-6,
+            "{}",
+            check.first_token_tv_max
+        );
+        assert!(
+            (check.first_token_tv_mean - 0.2).abs() < 1e-6,
+            "{}",
+            check.first_token_tv_mean
+        );
+        assert_eq!(check.feature_max_abs_difference[0], 0.25);
+        assert_eq!(check.feature_max_abs_difference[7], 3.0);
+        assert_eq!(check.feature_max_abs_difference[3], 0.0);
+    }
+
     /// On the CPU autocast does nothing, so the check must find no difference at all; this runs
-    /// the code path the GPU takes before its first block.
+    /// the code path the GPU takes before its first block, end to end with real LMs.
     #[test]
     fn the_precision_check_measures_nothing_where_nothing_changes() {
         let words: HashMap<String, u64> = ["a", "man", "walks", "dog", ".", "the", "runs"]
