@@ -8,6 +8,13 @@
 //! Each section lives in its own file with its enums, its defaults, its `validate()` (what serde
 //! cannot check) and its `fingerprint()` (what a stage that reads it records, see [`fingerprint`]).
 //! This file holds the root: loading, resolving paths, printing, and validating section by section.
+//!
+//! A new key goes in its section's file: the field with its doc and serde attributes, its value in
+//! `Default`, its checks in `validate()`, and its line in `fingerprint()` (`later` when existing
+//! runs ran with its default, so they stay up to date). A new section: its own file here, a field
+//! of `Config` printed only when set (as `[ablate]` is, so that printed configs stay as they are),
+//! its `validate()` called from `Config::validate`, and its `fingerprint()` in the `inputs` of each
+//! stage that reads it.
 
 use std::path::{Path, PathBuf};
 
