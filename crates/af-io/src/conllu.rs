@@ -35,29 +35,34 @@ pub fn read_conllu(path: &Path) -> Result<Vec<TaggedSentence>, ReadError> {
         }
         let fields: Vec<&str> = line.split('\t').collect();
         if fields.len() != 10 {
-            return Err(ReadError::Record {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: format!("expected 10 tab-separated fields, found {}", fields.len()),
-            });
+            return Err(ReadError::record(
+                path,
+                line_no,
+                None,
+                format!("expected 10 tab-separated fields, found {}", fields.len()),
+            ));
         }
         let id = fields[0];
         if id.contains('-') || id.contains('.') {
             continue;
         }
         if id.parse::<u32>().is_err() {
-            return Err(ReadError::Record {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: format!("field ID: `{id}` is not a word index"),
-            });
+            return Err(ReadError::record(
+                path,
+                line_no,
+                Some(1),
+                format!("field ID: `{id}` is not a word index"),
+            ));
         }
         if fields[3] == "_" || fields[3].is_empty() {
-            return Err(ReadError::Record {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: "field UPOS is empty".into(),
-            });
+            // Fields 1-3 and their tabs come before UPOS.
+            let column = fields[..3].iter().map(|f| f.len() + 1).sum::<usize>() + 1;
+            return Err(ReadError::record(
+                path,
+                line_no,
+                Some(column),
+                "field UPOS is empty",
+            ));
         }
         current.words.push(fields[1].to_string());
         current.tags.push(training_tag(fields[3], fields[4]));

@@ -10,7 +10,10 @@ use af_core::Document;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::text::{parse_json, parse_json_naming, strip_bom, unique_columns};
+use crate::text::{
+    column_of, csv_field_place, kind_and_value, parse_json, parse_json_naming, shown, strip_bom,
+    unique_columns, Step, UniqueIds,
+};
 use crate::{read_utf8, ReadError};
 
 /// Reads one configured input.
@@ -103,10 +106,27 @@ pub fn read_activitynet(path: &Path) -> Result<Vec<Document>, ReadError> {
         .collect())
 }
 
-/// One CSV row or JSONL line: its line number and its named string fields.
+/// One field of a CSV row or JSONL line, with its kind (a CSV cell is always text) and where it
+/// starts.
+struct Field {
+    cell: Cell,
+    line: usize,
+    column: Option<usize>,
+}
+
+enum Cell {
+    Text(String),
+    Integer(String),
+    /// Any other number, as the file wrote it.
+    Number(String),
+    /// A list, an object or a boolean, in words.
+    Other(String),
+}
+
+/// One CSV row or JSONL line: its line number and its named fields.
 struct Record {
     line: usize,
-    fields: HashMap<String, String>,
+    fields: HashMap<String, Field>,
 }
 
 struct Records {
@@ -117,9 +137,10 @@ struct Records {
 
 fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
     let text = read_utf8(path)?;
+    let text = strip_bom(&text);
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter)
-        .from_reader(strip_bom(&text).as_bytes());
+        .from_reader(text.as_bytes());
     let csv_err = |e: csv::Error| {
         let line = e.position().map_or(0, |p| p.line() as usize);
         let message = match e.kind() {
@@ -130,11 +151,7 @@ fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
             }
             _ => e.to_string(),
         };
-        ReadError::Record {
-            path: path.to_path_buf(),
-            line,
-            message,
-        }
+        ReadError::record(path, line, None, message)
     };
     let header = reader.headers().map_err(csv_err)?;
     let columns: Vec<String> = header.iter().map(str::to_string).collect();
@@ -152,11 +169,23 @@ fn csv_records(path: &Path, delimiter: u8) -> Result<Records, ReadError> {
     let mut rows = Vec::new();
     for row in reader.records() {
         let row = row.map_err(csv_err)?;
-        let line = row.position().map_or(0, |p| p.line() as usize);
+        let (line, start) = row
+            .position()
+            .map_or((0, 0), |p| (p.line() as usize, p.byte() as usize));
         let fields = columns
             .iter()
             .cloned()
-            .zip(row.iter().map(str::to_string))
+            .zip(row.iter())
+            .enumerate()
+            .map(|(i, (name, cell))| {
+                let place = csv_field_place(text, start, line, delimiter, i);
+                let field = Field {
+                    cell: Cell::Text(cell.to_string()),
+                    line: place.map_or(line, |p| p.0),
+                    column: place.map(|p| p.1),
+                };
+                (name, field)
+            })
             .collect();
         rows.push(Record { line, fields });
     }
@@ -178,27 +207,37 @@ fn jsonl_records(path: &Path) -> Result<Records, ReadError> {
         }
         let value: serde_json::Value = parse_json(path, line, i)?;
         let serde_json::Value::Object(obj) = value else {
-            return Err(ReadError::Record {
-                path: path.to_path_buf(),
-                line: i + 1,
-                message: "expected a JSON object".into(),
-            });
+            return Err(ReadError::record(
+                path,
+                i + 1,
+                Some(line.len() - line.trim_start().len() + 1),
+                "expected a JSON object",
+            ));
         };
         let mut fields = HashMap::new();
         for (k, v) in obj {
             if !columns.contains(&k) {
                 columns.push(k.clone());
             }
-            let s = match v {
-                serde_json::Value::String(s) => s,
-                serde_json::Value::Number(n) => n.to_string(),
-                serde_json::Value::Null => continue,
-                other => {
-                    // Kept so that a layout that names this field reports its type.
-                    format!("\u{0}{}", json_type(&other))
+            let steps = [Step::Key(&k)];
+            let cell = match &v {
+                serde_json::Value::String(s) => Cell::Text(s.clone()),
+                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
+                    Cell::Integer(n.to_string())
                 }
+                serde_json::Value::Number(_) => Cell::Number(shown(line, &steps, &v)),
+                serde_json::Value::Null => continue,
+                other => Cell::Other(kind_and_value(line, &steps, other)),
             };
-            fields.insert(k, s);
+            let column = column_of(line, &steps);
+            fields.insert(
+                k,
+                Field {
+                    cell,
+                    line: i + 1,
+                    column,
+                },
+            );
         }
         rows.push(Record {
             line: i + 1,
@@ -216,15 +255,6 @@ fn jsonl_records(path: &Path) -> Result<Records, ReadError> {
         columns,
         rows,
     })
-}
-
-fn json_type(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-        serde_json::Value::Bool(_) => "a boolean",
-        _ => "a value",
-    }
 }
 
 fn read_records(spec: &InputSpec, records: Records) -> Result<Vec<Document>, ReadError> {
@@ -266,29 +296,63 @@ fn read_records(spec: &InputSpec, records: Records) -> Result<Vec<Document>, Rea
             ),
         });
     }
-    let field = |r: &Record, name: &str| -> Result<String, ReadError> {
-        match r.fields.get(name) {
-            Some(v) if v.starts_with('\u{0}') => Err(ReadError::Record {
-                path: path.clone(),
-                line: r.line,
-                message: format!("field `{name}` is {}, expected a string", &v[1..]),
-            }),
-            Some(v) => Ok(v.trim().to_string()),
-            None => Err(ReadError::Record {
-                path: path.clone(),
-                line: r.line,
-                message: format!("field `{name}` is missing"),
-            }),
+    fn get<'r>(path: &Path, r: &'r Record, name: &str) -> Result<&'r Field, ReadError> {
+        r.fields.get(name).ok_or_else(|| {
+            ReadError::record(path, r.line, None, format!("field `{name}` is missing"))
+        })
+    }
+    let wrong = |f: &Field, message: String| ReadError::record(path, f.line, f.column, message);
+    // Text (a caption, a sentence) must be text: a number would become its digits.
+    let text = |r: &Record, name: &str| -> Result<String, ReadError> {
+        let f = get(path, r, name)?;
+        match &f.cell {
+            Cell::Text(t) => Ok(t.trim().to_string()),
+            Cell::Integer(n) | Cell::Number(n) => Err(wrong(
+                f,
+                format!("field `{name}` is the number {n}, expected text (a JSON string)"),
+            )),
+            Cell::Other(what) => Err(wrong(
+                f,
+                format!("field `{name}` is {what}, expected text (a JSON string)"),
+            )),
         }
+    };
+    // A group or an id: text or an integer, never empty (an empty cell would make one group of
+    // every row that has one).
+    let key = |r: &Record, name: &str| -> Result<String, ReadError> {
+        let f = get(path, r, name)?;
+        let k = match &f.cell {
+            Cell::Text(t) => t.trim().to_string(),
+            Cell::Integer(n) => n.clone(),
+            Cell::Number(n) => {
+                return Err(wrong(
+                    f,
+                    format!("field `{name}` is the number {n}, expected text or an integer"),
+                ))
+            }
+            Cell::Other(what) => {
+                return Err(wrong(
+                    f,
+                    format!("field `{name}` is {what}, expected text or an integer"),
+                ))
+            }
+        };
+        if k.is_empty() {
+            return Err(wrong(f, format!("field `{name}` is empty")));
+        }
+        Ok(k)
     };
     let mut docs: Vec<Document> = Vec::new();
     match layout {
-        RecordLayout::Sentences { group, text } => {
+        RecordLayout::Sentences {
+            group,
+            text: text_field,
+        } => {
             // Rows of a group need not be adjacent; their order within the group is kept.
             let mut by_group: HashMap<String, usize> = HashMap::new();
             for r in &records.rows {
-                let g = field(r, &group)?;
-                let t = field(r, &text)?;
+                let g = key(r, &group)?;
+                let t = text(r, &text_field)?;
                 let slot = *by_group.entry(g.clone()).or_insert_with(|| {
                     docs.push(Document {
                         group: g.clone(),
@@ -307,27 +371,22 @@ fn read_records(spec: &InputSpec, records: Records) -> Result<Vec<Document>, Rea
             sentence2,
             id,
         } => {
-            let mut seen: HashMap<String, usize> = HashMap::new();
+            let mut ids = UniqueIds::default();
             for r in &records.rows {
                 let id = match &id {
-                    Some(f) => field(r, f)?,
+                    Some(f) => key(r, f)?,
                     None => format!("row{}", r.line),
                 };
-                if let Some(first) = seen.insert(id.clone(), r.line) {
-                    return Err(ReadError::Record {
-                        path: path.clone(),
-                        line: r.line,
-                        message: format!("duplicate id `{id}` (first on line {first})"),
-                    });
-                }
+                ids.check(&id, r.line)
+                    .map_err(|message| ReadError::record(path, r.line, None, message))?;
                 let g = match &group {
-                    Some(f) => field(r, f)?,
+                    Some(f) => key(r, f)?,
                     None => id.clone(),
                 };
                 docs.push(Document {
                     group: g,
                     id: Some(id),
-                    sentences: vec![field(r, &context)?, field(r, &sentence2)?],
+                    sentences: vec![text(r, &context)?, text(r, &sentence2)?],
                     origin: format!("{}:{}", path.display(), r.line),
                 });
             }
@@ -391,16 +450,21 @@ fn read_latin1(path: &Path) -> Result<String, ReadError> {
     // Any bytes are Latin-1, so a UTF-8 file would be read without error as mojibake ("cafÃ©").
     if !bytes.is_ascii() && std::str::from_utf8(&bytes).is_ok() {
         let offset = bytes.iter().position(|b| !b.is_ascii()).unwrap_or(0);
-        return Err(ReadError::Record { path: path.to_path_buf(), line: crate::line_at(&bytes, offset), message: "the file is UTF-8 (its non-ASCII bytes all decode as UTF-8): drop `encoding = \"latin-1\"`".into() });
+        let (line, column) = crate::line_and_column(&bytes, offset);
+        return Err(ReadError::record(path, line, Some(column), "the file is UTF-8 (its non-ASCII bytes all decode as UTF-8): drop `encoding = \"latin-1\"`"));
     }
     if let Some(offset) = bytes.iter().position(|b| (0x80..=0x9f).contains(b)) {
+        let (line, column) = crate::line_and_column(&bytes, offset);
         return Err(ReadError::Record {
             path: path.to_path_buf(),
-            line: crate::line_at(&bytes, offset),
+            line,
+            column: Some(column),
             message: format!("byte 0x{:02X} at offset {offset} is a control character in Latin-1: the file looks like Windows-1252; convert it with `iconv -f cp1252 -t utf-8`", bytes[offset]),
         });
     }
-    Ok(bytes.iter().map(|&b| char::from(b)).collect())
+    Ok(crate::lone_cr_to_lf(
+        bytes.iter().map(|&b| char::from(b)).collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -475,7 +539,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.ends_with("a.json:2: invalid UTF-8 at byte offset 26"),
+            e.ends_with("a.json:2:25: invalid UTF-8 at byte offset 26"),
             "{e}"
         );
     }
@@ -521,7 +585,7 @@ mod tests {
         assert!(e.contains("empty file"), "{e}");
         s.path = write(d.path(), "d.csv", b"vid,caption\nx,caf\xe9\n");
         let e = read_input(&s).unwrap_err().to_string();
-        assert!(e.contains("d.csv:2: invalid UTF-8"), "{e}");
+        assert!(e.contains("d.csv:2:") && e.contains("invalid UTF-8"), "{e}");
     }
 
     #[test]
@@ -539,7 +603,7 @@ mod tests {
         s.path = write(d.path(), "b.jsonl", b"{\"id\": \"a\", \"s\": \"One.\", \"t\": \"Two.\"}\n{\"id\": \"b\", \"s\": [1], \"t\": \"y\"}\n");
         let e = read_input(&s).unwrap_err().to_string();
         assert!(
-            e.ends_with("b.jsonl:2: field `s` is an array, expected a string"),
+            e.ends_with("b.jsonl:2:18: field `s` is a list, expected text (a JSON string)"),
             "{e}"
         );
         s.path = write(
@@ -590,7 +654,7 @@ mod tests {
         let mut input = spec(&d.path().join("c.txt"), InputFormat::Text);
         let e = read_input(&input).unwrap_err().to_string();
         assert!(
-            e.ends_with("c.txt:1: invalid UTF-8 at byte offset 18"),
+            e.ends_with("c.txt:1:19: invalid UTF-8 at byte offset 18"),
             "{e}"
         );
         input.encoding = TextEncoding::Latin1;
@@ -603,7 +667,7 @@ mod tests {
         input.path = d.path().join("w.txt");
         let e = read_input(&input).unwrap_err().to_string();
         assert!(
-            e.contains("w.txt:2: byte 0x93 at offset 13") && e.contains("Windows-1252"),
+            e.contains("w.txt:2:9: byte 0x93 at offset 13") && e.contains("Windows-1252"),
             "{e}"
         );
         write(
@@ -613,6 +677,6 @@ mod tests {
         );
         input.path = d.path().join("u.txt");
         let e = read_input(&input).unwrap_err().to_string();
-        assert!(e.contains("u.txt:2: the file is UTF-8"), "{e}");
+        assert!(e.contains("u.txt:2:19: the file is UTF-8"), "{e}");
     }
 }

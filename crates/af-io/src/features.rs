@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use crate::text::{parse_json, strip_bom, unique_columns, unique_keys};
+use crate::text::{
+    column_of, expect_key, kind_and_value, parse_json, strip_bom, unique_columns, unique_keys,
+    Step, UniqueIds,
+};
 use crate::ReadError;
 
 /// A dense [rows, dim] matrix, row-major, as f32.
@@ -39,37 +42,55 @@ fn bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
     })
 }
 
-/// Decodes little-endian f32 or f64 values of a matrix `dim` wide. A value that is not finite as
-/// f32 (NaN, an infinity, or a float64 beyond float32's range) is an error naming its place: the
-/// classifiers would turn it into confident, wrong predictions without a word.
+/// Decodes little-endian f32 or f64 values of a matrix `dim` wide. A value that is not finite
+/// (NaN, an infinity) or that float32 cannot hold (a float64 beyond its range) is an error naming
+/// its place: the classifiers would turn it into confident, wrong predictions without a word.
 fn decode(raw: &[u8], width: usize, dim: usize) -> Result<Vec<f32>, String> {
     let mut out = Vec::with_capacity(raw.len() / width);
     for (i, c) in raw.chunks_exact(width).enumerate() {
-        let (v, wide) = match width {
-            4 => {
-                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                (v, f64::from(v))
-            }
-            _ => {
-                let w = f64::from_le_bytes(c.try_into().expect("8 bytes"));
-                (w as f32, w)
-            }
+        let wide = match width {
+            4 => f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            _ => f64::from_le_bytes(c.try_into().expect("8 bytes")),
         };
-        if !v.is_finite() {
-            let what = if wide.is_finite() {
-                format!("{wide:e} is beyond float32")
-            } else {
-                wide.to_string()
-            };
+        if let Some(problem) = float32_problem(wide, &format_float(wide)) {
             return Err(format!(
-                "row {}, column {} (counting from 0) is not finite: {what}",
+                "row {}, column {} (counting from 0): {problem}",
                 i / dim,
                 i % dim
             ));
         }
-        out.push(v);
+        out.push(wide as f32);
     }
     Ok(out)
+}
+
+/// A float64 in the shortest form that reads back the same (`1e300`, `NaN`, `-inf`).
+fn format_float(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && (v.abs() >= 1e16 || v.abs() < 1e-4) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// Why `v` (written `raw` in the file) cannot be a float32 feature, if it cannot: NaN and the
+/// infinities are not finite; a finite number beyond float32's range would become one.
+fn float32_problem(v: f64, raw: &str) -> Option<String> {
+    // `1e400` is a finite number too large for float64 to hold, not an infinity the file names.
+    let named = raw
+        .trim()
+        .trim_start_matches(['+', '-'])
+        .to_ascii_lowercase();
+    if v.is_nan() || (v.is_infinite() && named.starts_with("inf")) {
+        Some(format!("{raw} is not finite"))
+    } else if !(v as f32).is_finite() {
+        Some(format!(
+            "{raw} is out of float32 range (at most {:e})",
+            f32::MAX
+        ))
+    } else {
+        None
+    }
 }
 
 /// A NumPy dtype string in words: `<f2` is float16, `>f4` big-endian float32; None if unknown.
@@ -319,45 +340,59 @@ fn read_csv(path: &Path) -> Result<FeatureMatrix, ReadError> {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Result<Vec<f32>, _> =
-            line.split(',').map(|v| v.trim().parse::<f32>()).collect();
+        // Each value with the byte where it starts.
+        let mut cells = Vec::new();
+        let mut at = 0;
+        for cell in line.split(',') {
+            cells.push((at, cell));
+            at += cell.len() + 1;
+        }
+        let record = |(at, _): (usize, &str), message: String| {
+            ReadError::record(path, i + 1, Some(at + 1), message)
+        };
+        // Parsed as float64, so that a number beyond float32's range is told from a non-number.
+        let parsed: Result<Vec<f64>, usize> = cells
+            .iter()
+            .enumerate()
+            .map(|(c, (_, v))| v.trim().parse::<f64>().map_err(|_| c))
+            .collect();
         let values = match parsed {
             Ok(v) => v,
             Err(_) if i == 0 => {
                 unique_columns(path, 1, line.split(',').map(str::trim))?;
                 continue;
             }
-            Err(_) => {
-                let bad = line
-                    .split(',')
-                    .position(|v| v.trim().parse::<f32>().is_err())
-                    .unwrap_or(0);
-                return Err(ReadError::Record {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message: format!("column {} is not a number", bad + 1),
-                });
+            Err(c) => {
+                return Err(record(
+                    cells[c],
+                    format!(
+                        "column {}: {} is not a number",
+                        c + 1,
+                        crate::text::shown_cell(cells[c].1)
+                    ),
+                ));
             }
         };
-        if let Some(c) = values.iter().position(|v| !v.is_finite()) {
-            return Err(ReadError::Record {
-                path: path.to_path_buf(),
-                line: i + 1,
-                message: format!("column {} is not finite", c + 1),
-            });
+        if let Some((c, problem)) = values
+            .iter()
+            .enumerate()
+            .find_map(|(c, &v)| float32_problem(v, cells[c].1.trim()).map(|p| (c, p)))
+        {
+            return Err(record(cells[c], format!("column {}: {problem}", c + 1)));
         }
         match dim {
             None => dim = Some(values.len()),
             Some(d) if d != values.len() => {
-                return Err(ReadError::Record {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message: format!("{} values, earlier rows have {d}", values.len()),
-                })
+                return Err(ReadError::record(
+                    path,
+                    i + 1,
+                    None,
+                    format!("{} values, earlier rows have {d}", values.len()),
+                ))
             }
             _ => {}
         }
-        data.extend(values);
+        data.extend(values.into_iter().map(|v| v as f32));
         rows += 1;
     }
     let dim = dim.ok_or_else(|| ReadError::Invalid {
@@ -414,54 +449,65 @@ pub struct InstanceFields {
     pub twins_from_id: bool,
 }
 
+/// Reads the instances of `af aflite`. Ids and groups are text or integers and never empty,
+/// labels text or integers and never empty (`""` would be a class of its own), and an id is
+/// not repeated: the rules of every reader of af-io.
 pub fn read_instances(path: &Path, fields: &InstanceFields) -> Result<Vec<Instance>, ReadError> {
     let text = crate::read_utf8(path)?;
     let text = strip_bom(&text);
     let mut out = Vec::new();
+    let mut ids = UniqueIds::default();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let record = |message: String| ReadError::Record {
-            path: path.to_path_buf(),
-            line: i + 1,
-            message,
-        };
         let v: serde_json::Value = parse_json(path, line, i)?;
-        let text_of = |key: &str| -> Result<String, ReadError> {
-            match &v[key] {
-                serde_json::Value::String(s) => Ok(s.clone()),
-                serde_json::Value::Number(n) => Ok(n.to_string()),
-                serde_json::Value::Bool(b) => Ok(b.to_string()),
-                serde_json::Value::Null => Err(record(format!("no field `{key}`"))),
-                other => Err(record(format!(
-                    "field `{key}` is {other}, expected text or a number"
-                ))),
-            }
+        let record = |key: Option<&str>, message: String| {
+            let column = key.and_then(|k| column_of(line, &[Step::Key(k)]));
+            ReadError::record(path, i + 1, column, message)
         };
-        let id = text_of(&fields.id)?;
-        // Anything else would become a class of its own (`1.5`, `true`) or merge with one (`1.0`).
-        let label = match v.get(&fields.label) {
-            None => return Err(record(format!("no field `{}`", fields.label))),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
-            Some(other) => {
-                let found = match other {
-                    serde_json::Value::Array(_) => "a list".to_string(),
-                    serde_json::Value::Object(_) => "an object".to_string(),
-                    scalar => scalar.to_string(),
-                };
-                return Err(record(format!(
-                    "field `{}` is {found}, expected an integer or a string",
-                    fields.label
-                )));
+        let get = |key: &str| -> Result<&serde_json::Value, ReadError> {
+            v.get(key)
+                .filter(|v| !v.is_null())
+                .ok_or_else(|| record(None, format!("no field `{key}`")))
+        };
+        let key_of = |key: &str| -> Result<String, ReadError> {
+            expect_key(line, &[Step::Key(key)], get(key)?, key).map_err(|m| record(Some(key), m))
+        };
+        let id = key_of(&fields.id)?;
+        // Anything else would become a class of its own (`1.5`, `true`, `""`) or merge with one
+        // (`1.0`).
+        let label_steps = [Step::Key(fields.label.as_str())];
+        let label = match v
+            .get(&fields.label)
+            .ok_or_else(|| record(None, format!("no field `{}`", fields.label)))?
+        {
+            serde_json::Value::String(s) if s.trim().is_empty() => {
+                return Err(record(
+                    Some(&fields.label),
+                    format!("field `{}` is empty", fields.label),
+                ))
+            }
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+            other => {
+                return Err(record(
+                    Some(&fields.label),
+                    format!(
+                        "field `{}` is {}, expected an integer or a string",
+                        fields.label,
+                        kind_and_value(line, &label_steps, other)
+                    ),
+                ));
             }
         };
         let group = match &fields.group {
-            Some(g) => text_of(g)?,
+            Some(g) => key_of(g)?,
             None if fields.twins_from_id => crate::questions::twin_group(&id).to_string(),
             None => id.clone(),
         };
+        ids.check(&id, i + 1)
+            .map_err(|m| record(Some(&fields.id), m))?;
         out.push(Instance {
             id,
             label,
@@ -532,7 +578,7 @@ mod tests {
         std::fs::write(&p, "1,2\n3,x\n").unwrap();
         assert_eq!(
             read_features(&p).unwrap_err().to_string(),
-            format!("{}:2: column 2 is not a number", p.display())
+            format!("{}:2:3: column 2: \"x\" is not a number", p.display())
         );
     }
 

@@ -19,23 +19,54 @@ pub use error::ReadError;
 
 use std::path::Path;
 
-/// Reads a whole file as UTF-8, naming the line and byte offset of the first bad byte.
+/// Reads a whole file as UTF-8, naming the line, column and byte offset of the first bad byte.
+/// A lone carriage return ends a line, as `\n` and `\r\n` do: it is made a `\n` here, so every
+/// line-based reader splits such a file alike and counts its lines alike (docs/decisions/301).
 pub fn read_utf8(path: &Path) -> Result<String, ReadError> {
     let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    String::from_utf8(bytes).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        ReadError::Utf8 {
-            path: path.to_path_buf(),
-            line: line_at(e.as_bytes(), offset),
-            offset,
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(lone_cr_to_lf(text)),
+        Err(e) => {
+            let offset = e.utf8_error().valid_up_to();
+            let (line, column) = line_and_column(e.as_bytes(), offset);
+            Err(ReadError::Utf8 {
+                path: path.to_path_buf(),
+                line,
+                column,
+                offset,
+            })
         }
-    })
+    }
 }
 
-/// The 1-based line of byte `offset` in `bytes`.
-pub(crate) fn line_at(bytes: &[u8], offset: usize) -> usize {
-    bytes[..offset].iter().filter(|b| **b == b'\n').count() + 1
+/// `text` with every `\r` not followed by `\n` made a `\n` (classic Mac OS line endings, which
+/// some spreadsheet exports still write); `\r\n` is left alone.
+pub(crate) fn lone_cr_to_lf(text: String) -> String {
+    if !text.contains('\r') {
+        return text;
+    }
+    let mut bytes = text.into_bytes();
+    for i in 0..bytes.len() {
+        if bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n') {
+            bytes[i] = b'\n';
+        }
+    }
+    String::from_utf8(bytes).expect("an ASCII byte swapped for another stays UTF-8")
+}
+
+/// The 1-based line and column (in bytes) of byte `offset` in `bytes`; `\n`, `\r\n` and a lone
+/// `\r` each end a line.
+pub(crate) fn line_and_column(bytes: &[u8], offset: usize) -> (usize, usize) {
+    let mut line = 1;
+    let mut start = 0;
+    for (i, &b) in bytes[..offset].iter().enumerate() {
+        if b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) {
+            line += 1;
+            start = i + 1;
+        }
+    }
+    (line, offset - start + 1)
 }

@@ -12,7 +12,10 @@ use af_core::{Blank, Question};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::text::{json_message, strip_bom, unique_columns, unique_keys};
+use crate::text::{
+    column_of, expect_key, expect_text, json_message, kind_and_value, shown_cell, strip_bom,
+    unique_columns, unique_keys, Step, UniqueIds,
+};
 use crate::{read_utf8, ReadError};
 
 /// The layouts [`read_questions`] understands.
@@ -53,7 +56,21 @@ impl QuestionFormat {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SkippedRow {
     pub line: usize,
+    /// Where in the line the problem starts, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
     pub reason: String,
+}
+
+impl SkippedRow {
+    /// `file:line[:column]: reason`, as the error would have said it.
+    pub fn describe(&self, path: &Path) -> String {
+        format!(
+            "{}: {}",
+            crate::error::place(path, self.line, self.column),
+            self.reason
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -82,6 +99,40 @@ pub fn read_question_input(spec: &af_core::config::InputSpec) -> Result<Question
     read_questions(&spec.path, format, spec.skip_bad)
 }
 
+/// What is wrong with a row: the message, and where in the file when not at the row's start.
+#[derive(Debug)]
+struct Bad {
+    line: Option<usize>,
+    column: Option<usize>,
+    message: String,
+}
+
+impl From<String> for Bad {
+    fn from(message: String) -> Self {
+        Bad {
+            line: None,
+            column: None,
+            message,
+        }
+    }
+}
+
+impl From<&str> for Bad {
+    fn from(message: &str) -> Self {
+        Bad::from(message.to_string())
+    }
+}
+
+impl Bad {
+    fn at(column: Option<usize>, message: impl Into<String>) -> Self {
+        Bad {
+            line: None,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
 /// Reads a dataset, detecting its layout from the header (CSV) or the first line's keys (JSONL)
 /// unless `format` names it.
 pub fn read_questions(
@@ -97,27 +148,36 @@ pub fn read_questions(
     };
     let format = match format {
         Some(f) => f,
-        None => detect(text).ok_or_else(|| {
-            invalid(format!(
-                "cannot tell the layout from the first line; name it with --format ({})",
-                QuestionFormat::NAMES
-            ))
+        None => detect(text).map_err(|(line, column, why)| {
+            ReadError::record(
+                path,
+                line,
+                column,
+                format!(
+                    "cannot tell the layout from line {line}: {why}; name it with --format ({})",
+                    QuestionFormat::NAMES
+                ),
+            )
         })?,
     };
-    let rows: Vec<(usize, Result<Question, String>)> = match format {
-        QuestionFormat::Swag | QuestionFormat::SwagFull => csv_rows(path, text)?
-            .into_iter()
-            .map(|(line, row)| {
-                (
-                    line,
-                    if format == QuestionFormat::Swag {
-                        swag(&row, line)
-                    } else {
-                        swag_full(&row, line)
-                    },
-                )
-            })
-            .collect(),
+    let rows: Vec<(usize, Result<Question, Bad>)> = match format {
+        QuestionFormat::Swag | QuestionFormat::SwagFull => {
+            let file = csv_rows(path, text)?;
+            file.rows
+                .iter()
+                .map(|row| {
+                    let r = CsvRow { file: &file, row };
+                    (
+                        row.line,
+                        if format == QuestionFormat::Swag {
+                            swag(&r)
+                        } else {
+                            swag_full(&r)
+                        },
+                    )
+                })
+                .collect()
+        }
         _ => {
             let mut rows = Vec::new();
             for (i, line) in text
@@ -130,26 +190,26 @@ pub fn read_questions(
                 {
                     Ok(v) => v,
                     Err(e) if e.is_data() => {
-                        rows.push((i + 1, Err(json_message(&e))));
+                        rows.push((i + 1, Err(Bad::at(Some(e.column()), json_message(&e)))));
                         continue;
                     }
                     Err(e) => {
                         rows.push((
                             i + 1,
-                            Err(format!(
-                                "malformed JSON at column {}: {}",
-                                e.column(),
-                                json_message(&e)
+                            Err(Bad::at(
+                                Some(e.column()),
+                                format!("malformed JSON: {}", json_message(&e)),
                             )),
                         ));
                         continue;
                     }
                 };
+                let row = JsonRow { v: &value, line };
                 let q = match format {
-                    QuestionFormat::Hellaswag => hellaswag(&value, i + 1),
-                    QuestionFormat::Winogrande => winogrande(&value, i + 1),
-                    QuestionFormat::Generic => generic(&value, i + 1),
-                    _ => af(&value, i + 1),
+                    QuestionFormat::Hellaswag => hellaswag(&row, i + 1),
+                    QuestionFormat::Winogrande => winogrande(&row, i + 1),
+                    QuestionFormat::Generic => generic(&row, i + 1),
+                    _ => af(&row, i + 1),
                 };
                 rows.push((i + 1, q));
             }
@@ -159,24 +219,23 @@ pub fn read_questions(
     let (mut questions, mut skipped) = (Vec::new(), Vec::new());
     // Every layout's ids are unique (WinoGrande's twins are `X-1` and `X-2`; SWAG's are the index
     // column or video and line), so a repeated one is a second copy or a mistake.
-    let mut first_line: HashMap<String, usize> = HashMap::new();
+    let mut ids = UniqueIds::default();
     for (line, row) in rows {
-        let row = row.and_then(|q| match first_line.get(&q.id) {
-            Some(first) => Err(format!("duplicate id `{}` (first on line {first})", q.id)),
-            None => {
-                first_line.insert(q.id.clone(), line);
-                Ok(q)
-            }
-        });
+        let row = row.and_then(|q| ids.check(&q.id, line).map(|()| q).map_err(Bad::from));
         match row {
             Ok(q) => questions.push(q),
-            Err(reason) if skip_bad => skipped.push(SkippedRow { line, reason }),
-            Err(message) => {
-                return Err(ReadError::Record {
-                    path: path.to_path_buf(),
-                    line,
-                    message,
-                })
+            Err(bad) if skip_bad => skipped.push(SkippedRow {
+                line: bad.line.unwrap_or(line),
+                column: bad.column,
+                reason: bad.message,
+            }),
+            Err(bad) => {
+                return Err(ReadError::record(
+                    path,
+                    bad.line.unwrap_or(line),
+                    bad.column,
+                    bad.message,
+                ))
             }
         }
     }
@@ -194,36 +253,149 @@ pub fn read_questions(
     })
 }
 
-fn detect(text: &str) -> Option<QuestionFormat> {
-    let first = text.lines().find(|l| !l.trim().is_empty())?;
-    if first.trim_start().starts_with('{') {
-        let v: Value = serde_json::from_str(first).ok()?;
+/// Each JSON layout: its name, the fields its first line is told by, and the fields it needs.
+const JSON_LAYOUTS: &[(QuestionFormat, &str, &[&str], &[&str])] = &[
+    (
+        QuestionFormat::Hellaswag,
+        "hellaswag",
+        &["ctx_a"],
+        &["ind", "ctx_a", "ctx_b", "endings", "label"],
+    ),
+    (
+        QuestionFormat::Winogrande,
+        "winogrande",
+        &["option1", "sentence"],
+        &["qID", "sentence", "option1", "option2", "answer"],
+    ),
+    (
+        QuestionFormat::Af,
+        "af",
+        &["noun_phrase", "gold"],
+        &[
+            "id",
+            "group",
+            "context",
+            "noun_phrase",
+            "gold",
+            "distractors",
+        ],
+    ),
+    (
+        QuestionFormat::Generic,
+        "generic",
+        &["endings"],
+        &["context", "endings", "label"],
+    ),
+];
+
+/// The CSV layouts: name, the column that tells it, the columns it needs.
+const CSV_LAYOUTS: &[(QuestionFormat, &str, &str, &[&str])] = &[
+    (
+        QuestionFormat::SwagFull,
+        "swag-full",
+        "gold-ending",
+        &[
+            "video-id",
+            "fold-ind",
+            "gold-ending",
+            "distractor-0",
+            "sent1",
+            "sent2",
+        ],
+    ),
+    (
+        QuestionFormat::Swag,
+        "swag",
+        "ending0",
+        &["video-id", "sent1", "sent2", "ending0", "ending1", "label"],
+    ),
+];
+
+/// The layout the first non-empty line tells, or that line's number, a column where one is
+/// known, and, for each layout it could have been, what it lacks.
+fn detect(text: &str) -> Result<QuestionFormat, (usize, Option<usize>, String)> {
+    let Some((i, first)) = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) else {
+        return Err((1, None, "the file is empty".into()));
+    };
+    let line = i + 1;
+    let lacks = |missing: Vec<&str>| {
+        missing
+            .iter()
+            .map(|m| format!("`{m}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let column = first.len() - first.trim_start().len() + 1;
+    if first.trim_start().starts_with(['{', '[']) {
+        let v: Value = serde_json::from_str(first).map_err(|e| {
+            (
+                line,
+                Some(e.column()),
+                format!("malformed JSON: {}", json_message(&e)),
+            )
+        })?;
+        if !v.is_object() {
+            return Err((
+                line,
+                Some(column),
+                "it is a JSON list, where every JSON layout has one object per line".into(),
+            ));
+        }
         let has = |k: &str| v.get(k).is_some();
-        return Some(if has("ctx_a") {
-            QuestionFormat::Hellaswag
-        } else if has("option1") && has("sentence") {
-            QuestionFormat::Winogrande
-        } else if has("noun_phrase") && has("gold") {
-            QuestionFormat::Af
-        } else if has("endings") {
-            QuestionFormat::Generic
-        } else {
-            return None;
-        });
+        if let Some((format, ..)) = JSON_LAYOUTS
+            .iter()
+            .find(|(_, _, tells, _)| tells.iter().all(|k| has(k)))
+        {
+            return Ok(*format);
+        }
+        let why: Vec<String> = JSON_LAYOUTS
+            .iter()
+            .map(|(_, name, _, needs)| {
+                let missing: Vec<&str> = needs.iter().copied().filter(|k| !has(k)).collect();
+                format!("as {name} it lacks {}", lacks(missing))
+            })
+            .collect();
+        return Err((line, Some(column), why.join("; ")));
     }
     let header: Vec<&str> = first.split(',').map(str::trim).collect();
-    if header.contains(&"gold-ending") {
-        Some(QuestionFormat::SwagFull)
-    } else if header.contains(&"ending0") {
-        Some(QuestionFormat::Swag)
-    } else {
-        None
+    if let Some((format, ..)) = CSV_LAYOUTS
+        .iter()
+        .find(|(_, _, tells, _)| header.contains(tells))
+    {
+        return Ok(*format);
     }
+    let mut why: Vec<String> = CSV_LAYOUTS
+        .iter()
+        .map(|(_, name, _, needs)| {
+            let missing: Vec<&str> = needs
+                .iter()
+                .copied()
+                .filter(|k| !header.contains(k))
+                .collect();
+            format!("as {name} it lacks column {}", lacks(missing))
+        })
+        .collect();
+    why.push("as a JSON layout it is not a JSON object".into());
+    Err((line, Some(1), why.join("; ")))
 }
 
-type Row = HashMap<String, String>;
+/// A CSV file's rows, with what places a field: the text and each column's index.
+struct CsvFile<'a> {
+    text: &'a str,
+    index: HashMap<String, usize>,
+    rows: Vec<CsvRecord>,
+}
 
-fn csv_rows(path: &Path, text: &str) -> Result<Vec<(usize, Row)>, ReadError> {
+struct CsvRecord {
+    line: usize,
+    /// The byte where the record starts.
+    start: usize,
+    fields: HashMap<String, String>,
+    /// "row has N fields, the header has M", when it has.
+    problem: Option<String>,
+}
+
+fn csv_rows<'a>(path: &Path, text: &'a str) -> Result<CsvFile<'a>, ReadError> {
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .from_reader(text.as_bytes());
@@ -239,73 +411,127 @@ fn csv_rows(path: &Path, text: &str) -> Result<Vec<(usize, Row)>, ReadError> {
     let header: Vec<String> = header.iter().map(str::to_string).collect();
     let mut rows = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| ReadError::Record {
-            path: path.to_path_buf(),
-            line: e.position().map_or(0, |p| p.line() as usize),
-            message: e.to_string(),
+        let record = record.map_err(|e| {
+            ReadError::record(
+                path,
+                e.position().map_or(0, |p| p.line() as usize),
+                None,
+                e.to_string(),
+            )
         })?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
-        let mut row: Row = header
+        let (line, start) = record
+            .position()
+            .map_or((0, 0), |p| (p.line() as usize, p.byte() as usize));
+        let fields = header
             .iter()
             .cloned()
             .zip(record.iter().map(str::to_string))
             .collect();
-        if record.len() != header.len() {
-            row.insert(
-                "\u{0}fields".into(),
-                format!(
-                    "row has {} fields, the header has {}",
-                    record.len(),
-                    header.len()
-                ),
-            );
+        let problem = (record.len() != header.len()).then(|| {
+            format!(
+                "row has {} fields, the header has {}",
+                record.len(),
+                header.len()
+            )
+        });
+        rows.push(CsvRecord {
+            line,
+            start,
+            fields,
+            problem,
+        });
+    }
+    Ok(CsvFile {
+        text,
+        index: header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.clone(), i))
+            .collect(),
+        rows,
+    })
+}
+
+struct CsvRow<'a> {
+    file: &'a CsvFile<'a>,
+    row: &'a CsvRecord,
+}
+
+impl CsvRow<'_> {
+    fn field(&self, name: &str) -> Result<&str, Bad> {
+        if let Some(problem) = &self.row.problem {
+            return Err(problem.as_str().into());
         }
-        rows.push((line, row));
+        self.row
+            .fields
+            .get(name)
+            .map(String::as_str)
+            .ok_or_else(|| format!("no column `{name}`").into())
     }
-    Ok(rows)
+
+    fn get(&self, name: &str) -> Option<&String> {
+        self.row.fields.get(name)
+    }
+
+    /// An error about field `name`, placed where its cell starts.
+    fn bad(&self, name: &str, message: impl Into<String>) -> Bad {
+        let place = self.file.index.get(name).and_then(|&i| {
+            crate::text::csv_field_place(self.file.text, self.row.start, self.row.line, b',', i)
+        });
+        Bad {
+            line: place.map(|p| p.0),
+            column: place.map(|p| p.1),
+            message: message.into(),
+        }
+    }
+
+    /// A group id: not empty (an empty cell would make every such row one group).
+    fn group(&self, name: &str) -> Result<String, Bad> {
+        let g = self.field(name)?;
+        if g.trim().is_empty() {
+            return Err(self.bad(name, format!("field `{name}` is empty")));
+        }
+        Ok(g.to_string())
+    }
+
+    fn label(&self, name: &str, options: usize, base: usize) -> Result<usize, Bad> {
+        let cell = self.field(name)?;
+        parse_label(cell, &shown_cell(cell), name, options, base).map_err(|m| self.bad(name, m))
+    }
 }
 
-fn field<'a>(row: &'a Row, name: &str) -> Result<&'a str, String> {
-    if let Some(problem) = row.get("\u{0}fields") {
-        return Err(problem.clone());
-    }
-    row.get(name)
-        .map(String::as_str)
-        .ok_or_else(|| format!("no column `{name}`"))
-}
-
-fn swag(row: &Row, line: usize) -> Result<Question, String> {
+fn swag(r: &CsvRow) -> Result<Question, Bad> {
     // SWAG has ending0..ending3; af's exports of k + 1 options have as many columns.
-    field(row, "ending0")?;
+    r.field("ending0")?;
     let endings: Vec<String> = (0..)
-        .map_while(|e| row.get(&format!("ending{e}")).cloned())
+        .map_while(|e| r.get(&format!("ending{e}")).cloned())
         .collect();
-    let label_text = field(row, "label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited or re-filtered".to_string())?;
-    let label = parse_label(label_text, "label", endings.len(), 0)?;
-    let group = field(row, "video-id")?.to_string();
-    let id = row
+    r.field("label").map_err(|_| "no column `label`: a file without answers (SWAG's test split) cannot be audited or re-filtered")?;
+    let label = r.label("label", endings.len(), 0)?;
+    let group = r.group("video-id")?;
+    let id = r
         .get("")
         .filter(|s| !s.is_empty())
         .cloned()
-        .unwrap_or_else(|| format!("{group}:{line}"));
+        .unwrap_or_else(|| format!("{group}:{}", r.row.line));
     Ok(Question {
         id,
         group,
-        context: field(row, "sent1")?.to_string(),
-        prefix: field(row, "sent2")?.to_string(),
+        context: r.field("sent1")?.to_string(),
+        prefix: r.field("sent2")?.to_string(),
         endings,
         label,
         split: None,
         blank: None,
-        line,
+        line: r.row.line,
     })
 }
 
-fn swag_full(row: &Row, line: usize) -> Result<Question, String> {
-    let mut endings = vec![field(row, "gold-ending")?.to_string()];
+fn swag_full(r: &CsvRow) -> Result<Question, Bad> {
+    let mut endings = vec![r.field("gold-ending")?.to_string()];
     // As many distractor columns as the header has; SWAG leaves some of them empty.
     for d in 0.. {
-        match row.get(&format!("distractor-{d}")) {
+        match r.get(&format!("distractor-{d}")) {
             Some(e) if !e.trim().is_empty() => endings.push(e.clone()),
             Some(_) => {}
             None => break,
@@ -314,91 +540,141 @@ fn swag_full(row: &Row, line: usize) -> Result<Question, String> {
     if endings.len() < 2 {
         return Err("no distractors (every `distractor-N` column is empty)".into());
     }
-    let group = field(row, "video-id")?.to_string();
+    let group = r.group("video-id")?;
     Ok(Question {
-        id: format!("{group}:{}:{line}", field(row, "fold-ind")?),
+        id: format!("{group}:{}:{}", r.field("fold-ind")?, r.row.line),
         group,
-        context: field(row, "sent1")?.to_string(),
-        prefix: field(row, "sent2")?.to_string(),
+        context: r.field("sent1")?.to_string(),
+        prefix: r.field("sent2")?.to_string(),
         endings,
         label: 0,
         split: None,
         blank: None,
-        line,
+        line: r.row.line,
     })
 }
 
-fn text(v: &Value, key: &str) -> Result<String, String> {
-    match v.get(key) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Number(n)) => Ok(n.to_string()),
-        None | Some(Value::Null) => Err(format!("no field `{key}`")),
-        Some(other) => Err(format!("field `{key}` is {}, expected text", kind(other))),
-    }
+/// One JSONL line: its value, and its text to place errors in.
+struct JsonRow<'a> {
+    v: &'a Value,
+    line: &'a str,
 }
 
-fn optional_text(v: &Value, key: &str) -> Result<Option<String>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => text(v, key).map(Some),
+impl JsonRow<'_> {
+    fn get(&self, steps: &[Step]) -> Option<&Value> {
+        let mut v = self.v;
+        for step in steps {
+            v = match step {
+                Step::Key(k) => v.get(k)?,
+                Step::Index(i) => v.get(i)?,
+            };
+        }
+        Some(v).filter(|v| !v.is_null())
     }
-}
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+    fn bad(&self, steps: &[Step], message: impl Into<String>) -> Bad {
+        Bad::at(column_of(self.line, steps), message)
     }
-}
 
-fn endings(v: &Value, key: &str) -> Result<Vec<String>, String> {
-    let Some(list) = v.get(key) else {
-        return Err(format!("no field `{key}`"));
-    };
-    let Value::Array(list) = list else {
-        return Err(format!(
-            "field `{key}` is {}, expected a list of text",
-            kind(list)
-        ));
-    };
-    let endings: Vec<String> = list
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            e.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("`{key}[{i}]` is {}, expected text", kind(e)))
+    /// `name`: how the field is named in messages (`gold.ending`).
+    fn text_at(&self, steps: &[Step], name: &str) -> Result<String, Bad> {
+        let v = self
+            .get(steps)
+            .ok_or_else(|| Bad::from(format!("no field `{name}`")))?;
+        expect_text(self.line, steps, v, name)
+            .map(str::to_string)
+            .map_err(|m| self.bad(steps, m))
+    }
+
+    fn text(&self, key: &str) -> Result<String, Bad> {
+        self.text_at(&[Step::Key(key)], key)
+    }
+
+    fn optional_text(&self, key: &str) -> Result<Option<String>, Bad> {
+        match self.get(&[Step::Key(key)]) {
+            None => Ok(None),
+            Some(_) => self.text(key).map(Some),
+        }
+    }
+
+    /// An id or a group: text or an integer, not empty.
+    fn key(&self, key: &str) -> Result<String, Bad> {
+        let steps = [Step::Key(key)];
+        let v = self
+            .get(&steps)
+            .ok_or_else(|| Bad::from(format!("no field `{key}`")))?;
+        expect_key(self.line, &steps, v, key).map_err(|m| self.bad(&steps, m))
+    }
+
+    fn optional_key(&self, key: &str) -> Result<Option<String>, Bad> {
+        match self.get(&[Step::Key(key)]) {
+            None => Ok(None),
+            Some(_) => self.key(key).map(Some),
+        }
+    }
+
+    fn endings(&self, key: &str) -> Result<Vec<String>, Bad> {
+        let steps = [Step::Key(key)];
+        let Some(list) = self.get(&steps) else {
+            return Err(format!("no field `{key}`").into());
+        };
+        let Value::Array(list) = list else {
+            return Err(self.bad(
+                &steps,
+                format!(
+                    "field `{key}` is {}, expected a list of text",
+                    kind_and_value(self.line, &steps, list)
+                ),
+            ));
+        };
+        let endings: Vec<String> = (0..list.len())
+            .map(|i| self.text_at(&[Step::Key(key), Step::Index(i)], &format!("{key}[{i}]")))
+            .collect::<Result<_, _>>()?;
+        if endings.len() < 2 {
+            return Err(self.bad(
+                &steps,
+                format!(
+                    "field `{key}` has {} entries, a question needs at least 2",
+                    endings.len()
+                ),
+            ));
+        }
+        Ok(endings)
+    }
+
+    /// A label as a number or numeric text, `base` for 0- or 1-based layouts.
+    fn label(&self, key: &str, options: usize, base: usize) -> Result<usize, Bad> {
+        let steps = [Step::Key(key)];
+        let shown = |v: &Value| crate::text::shown(self.line, &steps, v);
+        match self.get(&steps) {
+            None => Err(format!(
+                "no field `{key}`: a file without answers cannot be audited or re-filtered"
+            )
+            .into()),
+            Some(v @ Value::Number(n)) => {
+                parse_label(&n.to_string(), &shown(v), key, options, base)
+            }
+            Some(v @ Value::String(s)) => parse_label(s, &shown(v), key, options, base),
+            Some(other) => Err(format!(
+                "field `{key}` is {}, expected a number",
+                kind_and_value(self.line, &steps, other)
+            )),
+        }
+        .map_err(|m| match m {
+            m if m.starts_with("no field") => Bad::from(m),
+            m => self.bad(&steps, m),
         })
-        .collect::<Result<_, _>>()?;
-    if endings.len() < 2 {
-        return Err(format!(
-            "field `{key}` has {} entries, a question needs at least 2",
-            endings.len()
-        ));
-    }
-    Ok(endings)
-}
-
-/// A label as a number or numeric text, `base` for 0- or 1-based layouts.
-fn parse_label_value(v: &Value, key: &str, options: usize, base: usize) -> Result<usize, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Err(format!(
-            "no field `{key}`: a file without answers cannot be audited or re-filtered"
-        )),
-        Some(Value::Number(n)) => parse_label(&n.to_string(), key, options, base),
-        Some(Value::String(s)) => parse_label(s, key, options, base),
-        Some(other) => Err(format!(
-            "field `{key}` is {}, expected a number",
-            kind(other)
-        )),
     }
 }
 
-fn parse_label(s: &str, key: &str, options: usize, base: usize) -> Result<usize, String> {
+/// `shown`: the label as the file wrote it (a number bare, text quoted).
+fn parse_label(
+    s: &str,
+    shown: &str,
+    key: &str,
+    options: usize,
+    base: usize,
+) -> Result<usize, String> {
     let s = s.trim();
     if s.is_empty() {
         return Err(format!(
@@ -408,41 +684,42 @@ fn parse_label(s: &str, key: &str, options: usize, base: usize) -> Result<usize,
     match s.parse::<usize>() {
         Ok(n) if n >= base && n - base < options => Ok(n - base),
         _ => Err(format!(
-            "field `{key}` is {s:?}, expected {base}..={}",
+            "field `{key}` is {shown}, expected {base}..={}",
             options - 1 + base
         )),
     }
 }
 
-fn hellaswag(v: &Value, line: usize) -> Result<Question, String> {
-    let endings = endings(v, "endings")?;
-    let label = parse_label_value(v, "label", endings.len(), 0)?;
-    let id = text(v, "ind")?;
+fn hellaswag(r: &JsonRow, line: usize) -> Result<Question, Bad> {
+    let endings = r.endings("endings")?;
+    let label = r.label("label", endings.len(), 0)?;
+    let id = r.key("ind")?;
     Ok(Question {
-        group: optional_text(v, "source_id")?.unwrap_or_else(|| id.clone()),
+        group: r.optional_key("source_id")?.unwrap_or_else(|| id.clone()),
         id,
-        context: text(v, "ctx_a")?,
-        prefix: text(v, "ctx_b")?,
+        context: r.text("ctx_a")?,
+        prefix: r.text("ctx_b")?,
         endings,
         label,
-        split: optional_text(v, "split")?,
+        split: r.optional_text("split")?,
         blank: None,
         line,
     })
 }
 
-fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
-    let id = text(v, "qID")?;
-    let sentence = text(v, "sentence")?;
+fn winogrande(r: &JsonRow, line: usize) -> Result<Question, Bad> {
+    let id = r.key("qID")?;
+    let sentence = r.text("sentence")?;
     let blanks = sentence.matches('_').count();
     if blanks != 1 {
-        return Err(format!(
-            "field `sentence` has {blanks} blanks (`_`), expected exactly 1"
+        return Err(r.bad(
+            &[Step::Key("sentence")],
+            format!("field `sentence` has {blanks} blanks (`_`), expected exactly 1"),
         ));
     }
     let (before, after) = sentence.split_once('_').expect("one blank");
-    let options = vec![text(v, "option1")?, text(v, "option2")?];
-    let label = parse_label_value(v, "answer", 2, 1)?;
+    let options = vec![r.text("option1")?, r.text("option2")?];
+    let label = r.label("answer", 2, 1)?;
     let blank = Blank {
         before: before.trim().to_string(),
         after: after.trim().to_string(),
@@ -466,46 +743,58 @@ fn winogrande(v: &Value, line: usize) -> Result<Question, String> {
 pub fn twin_group(id: &str) -> &str {
     id.strip_suffix("-1")
         .or_else(|| id.strip_suffix("-2"))
+        .filter(|g| !g.is_empty())
         .unwrap_or(id)
 }
 
-fn generic(v: &Value, line: usize) -> Result<Question, String> {
-    let endings = endings(v, "endings")?;
-    let label = parse_label_value(v, "label", endings.len(), 0)?;
-    let id = optional_text(v, "id")?.unwrap_or_else(|| format!("line-{line}"));
+fn generic(r: &JsonRow, line: usize) -> Result<Question, Bad> {
+    let endings = r.endings("endings")?;
+    let label = r.label("label", endings.len(), 0)?;
+    let id = r
+        .optional_key("id")?
+        .unwrap_or_else(|| format!("line-{line}"));
     Ok(Question {
-        group: optional_text(v, "group")?.unwrap_or_else(|| id.clone()),
+        group: r.optional_key("group")?.unwrap_or_else(|| id.clone()),
         id,
-        context: text(v, "context")?,
-        prefix: optional_text(v, "prefix")?.unwrap_or_default(),
+        context: r.text("context")?,
+        prefix: r.optional_text("prefix")?.unwrap_or_default(),
         endings,
         label,
-        split: optional_text(v, "split")?,
+        split: r.optional_text("split")?,
         blank: None,
         line,
     })
 }
 
-fn af(v: &Value, line: usize) -> Result<Question, String> {
-    let gold = v.get("gold").ok_or("no field `gold`")?;
-    let mut endings = vec![text(gold, "ending").map_err(|e| format!("gold: {e}"))?];
-    let Some(Value::Array(distractors)) = v.get("distractors") else {
+fn af(r: &JsonRow, line: usize) -> Result<Question, Bad> {
+    if r.get(&[Step::Key("gold")]).is_none() {
+        return Err("no field `gold`".into());
+    }
+    let mut endings = vec![r.text_at(&[Step::Key("gold"), Step::Key("ending")], "gold.ending")?];
+    let Some(Value::Array(distractors)) = r.get(&[Step::Key("distractors")]) else {
         return Err("no list `distractors`".into());
     };
-    for (i, d) in distractors.iter().enumerate() {
-        endings.push(text(d, "ending").map_err(|e| format!("distractors[{i}]: {e}"))?);
+    for i in 0..distractors.len() {
+        endings.push(r.text_at(
+            &[
+                Step::Key("distractors"),
+                Step::Index(i),
+                Step::Key("ending"),
+            ],
+            &format!("distractors[{i}].ending"),
+        )?);
     }
     if endings.len() < 2 {
-        return Err("`distractors` is empty".into());
+        return Err(r.bad(&[Step::Key("distractors")], "`distractors` is empty"));
     }
     Ok(Question {
-        id: text(v, "id")?,
-        group: text(v, "group")?,
-        context: text(v, "context")?,
-        prefix: text(v, "noun_phrase")?,
+        id: r.key("id")?,
+        group: r.key("group")?,
+        context: r.text("context")?,
+        prefix: r.text("noun_phrase")?,
         endings,
         label: 0,
-        split: optional_text(v, "split")?,
+        split: r.optional_text("split")?,
         blank: None,
         line,
     })
@@ -613,7 +902,7 @@ mod tests {
         );
         let e = read_questions(&p, None, false).unwrap_err().to_string();
         assert!(
-            e.ends_with("w.jsonl:2: field `sentence` has 0 blanks (`_`), expected exactly 1"),
+            e.ends_with("w.jsonl:2:28: field `sentence` has 0 blanks (`_`), expected exactly 1"),
             "{e}"
         );
         let f = read_questions(&p, None, true).unwrap();
@@ -628,9 +917,7 @@ mod tests {
             f.skipped[1]
         );
         assert!(
-            f.skipped[2]
-                .reason
-                .starts_with("malformed JSON at column 2"),
+            f.skipped[2].reason.starts_with("malformed JSON: ") && f.skipped[2].column == Some(2),
             "{:?}",
             f.skipped[2]
         );

@@ -58,11 +58,27 @@ fn fields(id: &str, label: &str) -> InstanceFields {
 #[test]
 fn csv_features_refuse_nan_and_infinities() {
     let d = tempfile::tempdir().unwrap();
-    for bad in ["nan", "NaN", "inf", "-inf", "infinity", "1e400", "1e39"] {
+    // Issue 44: a finite number beyond float32's range is called what it is, the number shown
+    // as the file wrote it, at its line and column.
+    for (bad, what) in [
+        ("nan", "nan is not finite"),
+        ("NaN", "NaN is not finite"),
+        ("inf", "inf is not finite"),
+        ("-inf", "-inf is not finite"),
+        ("infinity", "infinity is not finite"),
+        (
+            "1e400",
+            "1e400 is out of float32 range (at most 3.4028235e38)",
+        ),
+        (
+            "1e39",
+            "1e39 is out of float32 range (at most 3.4028235e38)",
+        ),
+    ] {
         let p = write(d.path(), "f.csv", format!("a,b\n1,2\n3,{bad}\n").as_bytes());
         assert_eq!(
             err(read_features(&p)),
-            format!("{}:3: column 2 is not finite", p.display()),
+            format!("{}:3:3: column 2: {what}", p.display()),
             "{bad}"
         );
     }
@@ -70,7 +86,12 @@ fn csv_features_refuse_nan_and_infinities() {
     let p = write(d.path(), "g.csv", b"nan,1\n2,3\n");
     assert_eq!(
         err(read_features(&p)),
-        format!("{}:1: column 1 is not finite", p.display())
+        format!("{}:1:1: column 1: nan is not finite", p.display())
+    );
+    let p = write(d.path(), "h.csv", b"1,2\n3, x\n");
+    assert_eq!(
+        err(read_features(&p)),
+        format!("{}:2:3: column 2: \" x\" is not a number", p.display())
     );
 }
 
@@ -86,7 +107,7 @@ fn npy_features_refuse_nan_and_infinities() {
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: row 1, column 0 (counting from 0) is not finite: NaN",
+            "{}: row 1, column 0 (counting from 0): NaN is not finite",
             p.display()
         )
     );
@@ -102,7 +123,7 @@ fn npy_features_refuse_nan_and_infinities() {
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: row 0, column 1 (counting from 0) is not finite: -inf",
+            "{}: row 0, column 1 (counting from 0): -inf is not finite",
             p.display()
         )
     );
@@ -114,7 +135,7 @@ fn npy_features_refuse_nan_and_infinities() {
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: row 1, column 1 (counting from 0) is not finite: inf",
+            "{}: row 1, column 1 (counting from 0): inf is not finite",
             p.display()
         )
     );
@@ -124,14 +145,14 @@ fn npy_features_refuse_nan_and_infinities() {
     )
     .unwrap();
     assert!(
-        err(read_features(&p)).ends_with("row 0, column 1 (counting from 0) is not finite: NaN")
+        err(read_features(&p)).ends_with("row 0, column 1 (counting from 0): NaN is not finite")
     );
     // Finite as float64, infinite as the float32 af computes in.
     std::fs::write(&p, npy("'<f8'", "(2, 2)", &le64(&[1.0, 2.0, 1e300, 4.0]))).unwrap();
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: row 1, column 0 (counting from 0) is not finite: 1e300 is beyond float32",
+            "{}: row 1, column 0 (counting from 0): 1e300 is out of float32 range (at most 3.4028235e38)",
             p.display()
         )
     );
@@ -146,7 +167,7 @@ fn safetensors_features_refuse_nan_and_infinities() {
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: tensor `feats`: row 1, column 1 (counting from 0) is not finite: NaN",
+            "{}: tensor `feats`: row 1, column 1 (counting from 0): NaN is not finite",
             p.display()
         )
     );
@@ -155,7 +176,7 @@ fn safetensors_features_refuse_nan_and_infinities() {
     assert_eq!(
         err(read_features(&p)),
         format!(
-            "{}: tensor `feats`: row 0, column 0 (counting from 0) is not finite: inf",
+            "{}: tensor `feats`: row 0, column 0 (counting from 0): inf is not finite",
             p.display()
         )
     );
@@ -216,7 +237,7 @@ fn json_objects_refuse_duplicate_keys() {
     );
     assert_eq!(
         err(read_instances(&p, &fields("id", "label"))),
-        format!("{}:2: duplicate key `label`", p.display())
+        format!("{}:2:32: duplicate key `label`", p.display())
     );
 
     let p = write(
@@ -229,7 +250,7 @@ fn json_objects_refuse_duplicate_keys() {
     s.text_field = Some("t".into());
     assert_eq!(
         err(read_input(&s)),
-        format!("{}:3: duplicate key `t`", p.display())
+        format!("{}:3:27: duplicate key `t`", p.display())
     );
 
     // Nested objects too (af's own layout), and a bad row under `skip_bad` is listed.
@@ -238,7 +259,7 @@ fn json_objects_refuse_duplicate_keys() {
     let p = write(d.path(), "a.jsonl", format!("{ok}\n{dup}\n").as_bytes());
     assert_eq!(
         err(read_questions(&p, None, false)),
-        format!("{}:2: duplicate key `ending`", p.display())
+        format!("{}:2:131: duplicate key `ending`", p.display())
     );
     let f = read_questions(&p, None, true).unwrap();
     assert_eq!(
@@ -258,7 +279,7 @@ fn json_objects_refuse_duplicate_keys() {
     );
     assert_eq!(
         err(read_input(&spec(&p, InputFormat::Activitynet))),
-        format!("{}:2: duplicate video id `v`", p.display())
+        format!("{}:2:4: duplicate video id `v`", p.display())
     );
     let p = write(
         d.path(),
@@ -267,7 +288,7 @@ fn json_objects_refuse_duplicate_keys() {
     );
     assert_eq!(
         err(read_input(&spec(&p, InputFormat::Activitynet))),
-        format!("{}:2: duplicate key `sentences`", p.display())
+        format!("{}:2:12: duplicate key `sentences`", p.display())
     );
 
     // The walk is bounded by serde_json's nesting limit, as parsing was.
@@ -331,10 +352,11 @@ fn a_repeated_question_id_is_an_error_naming_the_second() {
 #[test]
 fn instance_labels_are_integers_or_strings() {
     let d = tempfile::tempdir().unwrap();
+    // Issue 44: the value and where it starts, a number shown as one.
     for (label, found) in [
-        ("1.5", "1.5"),
-        ("1.0", "1.0"),
-        ("true", "true"),
+        ("1.5", "the number 1.5"),
+        ("1.0", "the number 1.0"),
+        ("true", "a boolean (true)"),
         ("null", "null"),
         ("[1]", "a list"),
         ("{\"a\": 1}", "an object"),
@@ -348,7 +370,7 @@ fn instance_labels_are_integers_or_strings() {
         assert_eq!(
             err(read_instances(&p, &fields("id", "label"))),
             format!(
-                "{}:2: field `label` is {found}, expected an integer or a string",
+                "{}:2:22: field `label` is {found}, expected an integer or a string",
                 p.display()
             ),
             "{label}"
@@ -588,5 +610,226 @@ fn feature_file_errors_have_no_debug_output() {
     assert_eq!(
         err(read_features(&p)),
         format!("{}: truncated header", p.display())
+    );
+}
+
+// Issue 44: what readers still accepted silently, and one error format.
+
+/// The same malformed line gives the same `file:line:column: malformed JSON: ...` in `af pairs`',
+/// `af audit`'s and `af aflite`'s readers (the audit said `file:1: malformed JSON at column 12`).
+#[test]
+fn malformed_json_has_one_format_in_every_reader() {
+    let d = tempfile::tempdir().unwrap();
+    let line = b"{\"id\": \"a\", x}\n";
+    let p = write(d.path(), "q.jsonl", line);
+    let mut s = spec(&p, InputFormat::Jsonl);
+    s.group_field = Some("id".into());
+    s.text_field = Some("t".into());
+    let want = format!("{}:1:13: malformed JSON: key must be a string", p.display());
+    assert_eq!(err(read_input(&s)), want);
+    assert_eq!(err(read_instances(&p, &fields("id", "label"))), want);
+    assert_eq!(
+        err(read_questions(&p, Some(QuestionFormat::Generic), false)),
+        want
+    );
+    let skipped = &read_questions(
+        &write(
+            d.path(),
+            "g.jsonl",
+            b"{\"context\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0}\n{\"id\": \"a\", x}\n",
+        ),
+        None,
+        true,
+    )
+    .unwrap()
+    .skipped[0];
+    assert_eq!(
+        skipped.describe(Path::new("g.jsonl")),
+        "g.jsonl:2:13: malformed JSON: key must be a string"
+    );
+    // A type error is not malformed JSON.
+    let p = write(d.path(), "a.json", b"{\"v\": {\"sentences\": [\"x\", 7]}}");
+    let e = err(read_input(&spec(&p, InputFormat::Activitynet)));
+    assert!(
+        e.starts_with(&format!("{}:1:", p.display())) && !e.contains("malformed"),
+        "{e}"
+    );
+}
+
+#[test]
+fn numbers_where_text_belongs_and_empty_groups_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    // A WinoGrande option of 1e-400 was the option text "0.0".
+    let p = write(
+        d.path(),
+        "w.jsonl",
+        br#"{"qID": "A-1", "sentence": "x _ y", "option1": "a", "option2": 1e-400, "answer": "1"}"#,
+    );
+    assert_eq!(
+        err(read_questions(&p, None, false)),
+        format!(
+            "{}:1:64: field `option2` is the number 1e-400, expected text (a JSON string)",
+            p.display()
+        )
+    );
+    // A pairs-jsonl group of 1e-400 was group "0.0"; an integer group is still a group.
+    let p = write(
+        d.path(),
+        "p.jsonl",
+        b"{\"video\": 7, \"t\": \"One.\"}\n{\"video\": 1e-400, \"t\": \"Two.\"}\n",
+    );
+    let mut s = spec(&p, InputFormat::Jsonl);
+    s.group_field = Some("video".into());
+    s.text_field = Some("t".into());
+    assert_eq!(
+        err(read_input(&s)),
+        format!(
+            "{}:2:11: field `video` is the number 1e-400, expected text or an integer",
+            p.display()
+        )
+    );
+    let p = write(d.path(), "n.jsonl", b"{\"video\": \"v\", \"t\": 12}\n");
+    s.path = p.clone();
+    assert_eq!(
+        err(read_input(&s)),
+        format!(
+            "{}:1:21: field `t` is the number 12, expected text (a JSON string)",
+            p.display()
+        )
+    );
+    // An empty CSV group cell was group "" for every such row.
+    let p = write(d.path(), "c.csv", b"video,caption\nv1,One.\n ,Two.\n");
+    let mut c = spec(&p, InputFormat::Csv);
+    c.group_field = Some("video".into());
+    c.text_field = Some("caption".into());
+    assert_eq!(
+        err(read_input(&c)),
+        format!("{}:3:1: field `video` is empty", p.display())
+    );
+    let p = write(
+        d.path(),
+        "h.jsonl",
+        br#"{"ind": 4, "ctx_a": "A.", "ctx_b": "b", "label": 1, "endings": ["a", "b"], "source_id": ""}"#,
+    );
+    assert_eq!(
+        err(read_questions(&p, None, false)),
+        format!("{}:1:89: field `source_id` is empty", p.display())
+    );
+    // An aflite label "" was a class of its own; a repeated id was scored twice.
+    let p = write(
+        d.path(),
+        "i.jsonl",
+        b"{\"id\": \"a\", \"label\": 0}\n{\"id\": \"b\", \"label\": \"\"}\n",
+    );
+    assert_eq!(
+        err(read_instances(&p, &fields("id", "label"))),
+        format!("{}:2:22: field `label` is empty", p.display())
+    );
+    let p = write(
+        d.path(),
+        "j.jsonl",
+        b"{\"id\": \"a\", \"label\": 0}\n{\"id\": \"b\", \"label\": 1}\n{\"id\": \"a\", \"label\": 1}\n",
+    );
+    assert_eq!(
+        err(read_instances(&p, &fields("id", "label"))),
+        format!("{}:3:8: duplicate id `a` (first on line 1)", p.display())
+    );
+    // A label is shown as the file wrote it: a number bare, text quoted.
+    let g = |label: &str| {
+        format!("{{\"context\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": {label}}}\n")
+    };
+    let p = write(d.path(), "g.jsonl", g("9").as_bytes());
+    assert!(
+        err(read_questions(&p, None, false)).ends_with(":1:50: field `label` is 9, expected 0..=1")
+    );
+    let p = write(d.path(), "g.jsonl", g("\"9\"").as_bytes());
+    assert!(err(read_questions(&p, None, false))
+        .ends_with(":1:50: field `label` is \"9\", expected 0..=1"));
+}
+
+/// A lone carriage return ends a line for every line-based reader: `af aflite`'s features and
+/// instances said "no rows of numbers" where `af pairs` read the same endings.
+#[test]
+fn cr_only_line_endings_are_read_by_every_line_reader() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(d.path(), "f.csv", b"a,b\r1,2\r3,4\r");
+    assert_eq!(read_features(&p).unwrap().data, [1.0, 2.0, 3.0, 4.0]);
+    let p = write(
+        d.path(),
+        "i.jsonl",
+        b"{\"id\": \"a\", \"label\": 0}\r{\"id\": \"b\", \"label\": 1}\r",
+    );
+    assert_eq!(read_instances(&p, &fields("id", "label")).unwrap().len(), 2);
+    let p = write(
+        d.path(),
+        "g.jsonl",
+        b"{\"context\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0}\r{\"context\": \"d\", \"endings\": [\"a\", \"b\"], \"label\": 9}\r",
+    );
+    assert!(
+        err(read_questions(&p, None, false)).contains("g.jsonl:2:"),
+        "the line count follows the lone CRs"
+    );
+    let p = write(
+        d.path(),
+        "d.jsonl",
+        b"{\"g\": \"v\", \"t\": \"One.\"}\r{\"g\": \"v\", \"t\": \"Two.\"}",
+    );
+    let mut s = spec(&p, InputFormat::Jsonl);
+    s.group_field = Some("g".into());
+    s.text_field = Some("t".into());
+    assert_eq!(read_input(&s).unwrap()[0].sentences, ["One.", "Two."]);
+    let p = write(
+        d.path(),
+        "t.conllu",
+        b"1\tHe\the\tPRON\tPRP\t_\t2\tnsubj\t_\t_\r2\tran\trun\tVERB\tVBD\t_\t0\troot\t_\t_\r",
+    );
+    assert_eq!(
+        af_io::conllu::read_conllu(&p).unwrap()[0].words,
+        ["He", "ran"]
+    );
+    // Invalid UTF-8 after lone CRs is placed on its line.
+    let p = write(d.path(), "u.txt", b"One.\rTwo caf\xe9.");
+    assert_eq!(
+        err(read_input(&spec(&p, InputFormat::Text))),
+        format!("{}:2:8: invalid UTF-8 at byte offset 12", p.display())
+    );
+}
+
+/// A first line that fits no layout says, for each layout, what it lacks.
+#[test]
+fn an_undetectable_first_line_says_what_each_layout_lacks() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "w.jsonl",
+        b"\n{\"qID\": \"A-1\", \"sentence\": \"x _ y\", \"option\": \"a\", \"option2\": \"b\", \"answer\": \"1\"}\n",
+    );
+    assert_eq!(
+        err(read_questions(&p, None, false)),
+        format!(
+            "{}:2:1: cannot tell the layout from line 2: as hellaswag it lacks `ind`, `ctx_a`, `ctx_b`, `endings`, `label`; as winogrande it lacks `option1`; as af it lacks `id`, `group`, `context`, `noun_phrase`, `gold`, `distractors`; as generic it lacks `context`, `endings`, `label`; name it with --format ({})",
+            p.display(),
+            QuestionFormat::NAMES
+        )
+    );
+    let p = write(
+        d.path(),
+        "s.csv",
+        b",video-id,sent1,sent2,ending_0,label\n0,v,a,b,c,0\n",
+    );
+    let e = err(read_questions(&p, None, false));
+    assert!(
+        e.starts_with(&format!("{}:1:1: cannot tell the layout from line 1: as swag-full it lacks column `fold-ind`, `gold-ending`, `distractor-0`; as swag it lacks column `ending0`, `ending1`; as a JSON layout it is not a JSON object", p.display())),
+        "{e}"
+    );
+    let p = write(
+        d.path(),
+        "deep.jsonl",
+        format!("{}\n", "{\"a\":".repeat(200)).as_bytes(),
+    );
+    let e = err(read_questions(&p, None, false));
+    assert!(
+        e.contains("deep.jsonl:1:") && e.contains("malformed JSON: recursion limit exceeded"),
+        "{e}"
     );
 }

@@ -36,8 +36,67 @@ pub struct BatchedProbes {
     device: Device,
 }
 
+/// Standardises each dimension of a row-major [rows, dim] matrix to mean 0 and (population)
+/// standard deviation 1, so that one learning rate suits every feature scale. The statistics are
+/// taken in float64: in float32 a column of 3e38 sums to infinity and every value becomes NaN
+/// (issue 44). A result float32 cannot hold is refused with its row and column; it cannot arise
+/// from finite float32 features (each standardised value is at most sqrt(rows) in size), so the
+/// check guards against a NaN or infinity that got past the readers.
+pub fn standardize(features: &[f32], rows: usize, dim: usize) -> Result<Vec<f32>, NnError> {
+    if let Some(i) = features.iter().position(|v| !v.is_finite()) {
+        return Err(NnError::NonFinite {
+            what: format!(
+                "feature row {}, column {} (counting from 0)",
+                i / dim,
+                i % dim
+            ),
+            value: f64::from(features[i]),
+            kept: "nothing was trained".into(),
+        });
+    }
+    let mut mean = vec![0f64; dim];
+    for row in features.chunks_exact(dim.max(1)) {
+        for (m, &v) in mean.iter_mut().zip(row) {
+            *m += f64::from(v);
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= rows.max(1) as f64);
+    let mut var = vec![0f64; dim];
+    for row in features.chunks_exact(dim.max(1)) {
+        for ((s, &v), m) in var.iter_mut().zip(row).zip(&mean) {
+            *s += (f64::from(v) - m).powi(2);
+        }
+    }
+    let std: Vec<f64> = var
+        .iter()
+        .map(|s| (s / rows.max(1) as f64).sqrt().max(1e-6))
+        .collect();
+    let mut out = Vec::with_capacity(features.len());
+    for (i, &v) in features.iter().enumerate() {
+        let c = i % dim;
+        let z = ((f64::from(v) - mean[c]) / std[c]) as f32;
+        if !z.is_finite() {
+            return Err(NnError::NonFinite {
+                what: format!(
+                    "feature row {}, column {} (counting from 0), standardised",
+                    i / dim,
+                    c
+                ),
+                value: f64::from(z),
+                kept: format!(
+                    "its column's mean is {:e}, its deviation {:e}",
+                    mean[c], std[c]
+                ),
+            });
+        }
+        out.push(z);
+    }
+    Ok(out)
+}
+
 impl BatchedProbes {
-    /// `features`: row-major [rows, dim]; labels in 0..classes.
+    /// `features`: row-major [rows, dim], standardised here ([`standardize`]); labels in
+    /// 0..classes.
     pub fn new(
         features: &[f32],
         rows: usize,
@@ -46,21 +105,18 @@ impl BatchedProbes {
         classes: usize,
         settings: ProbeSettings,
         device: Device,
-    ) -> Self {
-        let x = Tensor::from_slice(features)
+    ) -> Result<Self, NnError> {
+        let x = Tensor::from_slice(&standardize(features, rows, dim)?)
             .view([rows as i64, dim as i64])
             .to(device);
-        // Standardise per dimension: one learning rate then suits every feature scale.
-        let mean = x.mean_dim([0].as_slice(), true, Kind::Float);
-        let std = x.std_dim([0].as_slice(), false, true).clamp_min(1e-6);
         let labels: Vec<i64> = labels.iter().map(|&l| i64::from(l)).collect();
-        Self {
-            x: (x - mean) / std,
+        Ok(Self {
+            x,
             labels: Tensor::from_slice(&labels).to(device),
             classes: classes as i64,
             settings,
             device,
-        }
+        })
     }
 
     /// Trains one classifier per row of `train` on the marked instances of `active` and predicts
@@ -195,7 +251,8 @@ mod tests {
             2,
             ProbeSettings::default(),
             Device::Cpu,
-        );
+        )
+        .unwrap();
         let active: Vec<usize> = (0..600).collect();
         let train: Vec<Vec<bool>> = (0..4)
             .map(|j| (0..600).map(|i| (i + j) % 2 == 0 || i % 3 == 0).collect())
@@ -229,5 +286,56 @@ mod tests {
             (back[0][1] - probs[0][0]).abs() < 1e-4,
             "flipping every label mirrors the classifier"
         );
+    }
+
+    /// Issue 44: a constant column of 3e38 (a valid float32) summed in float32 overflowed, and
+    /// every standardised value, then every probability, was NaN.
+    #[test]
+    fn standardising_extreme_finite_features_stays_finite() {
+        let big = 3e38f32;
+        let (rows, dim) = (1000, 4);
+        let features: Vec<f32> = (0..rows)
+            .flat_map(|i| {
+                let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+                [big, sign * f32::MAX, 1e-45 * sign, (i as f32) * 1e30]
+            })
+            .collect();
+        let z = standardize(&features, rows, dim).unwrap();
+        assert!(z.iter().all(|v| v.is_finite()), "a NaN or infinity");
+        assert!(z.chunks(dim).all(|r| r[0] == 0.0), "a constant column is 0");
+        assert!(z.chunks(dim).all(|r| (r[1].abs() - 1.0).abs() < 1e-6));
+        let mean3: f64 = z.chunks(dim).map(|r| f64::from(r[3])).sum::<f64>() / rows as f64;
+        assert!(mean3.abs() < 1e-5, "{mean3}");
+        // What got past the readers is refused with its place.
+        let mut bad = features.clone();
+        bad[5 * dim + 2] = f32::NAN;
+        let e = standardize(&bad, rows, dim).unwrap_err().to_string();
+        assert!(
+            e.starts_with("feature row 5, column 2 (counting from 0) is not finite (NaN)"),
+            "{e}"
+        );
+        let probes = BatchedProbes::new(
+            &features,
+            rows,
+            dim,
+            &(0..rows as u32).map(|i| i % 2).collect::<Vec<_>>(),
+            2,
+            ProbeSettings {
+                steps: 5,
+                ..Default::default()
+            },
+            Device::Cpu,
+        )
+        .unwrap();
+        let active: Vec<usize> = (0..rows).collect();
+        let train = vec![(0..rows).map(|i| i % 3 == 0).collect::<Vec<bool>>()];
+        let p = probes
+            .fit_probabilities(
+                &active,
+                &(0..rows as u32).map(|i| i % 2).collect::<Vec<_>>(),
+                &train,
+            )
+            .unwrap();
+        assert!(p[0].iter().all(|v| v.is_finite()), "NaN probabilities");
     }
 }

@@ -118,11 +118,13 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
         classes.len(),
         a.probe.clone(),
         device,
-    );
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", a.features.display()))?;
     let options = a.options.clone();
     let start = std::time::Instant::now();
     let result = aflite(&mut Probes(&batched), &labels, &groups, &options)?;
     let seconds = start.elapsed().as_secs_f64();
+    no_nan_in(&result)?;
 
     let (mut kept, mut removed) = (String::new(), String::new());
     let mut scores = csv::Writer::from_writer(Vec::new());
@@ -275,6 +277,47 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
     })
 }
 
+/// No NaN or infinity may reach an output file (issue 44): one would read as a number in
+/// `scores.csv` and silently remove nothing. The readers and the standardisation refuse what could
+/// make one, so this is the last check, naming the first instance or iteration that has one.
+fn no_nan_in(result: &af_filter::aflite::AfliteResult) -> anyhow::Result<()> {
+    let per_instance = result
+        .predictability
+        .iter()
+        .zip(&result.confidence)
+        .enumerate()
+        .find(|(_, (p, c))| p.is_some_and(|p| !p.is_finite()) || c.is_some_and(|c| !c.is_finite()));
+    if let Some((i, (p, c))) = per_instance {
+        anyhow::bail!("aflite: instance {i} (counting from 0) has predictability {p:?} and confidence {c:?}: not finite, so nothing is written");
+    }
+    for it in &result.iterations {
+        let q = it.null.as_ref();
+        let values = [
+            Some(it.mean_predictability),
+            Some(it.probe_accuracy),
+            it.threshold,
+            it.threshold_confidence,
+            it.expected_false_at_tau,
+            it.expected_false_removals,
+            q.map(|q| q.q50),
+            q.map(|q| q.q90),
+            q.map(|q| q.q95),
+            q.map(|q| q.q99),
+            q.map(|q| q.max),
+        ];
+        anyhow::ensure!(
+            values.iter().flatten().all(|v| v.is_finite()),
+            "aflite: iteration {} has a value that is not finite ({values:?}), so nothing is written",
+            it.iteration
+        );
+    }
+    anyhow::ensure!(
+        result.final_probe_accuracy.is_finite(),
+        "aflite: the final probe accuracy is not finite, so nothing is written"
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,7 +352,8 @@ mod tests {
                 ..Default::default()
             },
             Device::Cpu,
-        );
+        )
+        .unwrap();
         let options = AfliteOptions {
             m: 32,
             t: 500,

@@ -166,6 +166,8 @@ struct AuditFile<'a> {
 struct SkippedRow<'a> {
     file: &'a Path,
     line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<usize>,
     reason: &'a str,
 }
 
@@ -245,6 +247,7 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
             f.skipped.iter().map(|s| SkippedRow {
                 file: &f.path,
                 line: s.line,
+                column: s.column,
                 reason: &s.reason,
             })
         })

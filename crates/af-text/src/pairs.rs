@@ -60,7 +60,9 @@ pub struct PairsReport {
     /// Consecutive sentence pairs considered.
     pub candidate_pairs: u64,
     pub items: u64,
-    /// Pairs dropped, by the first reason that applied.
+    /// Pairs dropped, by the first reason that applied; and sentences (captions, rows) dropped
+    /// before pairing (`empty-caption`, `control-character`: each counts one sentence, and no
+    /// pair is made with it) and questions left out (`unreadable`, `too-few-options`).
     pub dropped: BTreeMap<String, u64>,
     /// Items per fold.
     pub items_per_fold: Vec<u64>,
@@ -131,11 +133,40 @@ enum Outcome {
     Dropped(&'static str),
 }
 
+/// Why a sentence (a caption, a row) cannot be in any pair, if it cannot: it is empty, or it
+/// holds a control character that is not whitespace (a NUL byte, an escape: a damaged caption,
+/// which would reach items.jsonl and every file after it). Line breaks and tabs inside a
+/// caption are whitespace, as the tokenizer reads them (five ActivityNet captions have one).
+pub fn unusable_sentence(s: &str) -> Option<&'static str> {
+    if s.trim().is_empty() {
+        Some("empty-caption")
+    } else if s.chars().any(|c| c.is_control() && !c.is_whitespace()) {
+        Some("control-character")
+    } else {
+        None
+    }
+}
+
+/// The reason each caption of a document that is in no candidate pair is dropped: its own
+/// ([`unusable_sentence`]), or `unpaired-caption` when it is usable but both its neighbours are
+/// missing or dropped (a one-caption video).
+fn dropped_captions(sentences: &[String]) -> Vec<&'static str> {
+    let problems: Vec<Option<&'static str>> =
+        sentences.iter().map(|s| unusable_sentence(s)).collect();
+    let usable = |k: Option<usize>| k.and_then(|k| problems.get(k)).is_some_and(Option::is_none);
+    problems
+        .iter()
+        .enumerate()
+        .filter_map(|(k, p)| match p {
+            Some(reason) => Some(*reason),
+            None if !usable(k.checked_sub(1)) && !usable(Some(k + 1)) => Some("unpaired-caption"),
+            None => None,
+        })
+        .collect()
+}
+
 fn make_pair(doc: &Document, k: usize, tagger: &Tagger, o: &PairOptions) -> Outcome {
     let (s, s2) = (&doc.sentences[k], &doc.sentences[k + 1]);
-    if s.is_empty() || s2.is_empty() {
-        return Outcome::Dropped("empty-sentence");
-    }
     let ctx = tokenize(s);
     let n_ctx = ctx.len() as u32;
     if n_ctx < o.min_context_tokens {
@@ -205,11 +236,20 @@ pub fn make_pairs(
     options: &PairOptions,
     on_document: &(dyn Fn() + Sync),
 ) -> Result<PairsOutput, PairsError> {
+    // A sentence that cannot be in a pair is dropped and counted once, by its reason; the pairs
+    // around it are not made (its neighbours were not consecutive), and the others keep their
+    // ids (`<group>-<k>`, k its place in the document).
     let per_doc: Vec<Vec<(Outcome, usize)>> = docs
         .par_iter()
         .enumerate()
         .map(|(d, doc)| {
+            let usable: Vec<bool> = doc
+                .sentences
+                .iter()
+                .map(|s| unusable_sentence(s).is_none())
+                .collect();
             let pairs = (0..doc.sentences.len().saturating_sub(1))
+                .filter(|&k| usable[k] && usable[k + 1])
                 .map(|k| (make_pair(doc, k, tagger, options), d))
                 .collect();
             on_document();
@@ -240,6 +280,11 @@ pub fn make_pairs(
         items.push(item);
         Ok(())
     };
+    for doc in docs {
+        for reason in dropped_captions(&doc.sentences) {
+            *report.dropped.entry(reason.to_string()).or_default() += 1;
+        }
+    }
     for (outcome, d) in per_doc.into_iter().flatten() {
         report.candidate_pairs += 1;
         match outcome {
@@ -352,6 +397,68 @@ pub fn follow_folds(items: &mut [Item], source: &[Item], report: &mut PairsRepor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44: an empty caption vanished without a count (a one-caption video), and a NUL byte
+    /// in a caption reached items.jsonl. Each is now dropped once, by its reason; line breaks
+    /// inside a caption stay whitespace.
+    #[test]
+    fn every_dropped_caption_is_counted_by_reason() {
+        let doc = |group: &str, sentences: &[&str]| Document {
+            group: group.into(),
+            id: None,
+            sentences: sentences.iter().map(|s| s.to_string()).collect(),
+            origin: group.into(),
+        };
+        let docs = [
+            doc("lone", &[""]),
+            doc("single", &["A cat sleeps on the warm mat."]),
+            doc(
+                "v",
+                &[
+                    "A man walks into the room.",
+                    "He sits down on a chair.",
+                    "",
+                    "A woman waves at\nthe camera.",
+                    "She then picks up a ball.",
+                    "The dog runs after the ball\0.",
+                    "It brings the ball back to her.",
+                ],
+            ),
+        ];
+        let options = PairOptions {
+            folds: 2,
+            min_context_tokens: 1,
+            max_context_tokens: 100,
+            min_ending_tokens: 1,
+            max_ending_tokens: 100,
+            adverbs: crate::split::AdverbSide::NounPhrase,
+            seed: 1,
+        };
+        let out = make_pairs(&docs, Vec::new(), &Tagger::builtin(), &options, &|| {}).unwrap();
+        let r = &out.report;
+        assert_eq!(r.dropped.get("empty-caption"), Some(&2), "{r:?}");
+        assert_eq!(r.dropped.get("control-character"), Some(&1), "{r:?}");
+        // The one-caption video, and the last caption of `v`, whose only neighbour is damaged.
+        assert_eq!(r.dropped.get("unpaired-caption"), Some(&2), "{r:?}");
+        // Every caption is in a candidate pair or counted under a caption reason.
+        let in_pairs = 4; // captions 0, 1, 3, 4 of `v`
+        let caption_drops: u64 = ["empty-caption", "control-character", "unpaired-caption"]
+            .iter()
+            .filter_map(|k| r.dropped.get(*k))
+            .sum();
+        assert_eq!(r.sentences, in_pairs + caption_drops, "{r:?}");
+        // Pairs 0-1 and 3-4 only: none with the empty or the damaged caption.
+        assert_eq!(r.candidate_pairs, 2, "{r:?}");
+        let ids: Vec<&str> = out.items.iter().map(|i| i.id.as_str()).collect();
+        assert!(ids.iter().all(|id| ["v-0", "v-3"].contains(id)), "{ids:?}");
+        assert!(out
+            .items
+            .iter()
+            .all(|i| !format!("{}{}{}", i.context, i.noun_phrase, i.ending).contains('\0')));
+        assert_eq!(unusable_sentence("tab\there"), None);
+        assert_eq!(unusable_sentence("esc\u{1b}[0m"), Some("control-character"));
+        assert_eq!(unusable_sentence("   "), Some("empty-caption"));
+    }
 
     /// Items found in the source run (whatever their split or spacing) take its folds; others
     /// follow their video's matched items or keep theirs; the report's counts follow.

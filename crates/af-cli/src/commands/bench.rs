@@ -414,7 +414,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             };
             let probes = af_nn::aflite::BatchedProbes::new(
                 &features, instances, dim, &labels, 2, settings, device,
-            );
+            )?;
             let active: Vec<usize> = (0..instances).collect();
             let train: Vec<Vec<bool>> = (0..m)
                 .map(|_| {

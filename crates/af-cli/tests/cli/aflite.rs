@@ -292,3 +292,122 @@ fn af_features_encode_winogrande_for_aflite_and_drop_their_training_slice() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(d.path().join("al/kept.jsonl").exists());
 }
+
+/// Issue 44: a constant column of 3e38 (a valid float32) made every score NaN and removed
+/// nothing; standardised in float64 it is a column of zeros and the planted feature still leads.
+/// No output file may hold a NaN.
+#[test]
+fn a_constant_3e38_column_leaves_no_nan_in_any_output() {
+    let d = tempfile::tempdir().unwrap();
+    write_inputs(d.path(), 120);
+    let csv = std::fs::read_to_string(d.path().join("f.csv")).unwrap();
+    let wide: String = csv.lines().map(|l| format!("{l},3e38,-3.4e38\n")).collect();
+    std::fs::write(d.path().join("f.csv"), wide).unwrap();
+    let o = aflite(
+        d.path(),
+        &[
+            "--m",
+            "32",
+            "--t",
+            "200",
+            "--k",
+            "40",
+            "--steps",
+            "40",
+            "--tau",
+            "0.75",
+            "--null-permutations",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["scores.csv", "iterations.csv"] {
+        let text = std::fs::read_to_string(d.path().join("out").join(name)).unwrap();
+        for cell in text.lines().skip(1).flat_map(|l| l.split(',')) {
+            assert!(
+                cell.parse::<f64>().map_or(true, f64::is_finite),
+                "{name} holds {cell}:\n{}",
+                &text[..text.len().min(2000)]
+            );
+        }
+    }
+    let scores = std::fs::read_to_string(d.path().join("out/scores.csv")).unwrap();
+    let confident = scores
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(4).is_some_and(|c| !c.is_empty()))
+        .count();
+    assert!(confident > 500, "{confident} of 600 rows have a confidence");
+    let removed = std::fs::read_to_string(d.path().join("out/removed.jsonl")).unwrap();
+    assert!(
+        removed.lines().count() >= 60,
+        "the planted feature is still found: {} removed",
+        removed.lines().count()
+    );
+}
+
+/// Issue 44: duplicate ids and an empty label are refused as every reader refuses them, with
+/// `file:line:column`; CR-only line endings are read as `\n` endings are, in both files.
+#[test]
+fn instances_refuse_duplicate_ids_and_empty_labels_and_cr_endings_are_read() {
+    let d = tempfile::tempdir().unwrap();
+    write_inputs(d.path(), 0);
+    let lines = std::fs::read_to_string(d.path().join("w.jsonl")).unwrap();
+    let run = |d: &Path| {
+        af(
+            &[
+                "aflite",
+                "--instances",
+                "i.jsonl",
+                "--features",
+                "f.csv",
+                "--out",
+                "out",
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--m",
+                "4",
+                "--t",
+                "100",
+                "--k",
+                "10",
+                "--steps",
+                "5",
+                "--id-field",
+                "qID",
+                "--label-field",
+                "answer",
+                "--force",
+            ],
+            d,
+        )
+    };
+    let dup = lines.replacen("\"qID\": \"q1-1\"", "\"qID\": \"q0-1\"", 1);
+    std::fs::write(d.path().join("i.jsonl"), dup).unwrap();
+    let o = run(d.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("i.jsonl:3:9: duplicate id `q0-1` (first on line 1)"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = lines.replacen("\"answer\": \"1\"", "\"answer\": \"\"", 1);
+    std::fs::write(d.path().join("i.jsonl"), empty).unwrap();
+    let o = run(d.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("i.jsonl:1:") && stderr(&o).contains(": field `answer` is empty"),
+        "{}",
+        stderr(&o)
+    );
+    // CR-only endings in both files: read, as `af pairs` reads them.
+    std::fs::write(d.path().join("i.jsonl"), lines.replace('\n', "\r")).unwrap();
+    let csv = std::fs::read_to_string(d.path().join("f.csv")).unwrap();
+    std::fs::write(d.path().join("f.csv"), csv.replace('\n', "\r")).unwrap();
+    let o = run(d.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let scores = std::fs::read_to_string(d.path().join("out/scores.csv")).unwrap();
+    assert_eq!(scores.lines().count(), 601);
+}

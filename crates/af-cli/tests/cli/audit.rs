@@ -14,7 +14,7 @@ fn bad_rows_stop_with_file_and_line_and_unknown_models_are_refused() {
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
     assert!(
-        e.contains("bad.jsonl:8: field `label` is \"9\", expected 0..=3"),
+        e.contains("bad.jsonl:8:") && e.contains(": field `label` is 9, expected 0..=3"),
         "{e}"
     );
     assert!(

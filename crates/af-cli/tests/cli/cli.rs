@@ -100,7 +100,7 @@ fn bad_inputs_fail_clearly_and_write_nothing() {
             "latin1.json",
             b"{\"v1\": {\"sentences\": [\"Caf\xe9\"]}}",
             "format = \"activitynet\"",
-            "latin1.json:1: invalid UTF-8 at byte offset 26",
+            "latin1.json:1:27: invalid UTF-8 at byte offset 26",
         ),
         (
             "empty.json",

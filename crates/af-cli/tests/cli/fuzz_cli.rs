@@ -149,3 +149,138 @@ fn mutated_audit_inputs_fail_with_the_file_named_and_leave_the_last_audit_as_it_
         );
     }
 }
+
+/// Issue 44's mutations at the command line: empty captions and control characters in `af
+/// pairs`' captions are each counted under their reason, and none reaches items.jsonl.
+#[test]
+fn mutated_captions_are_dropped_and_counted_never_written() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("captions.json");
+    let good = std::fs::read(repo().join("fixtures/captions/captions.json")).unwrap();
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "[[pairs.inputs]]\npath = \"{}\"\nformat = \"activitynet\"\n",
+            input.display()
+        ),
+    );
+    let mut rng = Rng::new(44);
+    let mut counted = 0;
+    for case in 0..8 {
+        let kind = ["empty-value", "control-char"][case % 2];
+        let bytes = mutate::apply(kind, &good, b"", &mut rng, 4096);
+        std::fs::write(&input, &bytes).unwrap();
+        let o = af(&["pairs", cfg.to_str().unwrap()], d.path());
+        if !o.status.success() {
+            // A mutation outside a caption (a key, a number) may make the file unreadable.
+            assert!(
+                stderr(&o).contains(&input.display().to_string()),
+                "{}",
+                stderr(&o)
+            );
+            continue;
+        }
+        // The captions as JSON reads them: what af must have dropped, by reason.
+        let parsed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let captions: Vec<String> = parsed
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|v| v["sentences"].as_array().unwrap().clone())
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        let empty = captions.iter().filter(|c| c.trim().is_empty()).count() as u64;
+        let damaged = captions
+            .iter()
+            .filter(|c| {
+                !c.trim().is_empty() && c.chars().any(|ch| ch.is_control() && !ch.is_whitespace())
+            })
+            .count() as u64;
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join("run/pairs/report.json")).unwrap(),
+        )
+        .unwrap();
+        let count = |k: &str| report["dropped"][k].as_u64().unwrap_or(0);
+        assert_eq!(
+            (count("empty-caption"), count("control-character")),
+            (empty, damaged),
+            "{kind}: {report}"
+        );
+        counted += empty + damaged;
+        let items = std::fs::read_to_string(d.path().join("run/pairs/items.jsonl")).unwrap();
+        for line in items.lines() {
+            let item: serde_json::Value = serde_json::from_str(line).unwrap();
+            for field in ["context", "noun_phrase", "ending"] {
+                let text = item[field].as_str().unwrap();
+                assert!(
+                    !text.chars().any(|c| c.is_control() && !c.is_whitespace()),
+                    "{kind}: a control character reached items.jsonl: {text:?}"
+                );
+            }
+        }
+    }
+    assert!(counted > 0, "no mutation hit a caption");
+}
+
+/// Issue 44: features at float32's edge (a constant column of 3e38, -3.4e38, 1e-45) give scores
+/// without a NaN, or an error naming the file; never a NaN in an output.
+#[test]
+fn float32_edge_features_never_make_a_nan_score() {
+    let d = tempfile::tempdir().unwrap();
+    let (n, dim) = (80, 4);
+    let mut instances = String::new();
+    let mut features = String::new();
+    for i in 0..n {
+        instances.push_str(&format!("{{\"id\": \"i{i}\", \"label\": {}}}\n", i % 2));
+        let row: Vec<String> = (0..dim)
+            .map(|j| format!("{}", ((i * 7 + j * 3) % 11) as f32 / 10.0))
+            .collect();
+        features.push_str(&row.join(","));
+        features.push('\n');
+    }
+    std::fs::write(d.path().join("i.jsonl"), &instances).unwrap();
+    let mut rng = Rng::new(3);
+    let mut runs = 0;
+    for _ in 0..4 {
+        let bytes = mutate::apply("float32-edge", features.as_bytes(), b"", &mut rng, 4096);
+        std::fs::write(d.path().join("f.csv"), &bytes).unwrap();
+        let o = af(
+            &[
+                "aflite",
+                "--instances",
+                "i.jsonl",
+                "--features",
+                "f.csv",
+                "--out",
+                "out",
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--m",
+                "4",
+                "--t",
+                "40",
+                "--k",
+                "5",
+                "--steps",
+                "5",
+                "--force",
+            ],
+            d.path(),
+        );
+        if !o.status.success() {
+            assert!(stderr(&o).contains("f.csv"), "{}", stderr(&o));
+            continue;
+        }
+        runs += 1;
+        let scores = std::fs::read_to_string(d.path().join("out/scores.csv")).unwrap();
+        for cell in scores.lines().skip(1).flat_map(|l| l.split(',')) {
+            assert!(
+                cell.parse::<f64>().map_or(true, f64::is_finite),
+                "{cell} in scores.csv"
+            );
+        }
+    }
+    assert!(runs > 0, "every mutation was refused");
+}

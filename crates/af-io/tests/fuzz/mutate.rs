@@ -1,6 +1,9 @@
 //! The mutations of the readers' fuzzer (issue 17): the damage a user's file really has
 //! (truncation, flipped bytes, invalid UTF-8, byte-order marks, CRLF, huge numbers, NaN and
-//! infinities, wrong types, missing, extra and repeated fields, very long lines, deep nesting).
+//! infinities, wrong types, missing, extra and repeated fields, very long lines, deep nesting),
+//! and since issue 44 what readers once accepted silently: finite floats that overflow float32
+//! arithmetic, numbers where text belongs, empty values, control characters, CR-only line
+//! endings, a repeated id, and a damaged first line.
 //! Self-contained, with its own small generator, so af-cli's tests can include it by path.
 
 #![allow(dead_code)]
@@ -50,6 +53,13 @@ pub const KINDS: &[&str] = &[
     "syntax-char",
     "empty",
     "splice",
+    "float32-edge",
+    "number-as-text",
+    "empty-value",
+    "control-char",
+    "cr-only",
+    "duplicate-id",
+    "bad-first-line",
 ];
 
 /// One mutation of `input`; `other` is another seed to splice from. `long` caps the size of a
@@ -272,9 +282,207 @@ pub fn apply(kind: &str, input: &[u8], other: &[u8], rng: &mut Rng, long: usize)
                 b.splice(at..at, other[s..e].iter().copied());
             }
         }
+        "float32-edge" => {
+            // Finite float32 values whose sums and squares overflow float32 (issue 44), made
+            // a whole column at times: a constant 3e38 column made every AFLite score NaN.
+            let edge: &[&str] = &[
+                "3e38",
+                "-3e38",
+                "3.4028235e38",
+                "-3.4028235e38",
+                "1e38",
+                "1e-45",
+                "3.5e38",
+            ];
+            let with = rng.pick(edge).as_bytes().to_vec();
+            if rng.below(2) == 0 {
+                b = replace_number(&b, &with, rng);
+            } else {
+                b = replace_column(&b, &with, rng);
+            }
+        }
+        "number-as-text" => {
+            // A string value (text, an id, a group) made a number: `1e-400` parses to 0.0.
+            let numbers: &[&str] = &["1e-400", "7", "-0", "1.5", "0", "1e400"];
+            let with = rng.pick(numbers).as_bytes().to_vec();
+            b = replace_string(&b, &with, rng);
+        }
+        "empty-value" => {
+            // An empty string or CSV cell: an empty caption, group, id or label.
+            b = if rng.below(2) == 0 {
+                replace_string(&b, b"\"\"", rng)
+            } else {
+                match field_span(&b, rng) {
+                    Some((s, e)) => {
+                        b.drain(s..e - 1);
+                        b
+                    }
+                    None => b,
+                }
+            };
+        }
+        "control-char" => {
+            // Inside a string or a cell: a NUL byte, an escape, DEL, a C1 control, or JSON's
+            // escaped forms of them.
+            let chars: &[&[u8]] = &[
+                b"\0",
+                b"\x01",
+                b"\x1b[0m",
+                b"\x7f",
+                "\u{85}".as_bytes(),
+                "\u{9b}".as_bytes(),
+                b"\\u0000",
+                b"\\u001b",
+            ];
+            let c = rng.pick(chars);
+            let inside = string_spans(&b);
+            let at = if inside.is_empty() {
+                pos(rng, &b)
+            } else {
+                let (s, e) = *rng.pick(&inside);
+                s + 1 + rng.below(e - s - 1)
+            };
+            b.splice(at..at, c.iter().copied());
+        }
+        "cr-only" => {
+            // Classic Mac OS line endings, everywhere or only at the end of the file.
+            b = replace_all(&replace_all(&b, b"\r\n", b"\n"), b"\n", b"\r");
+        }
+        "duplicate-id" => {
+            // The first value of one line copied over the first value of another: JSONL files
+            // put the id first, and so do af's CSV seeds.
+            let lines = line_spans(&b);
+            if lines.len() >= 2 {
+                let a = rng.below(lines.len());
+                let mut c = rng.below(lines.len() - 1);
+                if c >= a {
+                    c += 1;
+                }
+                let first = |(s, e): (usize, usize)| -> Option<(usize, usize)> {
+                    let line = &b[s..e];
+                    match line.iter().position(|&x| x == b':') {
+                        Some(colon) => {
+                            let mut i = colon + 1;
+                            while i < line.len() && line[i] == b' ' {
+                                i += 1;
+                            }
+                            Some((s + i, s + value_end(line, i)))
+                        }
+                        None => {
+                            let end = line.iter().position(|&x| x == b',')?;
+                            Some((s, s + end))
+                        }
+                    }
+                };
+                if let (Some((fs, fe)), Some((ts, te))) = (first(lines[a]), first(lines[c])) {
+                    let copy = b[fs..fe].to_vec();
+                    b.splice(ts..te, copy);
+                }
+            }
+        }
+        "bad-first-line" => {
+            // Line 1 only (a header, or the line a JSONL layout is told by): a field dropped, a
+            // key renamed, deep nesting, or garbage.
+            let end = b.iter().position(|&c| c == b'\n').unwrap_or(b.len());
+            let mut first = b[..end].to_vec();
+            match rng.below(4) {
+                0 => {
+                    if let Some((s, e)) = field_span(&first, rng) {
+                        first.drain(s..e);
+                    }
+                }
+                1 => {
+                    let spans = string_spans(&first);
+                    if !spans.is_empty() {
+                        let (s, _) = *rng.pick(&spans);
+                        first.splice(s + 1..s + 1, b"x_".iter().copied());
+                    }
+                }
+                2 => {
+                    let mut deep = b"{\"a\":".repeat(300);
+                    deep.extend_from_slice(&first);
+                    first = deep;
+                }
+                _ => first = b"\x01garbage, not a header".to_vec(),
+            }
+            b.splice(..end, first);
+        }
         _ => unreachable!("unknown mutation {kind}"),
     }
     b
+}
+
+/// The spans of JSON strings (quotes included), as (start, end).
+fn string_spans(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            let e = value_end(b, i);
+            out.push((i, e.max(i + 1)));
+            i = e.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out.retain(|(s, e)| e - s >= 2);
+    out
+}
+
+/// Replaces a JSON string value (after a `:`, or inside a list) with `with`; a CSV cell when the
+/// input has no quotes.
+fn replace_string(b: &[u8], with: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let spans: Vec<(usize, usize)> = string_spans(b)
+        .into_iter()
+        .filter(|(s, e)| {
+            // A value, not a key: not followed by `:`.
+            let mut j = *e;
+            while j < b.len() && b[j] == b' ' {
+                j += 1;
+            }
+            j >= b.len() || b[j] != b':' || *s == 0
+        })
+        .collect();
+    let mut b = b.to_vec();
+    if spans.is_empty() {
+        if let Some((s, e)) = field_span(&b, rng) {
+            b.splice(s..e - 1, with.iter().copied());
+        }
+        return b;
+    }
+    let (s, e) = *rng.pick(&spans);
+    b.splice(s..e, with.iter().copied());
+    b
+}
+
+/// Replaces the same comma-separated column of every line but the first with `with`: a
+/// constant column.
+fn replace_column(b: &[u8], with: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let lines = line_spans(b);
+    let column = rng.below(4);
+    let mut out = Vec::with_capacity(b.len());
+    for (n, &(s, e)) in lines.iter().enumerate() {
+        let line = &b[s..e];
+        let cells: Vec<&[u8]> = line.split(|&c| c == b',').collect();
+        if n == 0 || column >= cells.len() {
+            out.extend_from_slice(line);
+            continue;
+        }
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if i == column {
+                out.extend_from_slice(with);
+                if cell.ends_with(b"\n") {
+                    out.push(b'\n');
+                }
+            } else {
+                out.extend_from_slice(cell);
+            }
+        }
+    }
+    out
 }
 
 fn replace_all(b: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {

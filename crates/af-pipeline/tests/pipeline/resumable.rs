@@ -82,7 +82,10 @@ fn a_resumable_stage_keeps_its_last_complete_outputs_until_a_new_run_completes()
             .err()
             .expect("the prose is not UTF-8")
     );
-    assert!(e.contains("prose.txt:1: invalid UTF-8"), "{e}");
+    assert!(
+        e.contains("prose.txt:1:") && e.contains("invalid UTF-8"),
+        "{e}"
+    );
     assert!(
         snapshot(&run.join("lm")) == before,
         "the last complete outputs are as they were, started.json included"
