@@ -125,6 +125,10 @@ enum Command {
     /// `endings`, `label`) and af's own dataset.jsonl; writes audit.json, audit.md, audit.html,
     /// detectors.csv, tokens.csv and detectors.svg.
     Audit(commands::audit::AuditArgs),
+    /// How hard a multiple-choice dataset is for a pretrained LM, zero-shot, scored as
+    /// lm-evaluation-harness scores it: acc and acc_norm with 95% intervals, also zero-prompt and
+    /// choices-only; writes scores.csv, eval.json and eval.html, resumable (scores.jsonl).
+    Eval(commands::eval::EvalArgs),
     /// Ablations over committee composition: filter the run's pool with each composition of
     /// [ablate] (leave-one-out by default), then score every composition's dataset, and the
     /// random assignment, with every detector on one shared split, or on every item with
@@ -335,6 +339,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Aflite(a) => commands::aflite::run(a),
         Command::Datamap(a) => commands::datamap::run(a),
         Command::Audit(a) => commands::audit::run(a),
+        Command::Eval(a) => commands::eval::run(a),
         Command::Assemble(a) => commands::assemble::run(a),
         Command::Features(a) => commands::features::run(a),
     }

@@ -27,6 +27,7 @@ pub mod audit;
 pub mod committee;
 pub mod datamap;
 pub mod encoded;
+pub mod eval;
 pub mod features;
 pub mod fine_tuned;
 pub mod lm_score;

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bench;
 pub mod datamap;
 pub mod doctor;
+pub mod eval;
 pub mod features;
 pub mod lm_score;
 pub mod refilter;

@@ -308,6 +308,28 @@ impl Llama {
         self.logits(&hidden.select(1, 0))
     }
 
+    /// Right-padded `inputs` [B, T] with `mask` [B, T] (1: a token, then 0s): per position, the
+    /// log-probability of `targets` [B, T] as the next token, and whether it is the most likely
+    /// next token (lm-eval's `is_greedy`): ([B, T] float, [B, T] bool). Padding positions hold
+    /// numbers that mean nothing.
+    pub fn next_token_scores(
+        &self,
+        inputs: &Tensor,
+        mask: &Tensor,
+        targets: &Tensor,
+    ) -> (Tensor, Tensor) {
+        let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
+        let mut cache = self.new_cache(mask, inputs.size()[1]);
+        let logprobs = self
+            .logits(&self.run(inputs, &positions, &mut cache))
+            .log_softmax(-1, Kind::Float);
+        let chosen = logprobs
+            .gather(2, &targets.unsqueeze(2), false)
+            .squeeze_dim(2);
+        let greedy = logprobs.argmax(-1, false).eq_tensor(targets);
+        (chosen, greedy)
+    }
+
     /// Per-token log-likelihoods of `tokens` [B, T] (no padding) under the model, from the second
     /// token on: [B, T-1].
     pub fn token_logprobs(&self, tokens: &Tensor) -> Tensor {

@@ -14,6 +14,7 @@
 
 mod gguf;
 mod llama;
+mod loglikelihood;
 pub mod toy;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use tokenizers::Tokenizer;
 
 pub use gguf::Gguf;
 pub use llama::{Llama, LlamaConfig};
+pub use loglikelihood::{Continuation, LogLikelihood};
 
 /// The environment variable `scripts/setup --env` sets to the default generator's GGUF file.
 pub const CAUSAL_LM_ENV: &str = "AF_CAUSAL_LM";
@@ -97,6 +99,10 @@ pub struct CausalLm {
     /// `length-gap` rule counts. [V] on the host and as float on the device.
     word_starts: Vec<f32>,
     word_starts_t: Tensor,
+    /// The token an empty context stands for (lm-eval's `prefix_token_id`): BOS, else end of text.
+    prefix_token: Option<i64>,
+    /// Tokens the model reads at most (GGUF's `llama.context_length`, else 2,048).
+    context_length: usize,
     device: Device,
 }
 
@@ -145,6 +151,11 @@ impl CausalLm {
             Tensor::from_slice(&not_first).to_device(device),
         );
         let word_starts_t = Tensor::from_slice(&word_starts).to_device(device);
+        let prefix_token = g
+            .int("tokenizer.ggml.bos_token_id")
+            .or_else(|_| g.int("tokenizer.ggml.eos_token_id"))
+            .ok();
+        let context_length = g.int("llama.context_length").map_or(2048, |n| n as usize);
         Ok(Self {
             path: path.to_path_buf(),
             name,
@@ -155,6 +166,8 @@ impl CausalLm {
             not_first,
             word_starts,
             word_starts_t,
+            prefix_token,
+            context_length,
             device,
         })
     }

@@ -213,6 +213,7 @@ pub fn write_random_llama(path: &Path, shape: LlamaShape, seed: u64) -> std::io:
         ("tokenizer.ggml.tokens", Meta::Strs(tokens)),
         ("tokenizer.ggml.token_type", Meta::I32s(kinds)),
         ("tokenizer.ggml.merges", Meta::Strs(merges)),
+        ("tokenizer.ggml.bos_token_id", Meta::U32(0)),
     ];
     write_gguf(path, &metadata, &tensors)
 }

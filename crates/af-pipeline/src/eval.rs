@@ -1,0 +1,776 @@
+//! `af eval`: how hard a multiple-choice dataset is for a pretrained causal LM, zero-shot, scored
+//! as lm-evaluation-harness scores it: per option the summed log-probability of its tokens after
+//! the context; `acc` is the argmax of the sums, `acc_norm` of the sums divided by the option's
+//! length in characters. The same two with the first sentence removed (zero-prompt: only the
+//! start of the second sentence is context) and with nothing but the options (choices-only:
+//! lm-eval's unconditional likelihood, the option after the BOS token alone).
+//!
+//! Requests are lm-eval's own: HellaSwag's layout through its `preprocess` and `process_docs`
+//! (activity label, `ctx_a`, capitalised `ctx_b`), WinoGrande's through its partial scoring (the
+//! sentence up to the blank with each option is the context, the rest the continuation); every
+//! other layout as the export's lm-eval task asks (the context and the second sentence's start
+//! joined, the option after one space).
+//!
+//! Writes into `--out`: `scores.jsonl` (per question, appended as it is scored: a rerun skips the
+//! questions already there), `scores.csv` (per option), `eval.json` (the summary) and
+//! `eval.html`.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use af_core::Question;
+use af_io::questions::{read_questions, QuestionFile, QuestionFormat};
+use af_nn::causal_lm::{CausalLm, Continuation};
+use anyhow::Context;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::progress::Progress;
+
+/// The three ways each option is scored.
+pub const CONDITIONS: [&str; 3] = ["full", "zero-prompt", "choices-only"];
+
+/// One option's three requests (context, continuation), and per condition the characters its
+/// score is divided by for `acc_norm` (lm-eval's `len(choice)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OptionPrompt {
+    pub requests: [(String, String); 3],
+    pub norm_chars: [usize; 3],
+}
+
+/// A question as the LM is asked it: the kept options (all, or gold and `ways - 1` distractors)
+/// in their order in the file, and which is right.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuestionPrompt {
+    pub id: String,
+    pub label: usize,
+    /// The indices in the file's option list of the options kept.
+    pub kept: Vec<usize>,
+    pub options: Vec<OptionPrompt>,
+}
+
+/// lm-eval's HellaSwag `preprocess`: strip, " [title]" to ". ", bracketed tags removed, double
+/// spaces halved.
+pub fn hellaswag_preprocess(text: &str) -> String {
+    let text = text.trim().replace(" [title]", ". ");
+    // re.sub("\\[.*?\\]", "", text): the shortest bracketed run, `.` matching no line break.
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        match after.find([']', '\n']) {
+            Some(close) if after.as_bytes()[close] == b']' => {
+                out.push_str(&rest[..open]);
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.replace("  ", " ")
+}
+
+/// Python's `str.capitalize()`: the first character upper-case, every other one lower-case.
+pub fn python_capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        None => String::new(),
+        Some(first) => first
+            .to_uppercase()
+            .chain(chars.flat_map(char::to_lowercase))
+            .collect(),
+    }
+}
+
+/// The three requests of an option scored after `target_delimiter + choice` as in lm-eval's
+/// multiple-choice tasks: the full context, the second sentence's start alone, nothing (BOS).
+fn continuation_prompt(query: &str, zero_context: &str, choice: &str) -> OptionPrompt {
+    let continuation = format!(" {choice}");
+    let chars = choice.chars().count();
+    OptionPrompt {
+        requests: [
+            (query.to_string(), continuation.clone()),
+            (zero_context.to_string(), continuation.clone()),
+            (String::new(), continuation),
+        ],
+        norm_chars: [chars; 3],
+    }
+}
+
+/// The requests of one question read from `raw` (its JSON line, for the HellaSwag and WinoGrande
+/// layouts, whose lm-eval tasks read fields the common [`Question`] does not keep).
+fn question_prompt(
+    q: &Question,
+    format: QuestionFormat,
+    raw: Option<&Value>,
+    kept: Vec<usize>,
+) -> anyhow::Result<QuestionPrompt> {
+    let field = |key: &str| -> anyhow::Result<String> {
+        let v = raw.and_then(|r| r.get(key));
+        Ok(match v {
+            Some(Value::String(s)) => s.clone(),
+            None | Some(Value::Null) => String::new(),
+            Some(other) => other.to_string(),
+        })
+    };
+    let options = match format {
+        QuestionFormat::Hellaswag => {
+            let ctx_b = python_capitalize(&field("ctx_b")?);
+            let ctx = format!("{} {ctx_b}", field("ctx_a")?);
+            let query = hellaswag_preprocess(&format!("{}: {ctx}", field("activity_label")?));
+            let zero = hellaswag_preprocess(&ctx_b);
+            kept.iter()
+                .map(|&o| continuation_prompt(&query, &zero, &hellaswag_preprocess(&q.endings[o])))
+                .collect()
+        }
+        QuestionFormat::Winogrande => {
+            let sentence = field("sentence")?;
+            let blank = q
+                .blank
+                .as_ref()
+                .context("a WinoGrande question without its blank")?;
+            let idx = sentence
+                .find('_')
+                .with_context(|| format!("question {}: no blank in `sentence`", q.id))?;
+            let target = sentence[idx + 1..].trim().to_string();
+            let continuation = format!(" {target}");
+            kept.iter()
+                .map(|&o| {
+                    let option = &blank.options[o];
+                    let choice = format!("{}{option}", &sentence[..idx]);
+                    OptionPrompt {
+                        requests: [
+                            (choice.clone(), continuation.clone()),
+                            (option.clone(), continuation.clone()),
+                            (String::new(), format!(" {option}")),
+                        ],
+                        norm_chars: [
+                            choice.chars().count(),
+                            target.chars().count(),
+                            option.chars().count(),
+                        ],
+                    }
+                })
+                .collect()
+        }
+        _ => {
+            // af's and SWAG's files hold tokenised text: as the export's lm-eval task, tidied.
+            let tidy = |s: &str| match format {
+                QuestionFormat::Generic => s.trim().to_string(),
+                _ => af_io::export::tidy(s),
+            };
+            let prefix = tidy(&q.prefix);
+            let query = af_core::question::join_text(&tidy(&q.context), &prefix);
+            kept.iter()
+                .map(|&o| continuation_prompt(&query, &prefix, &tidy(&q.endings[o])))
+                .collect()
+        }
+    };
+    let label = kept
+        .iter()
+        .position(|&o| o == q.label)
+        .expect("the gold is kept");
+    Ok(QuestionPrompt {
+        id: q.id.clone(),
+        label,
+        kept,
+        options,
+    })
+}
+
+/// The options of a question kept for `ways`: all when `ways` is none or not fewer than its
+/// options, else the gold and `ways - 1` distractors drawn from a seed of `seed` and the id, in
+/// their order in the file.
+pub fn kept_options(q: &Question, ways: Option<usize>, seed: u64) -> Vec<usize> {
+    let n = q.endings.len();
+    let Some(k) = ways.filter(|&k| k < n) else {
+        return (0..n).collect();
+    };
+    let distractors: Vec<usize> = (0..n).filter(|&o| o != q.label).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ af_core::hash::fnv1a64(q.id.as_bytes()));
+    let mut kept: Vec<usize> = sample(&mut rng, distractors.len(), k.saturating_sub(1).max(1))
+        .into_iter()
+        .map(|i| distractors[i])
+        .collect();
+    kept.push(q.label);
+    kept.sort_unstable();
+    kept
+}
+
+/// Every question's requests, reading the raw JSON lines where the layout needs them.
+pub fn prompts(
+    file: &QuestionFile,
+    ways: Option<usize>,
+    seed: u64,
+) -> anyhow::Result<Vec<QuestionPrompt>> {
+    let raw_lines: Vec<String> = match file.format {
+        QuestionFormat::Hellaswag | QuestionFormat::Winogrande => {
+            let text = af_io::read_utf8(&file.path)?;
+            text.trim_start_matches('\u{feff}')
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    file.questions
+        .iter()
+        .map(|q| {
+            let raw = raw_lines
+                .get(q.line.wrapping_sub(1))
+                .map(|l| serde_json::from_str::<Value>(l))
+                .transpose()
+                .with_context(|| format!("{} line {}", file.path.display(), q.line))?;
+            question_prompt(q, file.format, raw.as_ref(), kept_options(q, ways, seed))
+        })
+        .collect()
+}
+
+/// One scored question, a line of `scores.jsonl`: per kept option, per condition, the summed
+/// log-probability and the tokens it was summed over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoredQuestion {
+    pub id: String,
+    pub label: usize,
+    /// The options' indices in the file.
+    pub kept: Vec<usize>,
+    /// [option][condition]
+    pub logprob: Vec<[f64; 3]>,
+    pub tokens: Vec<[usize; 3]>,
+    pub norm_chars: Vec<[usize; 3]>,
+}
+
+impl ScoredQuestion {
+    /// The first option with the highest score (numpy's argmax), raw or per character.
+    pub fn choice(&self, condition: usize, normalised: bool) -> usize {
+        let score = |o: usize| {
+            let l = self.logprob[o][condition];
+            if normalised {
+                l / self.norm_chars[o][condition].max(1) as f64
+            } else {
+                l
+            }
+        };
+        (0..self.logprob.len()).fold(0, |best, o| if score(o) > score(best) { o } else { best })
+    }
+}
+
+/// An accuracy over the questions, its 95% Wilson interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Accuracy {
+    pub right: usize,
+    pub accuracy: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Accuracy {
+    fn of(right: usize, n: usize) -> Self {
+        let (low, high) = af_audit::stats::wilson(right as f64, n);
+        Self {
+            right,
+            accuracy: right as f64 / n.max(1) as f64,
+            low,
+            high,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConditionResult {
+    pub condition: String,
+    pub acc: Accuracy,
+    pub acc_norm: Accuracy,
+}
+
+/// What `eval.json` holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalSummary {
+    pub dataset: PathBuf,
+    pub format: QuestionFormat,
+    pub model: PathBuf,
+    pub model_name: String,
+    pub ways: Option<usize>,
+    pub seed: u64,
+    pub questions: usize,
+    /// The mean over questions of 1 / options kept.
+    pub chance: f64,
+    pub conditions: Vec<ConditionResult>,
+    /// Seconds spent scoring in this run (questions taken from the cache cost none).
+    pub seconds: f64,
+    pub scored_now: usize,
+    pub device: String,
+}
+
+/// The summary of scored questions.
+pub fn summarise(scored: &[ScoredQuestion]) -> (f64, Vec<ConditionResult>) {
+    let n = scored.len();
+    let chance = scored
+        .iter()
+        .map(|q| 1.0 / q.logprob.len().max(1) as f64)
+        .sum::<f64>()
+        / n.max(1) as f64;
+    let results = CONDITIONS
+        .iter()
+        .enumerate()
+        .map(|(c, name)| {
+            let right = |norm| {
+                scored
+                    .iter()
+                    .filter(|q| q.choice(c, norm) == q.label)
+                    .count()
+            };
+            ConditionResult {
+                condition: name.to_string(),
+                acc: Accuracy::of(right(false), n),
+                acc_norm: Accuracy::of(right(true), n),
+            }
+        })
+        .collect();
+    (chance, results)
+}
+
+/// Scores questions in chunks of `chunk`, `batch_size` sequences per forward pass; `done` is
+/// called with each chunk's scores in order.
+pub fn score_questions(
+    lm: &CausalLm,
+    prompts: &[QuestionPrompt],
+    batch_size: usize,
+    chunk: usize,
+    mut done: impl FnMut(&[ScoredQuestion]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    for group in prompts.chunks(chunk.max(1)) {
+        let requests: Vec<Continuation> = group
+            .iter()
+            .flat_map(|q| &q.options)
+            .flat_map(|o| &o.requests)
+            .map(|(context, continuation)| Continuation {
+                context,
+                continuation,
+            })
+            .collect();
+        let scores = lm.loglikelihoods(&requests, batch_size)?;
+        let mut at = scores.iter();
+        let scored: Vec<ScoredQuestion> = group
+            .iter()
+            .map(|q| {
+                let (mut logprob, mut tokens) = (Vec::new(), Vec::new());
+                for _ in &q.options {
+                    let s: Vec<_> = at.by_ref().take(3).collect();
+                    logprob.push([s[0].logprob, s[1].logprob, s[2].logprob]);
+                    tokens.push([s[0].tokens, s[1].tokens, s[2].tokens]);
+                }
+                ScoredQuestion {
+                    id: q.id.clone(),
+                    label: q.label,
+                    kept: q.kept.clone(),
+                    logprob,
+                    tokens,
+                    norm_chars: q.options.iter().map(|o| o.norm_chars).collect(),
+                }
+            })
+            .collect();
+        done(&scored)?;
+    }
+    Ok(())
+}
+
+/// What `af eval` is asked to do.
+pub struct EvalRequest<'a> {
+    pub dataset: &'a Path,
+    pub format: Option<QuestionFormat>,
+    pub skip_bad: bool,
+    pub model: &'a Path,
+    pub ways: Option<usize>,
+    pub seed: u64,
+    /// Sequences per forward pass.
+    pub batch_size: usize,
+    pub device: String,
+    pub threads: usize,
+    pub out: &'a Path,
+    /// Score every question again, dropping `scores.jsonl`.
+    pub force: bool,
+}
+
+/// The settings `scores.jsonl` was made with: a rerun with others starts afresh only with
+/// `force`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct CacheKey {
+    dataset: PathBuf,
+    model: PathBuf,
+    model_bytes: u64,
+    ways: Option<usize>,
+    seed: u64,
+}
+
+/// Evaluates a file and writes every output into `request.out`.
+pub fn run(request: &EvalRequest, progress: &dyn Progress) -> anyhow::Result<EvalSummary> {
+    af_nn::runtime::set_threads(request.threads);
+    let device = crate::setup::device_named(&request.device)?;
+    let file = read_questions(request.dataset, request.format, request.skip_bad)?;
+    if request.ways.is_some_and(|k| k < 2) {
+        anyhow::bail!("--ways must be at least 2");
+    }
+    let prompts = prompts(&file, request.ways, request.seed)?;
+    std::fs::create_dir_all(request.out)
+        .with_context(|| format!("cannot create {}", request.out.display()))?;
+    let key = CacheKey {
+        dataset: std::fs::canonicalize(request.dataset)?,
+        model: std::fs::canonicalize(request.model)?,
+        model_bytes: std::fs::metadata(request.model)?.len(),
+        ways: request.ways,
+        seed: request.seed,
+    };
+    let (key_path, cache_path) = (
+        request.out.join("scores-key.json"),
+        request.out.join("scores.jsonl"),
+    );
+    let old_key: Option<CacheKey> = std::fs::read_to_string(&key_path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok());
+    if request.force || old_key.as_ref() != Some(&key) {
+        if old_key.is_some() && !request.force && cache_path.exists() {
+            anyhow::bail!(
+                "{} holds scores made with other settings ({}); --force scores afresh",
+                cache_path.display(),
+                key_path.display()
+            );
+        }
+        let _ = std::fs::remove_file(&cache_path);
+        af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+    }
+    let mut cached = read_cache(&cache_path)?;
+    let wanted: HashSet<&str> = prompts.iter().map(|p| p.id.as_str()).collect();
+    cached.retain(|id, _| wanted.contains(id.as_str()));
+    let todo: Vec<QuestionPrompt> = prompts
+        .iter()
+        .filter(|p| !cached.contains_key(&p.id))
+        .cloned()
+        .collect();
+
+    let lm = CausalLm::load(request.model, device)?;
+    let start = std::time::Instant::now();
+    let bar = progress.bar("questions", prompts.len() as u64);
+    bar.set_position(cached.len() as u64);
+    let mut writer = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&cache_path)
+        .with_context(|| format!("cannot open {}", cache_path.display()))?;
+    score_questions(&lm, &todo, request.batch_size, 16, |scored| {
+        let mut lines = String::new();
+        for q in scored {
+            lines.push_str(&serde_json::to_string(q)?);
+            lines.push('\n');
+            cached.insert(q.id.clone(), q.clone());
+        }
+        writer.write_all(lines.as_bytes())?;
+        writer.flush()?;
+        bar.inc(scored.len() as u64);
+        Ok(())
+    })?;
+    bar.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    let scored: Vec<ScoredQuestion> = prompts.iter().map(|p| cached[&p.id].clone()).collect();
+    let (chance, conditions) = summarise(&scored);
+    let summary = EvalSummary {
+        dataset: request.dataset.to_path_buf(),
+        format: file.format,
+        model: request.model.to_path_buf(),
+        model_name: lm.name.clone(),
+        ways: request.ways,
+        seed: request.seed,
+        questions: scored.len(),
+        chance,
+        conditions,
+        seconds,
+        scored_now: todo.len(),
+        device: format!("{device:?}"),
+    };
+    write_outputs(request.out, &summary, &scored)?;
+    Ok(summary)
+}
+
+fn read_cache(path: &Path) -> anyhow::Result<HashMap<String, ScoredQuestion>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(HashMap::new());
+    };
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        // A run killed mid-write leaves a partial last line: that question is scored again.
+        if let Ok(q) = serde_json::from_str::<ScoredQuestion>(line) {
+            out.insert(q.id.clone(), q);
+        }
+    }
+    Ok(out)
+}
+
+/// `scores.csv`: one row per kept option.
+pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "id",
+        "option",
+        "gold",
+        "full",
+        "full_tokens",
+        "full_chars",
+        "zero_prompt",
+        "zero_prompt_tokens",
+        "choices_only",
+        "choices_only_tokens",
+        "choice_chars",
+    ])?;
+    for q in scored {
+        for (i, &o) in q.kept.iter().enumerate() {
+            let (l, t, c) = (q.logprob[i], q.tokens[i], q.norm_chars[i]);
+            w.write_record([
+                q.id.clone(),
+                o.to_string(),
+                u8::from(i == q.label).to_string(),
+                format!("{:.6}", l[0]),
+                t[0].to_string(),
+                c[0].to_string(),
+                format!("{:.6}", l[1]),
+                t[1].to_string(),
+                format!("{:.6}", l[2]),
+                t[2].to_string(),
+                c[2].to_string(),
+            ])?;
+        }
+    }
+    Ok(w.into_inner()?)
+}
+
+/// The results as an HTML table, with a line on how they were made: for `eval.html` and the
+/// run's report.
+pub fn html_table(results: &[(&str, &EvalSummary)]) -> String {
+    let pct = |a: &Accuracy| {
+        format!(
+            "{:.1}% [{:.1}, {:.1}]",
+            100.0 * a.accuracy,
+            100.0 * a.low,
+            100.0 * a.high
+        )
+    };
+    let mut rows = Vec::new();
+    for (name, s) in results {
+        for c in &s.conditions {
+            rows.push(vec![
+                name.to_string(),
+                c.condition.clone(),
+                pct(&c.acc),
+                pct(&c.acc_norm),
+                format!("{:.1}%", 100.0 * s.chance),
+                s.questions.to_string(),
+            ]);
+        }
+    }
+    af_report::table(
+        &[
+            "dataset",
+            "scored",
+            "acc [95%]",
+            "acc_norm [95%]",
+            "chance",
+            "questions",
+        ],
+        &rows,
+    )
+}
+
+/// What the conditions mean, under the table.
+pub const CONDITIONS_NOTE: &str = "Scored as lm-evaluation-harness scores multiple choice: acc picks the option with the highest summed log-probability, acc_norm divides it by the option's length in characters. full: the whole context; zero-prompt: the first sentence removed (only the start of the second sentence, or for WinoGrande the option alone, is context); choices-only: the option after the BOS token alone (lm-eval's unconditional likelihood). A dataset whose zero-prompt or choices-only accuracy is far above chance can be answered without reading its context.";
+
+fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyhow::Result<()> {
+    let write = |name: &str, bytes: &[u8]| {
+        af_core::atomic::write(out.join(name), bytes)
+            .with_context(|| format!("cannot write {}", out.join(name).display()))
+    };
+    write("eval.json", serde_json::to_string_pretty(s)?.as_bytes())?;
+    write("scores.csv", &scores_csv(scored)?)?;
+    let name = s
+        .dataset
+        .file_name()
+        .map_or("dataset".into(), |n| n.to_string_lossy().into_owned());
+    let page = af_report::Page {
+        title: format!("af eval: {name}"),
+        subtitle: format!(
+            "{} questions ({:?} layout), {} ({}), zero-shot{}",
+            s.questions,
+            s.format,
+            s.model_name,
+            s.model.display(),
+            s.ways.map_or(String::new(), |k| format!(", {k}-way"))
+        ),
+        sections: vec![af_report::Section {
+            title: "How hard it is for a language model".into(),
+            html: format!(
+                "{}<p class=\"sub\">{}</p>",
+                html_table(&[(&name, s)]),
+                af_report::escape(CONDITIONS_NOTE)
+            ),
+        }],
+        questions: Vec::new(),
+    };
+    write("eval.html", page.render().as_bytes())?;
+    Ok(())
+}
+
+impl std::fmt::Display for EvalSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} questions, {}, chance {:.1}%, {:.1} s for {} scored now",
+            self.dataset.display(),
+            self.questions,
+            self.model_name,
+            100.0 * self.chance,
+            self.seconds,
+            self.scored_now
+        )?;
+        for c in &self.conditions {
+            writeln!(
+                f,
+                "  {:<13} acc {:.1}% [{:.1}, {:.1}]  acc_norm {:.1}% [{:.1}, {:.1}]",
+                c.condition,
+                100.0 * c.acc.accuracy,
+                100.0 * c.acc.low,
+                100.0 * c.acc.high,
+                100.0 * c.acc_norm.accuracy,
+                100.0 * c.acc_norm.low,
+                100.0 * c.acc_norm.high
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outputs of lm-eval 0.4.9's `hellaswag.utils.preprocess` and Python's `str.capitalize`.
+    #[test]
+    fn preprocessing_is_lm_eval_s() {
+        for (input, python) in [
+            (
+                "  [header] How to x [title] Choose a spot. [step] Tulips need sun.  ",
+                " How to x. Choose a spot. Tulips need sun.",
+            ),
+            ("a [b\n] c [d] e", "a [b\n] c e"),
+            ("x  y   z", "x y  z"),
+            ("no [close", "no [close"),
+            ("[a][b] c", " c"),
+            ("ends [title]", "ends. "),
+        ] {
+            assert_eq!(hellaswag_preprocess(input), python, "{input:?}");
+        }
+        for (input, python) in [
+            ("the MAN", "The man"),
+            ("A GUN fires", "A gun fires"),
+            ("", ""),
+            ("éCOLE", "École"),
+        ] {
+            assert_eq!(python_capitalize(input), python);
+        }
+    }
+
+    fn fixture(name: &str) -> QuestionFile {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/eval")
+            .join(name);
+        read_questions(&path, None, false).unwrap()
+    }
+
+    #[test]
+    fn requests_are_those_of_lm_eval_s_tasks() {
+        let p = prompts(&fixture("hellaswag-lm-eval.jsonl"), None, 1).unwrap();
+        assert_eq!(p.len(), 5);
+        let [full, zero, choices] = &p[3].options[1].requests;
+        assert_eq!(full.0, "Running a marathon: Hundreds of runners crowd the starting line of a city race. A gun fires and");
+        assert_eq!(full.1, " the runners surge forward down the street.");
+        assert_eq!(zero.0, "A gun fires and");
+        assert_eq!(choices.0, "");
+        assert_eq!(choices.1, full.1);
+        assert_eq!(p[3].label, 1);
+        // WikiHow's tags go; an empty ctx_b leaves a trailing space that `strip` removes.
+        let [full, zero, _] = &p[2].options[0].requests;
+        assert_eq!(full.0, "Home and Garden: How to plant tulip bulbs. Choose a sunny spot. Tulips need at least six hours of sun.");
+        assert_eq!(
+            full.1,
+            "  Dig a hole about eight inches deep. Place the bulb with its pointed end up."
+        );
+        assert_eq!(zero.0, "");
+        assert_eq!(p[2].options[0].norm_chars[0], full.1.chars().count() - 1);
+
+        let p = prompts(&fixture("winogrande-lm-eval.jsonl"), None, 1).unwrap();
+        let [full, zero, choices] = &p[0].options[1].requests;
+        assert_eq!(
+            full.0,
+            "The trophy did not fit into the suitcase because the suitcase"
+        );
+        assert_eq!(full.1, " was too large.");
+        assert_eq!(zero.0, "the suitcase");
+        assert_eq!(choices, &(String::new(), " the suitcase".to_string()));
+        assert_eq!(p[0].options[1].norm_chars[0], full.0.chars().count());
+        assert_eq!((p[0].label, p[1].label), (0, 1));
+    }
+
+    #[test]
+    fn ways_keep_the_gold_and_a_fixed_draw_of_distractors() {
+        let file = fixture("hellaswag-lm-eval.jsonl");
+        let q = &file.questions[1];
+        let a = kept_options(q, Some(2), 7);
+        assert_eq!(a.len(), 2);
+        assert!(a.contains(&q.label));
+        assert_eq!(
+            a,
+            kept_options(q, Some(2), 7),
+            "the same seed, the same draw"
+        );
+        assert_eq!(kept_options(q, Some(3), 7).len(), 3);
+        assert_eq!(kept_options(q, Some(10), 7), vec![0, 1, 2, 3]);
+        let draws: HashSet<Vec<usize>> = (0..20).map(|s| kept_options(q, Some(2), s)).collect();
+        assert!(draws.len() > 1, "the seed decides which distractor");
+        let p = prompts(&file, Some(2), 7).unwrap();
+        assert!(p.iter().all(|q| q.options.len() == 2
+            && q.kept[q.label] == file.questions.iter().find(|f| f.id == q.id).unwrap().label));
+    }
+
+    #[test]
+    fn acc_takes_the_first_highest_sum_and_acc_norm_divides_by_characters() {
+        let q = ScoredQuestion {
+            id: "q".into(),
+            label: 1,
+            kept: vec![0, 1, 2],
+            logprob: vec![
+                [-10.0, -1.0, -3.0],
+                [-12.0, -1.0, -2.0],
+                [-30.0, -5.0, -2.0],
+            ],
+            tokens: vec![[3; 3]; 3],
+            norm_chars: vec![[10; 3], [20; 3], [100; 3]],
+        };
+        assert_eq!(q.choice(0, false), 0);
+        assert_eq!(q.choice(0, true), 2, "-0.3 per character beats -0.6 and -1");
+        assert_eq!(
+            q.choice(1, false),
+            0,
+            "a tie goes to the first, as numpy's argmax"
+        );
+        assert_eq!(q.choice(2, false), 1);
+        let (chance, results) = summarise(&[q.clone(), ScoredQuestion { label: 0, ..q }]);
+        assert!((chance - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(results[0].acc.right, 1);
+        assert_eq!(results[0].acc_norm.right, 0);
+        assert!(results[0].acc.low < 0.5 && results[0].acc.high > 0.5);
+    }
+}
