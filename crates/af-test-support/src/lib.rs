@@ -200,17 +200,13 @@ pub fn write_bad_labels(dir: &Path) -> PathBuf {
 }
 
 /// The installed pretrained LM (`AF_CAUSAL_LM`, which `scripts/setup --env` sets), or None after
-/// saying SKIPPED as [`shared_data`] does.
+/// saying SKIPPED (a failure where `AF_TEST_REQUIRE` names `models`).
 pub fn causal_lm(test: &str) -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("AF_CAUSAL_LM")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-    {
-        return Some(path);
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: {test}: AF_CAUSAL_LM not set to a GGUF file (scripts/setup --env sets it)"
-    );
-    None
+    installed(
+        test,
+        "AF_CAUSAL_LM",
+        Need::Models,
+        "scripts/setup installs SmolLM2-135M and `scripts/setup --env` names it",
+    )
+    .filter(|p| p.is_file())
 }

@@ -6,6 +6,7 @@ mod audit;
 mod common;
 mod encoder_ft;
 mod encoder_member;
+mod eval;
 mod export;
 mod filter_datamap;
 mod lm_score;

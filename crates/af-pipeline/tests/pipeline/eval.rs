@@ -2,7 +2,7 @@
 //! (reference scores stored beside the fixtures, made by scripts/check-lm-eval-scores), and with
 //! a toy model what it writes, how it resumes and what `--ways` keeps.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
