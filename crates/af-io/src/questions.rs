@@ -649,8 +649,7 @@ impl JsonRow<'_> {
         match self.get(&steps) {
             None => Err(format!(
                 "no field `{key}`: a file without answers cannot be audited or re-filtered"
-            )
-            .into()),
+            )),
             Some(v @ Value::Number(n)) => {
                 parse_label(&n.to_string(), &shown(v), key, options, base)
             }

@@ -57,7 +57,7 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
 
     let own = score_datasets(
         &config,
-        &[dataset.clone()],
+        std::slice::from_ref(&dataset),
         LmChoice::Own,
         &d.path().join("own"),
     )
@@ -91,7 +91,7 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
 
     let other = score_datasets(
         &config,
-        &[dataset.clone()],
+        std::slice::from_ref(&dataset),
         LmChoice::Other,
         &d.path().join("other"),
     )
@@ -135,7 +135,7 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
         "{:#}",
         score_datasets(
             &config,
-            &[dataset.clone()],
+            std::slice::from_ref(&dataset),
             LmChoice::Other,
             &d.path().join("bad")
         )
@@ -147,7 +147,7 @@ fn the_own_lm_reproduces_the_pools_features_and_the_default_is_the_other_folds()
     );
     let one = score_datasets(
         &config,
-        &[dataset.clone()],
+        std::slice::from_ref(&dataset),
         LmChoice::Fold(0),
         &d.path().join("fold0"),
     )

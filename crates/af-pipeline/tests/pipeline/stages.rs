@@ -26,7 +26,7 @@ fn pairs_writes_items_report_config_and_the_runner_skips_what_is_up_to_date() {
     runner::run_stages(&config, stages, &[], &af_pipeline::NoProgress, |r| {
         if let StageRun::Done { report, .. } = r {
             if let Some(PairsOutcome(p)) = report.downcast_ref() {
-                reported_items = Some(p.items as u64);
+                reported_items = Some(p.items);
             }
         }
         outcomes.push(outcome(r));

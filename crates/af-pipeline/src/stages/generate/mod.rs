@@ -329,7 +329,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         ctx.dir.join("samples.txt"),
         report::samples(&pool, questions_only, &before, &order, 8, 6)?.as_bytes(),
     )?;
-    Ok(GenerateOutcome::Complete(report))
+    Ok(GenerateOutcome::Complete(Box::new(report)))
 }
 
 /// Adds a source's endings to each item's, marked with its name.

@@ -54,7 +54,8 @@ pub struct GenerateReport {
 
 /// What a run of the stage did: the whole pool, or its shard with blocks of others missing.
 pub enum GenerateOutcome {
-    Complete(GenerateReport),
+    /// Boxed: the report is large, and a shard's outcome carries three numbers.
+    Complete(Box<GenerateReport>),
     Shard {
         shard: usize,
         shards: usize,

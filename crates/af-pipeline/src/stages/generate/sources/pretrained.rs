@@ -212,13 +212,7 @@ pub fn prompt(item: &Item, examples: &[&Item]) -> String {
 /// `n` example items for the item at `index`: of other groups, drawn from the items past the
 /// questions while there are such (so no example is another question's answer), with the item's
 /// own random stream.
-fn examples<'a>(
-    sources: &'a [Item],
-    questions: usize,
-    index: usize,
-    n: usize,
-    seed: u64,
-) -> Vec<&'a Item> {
+fn examples(sources: &[Item], questions: usize, index: usize, n: usize, seed: u64) -> Vec<&Item> {
     if n == 0 {
         return Vec::new();
     }
