@@ -208,5 +208,4 @@ pub fn causal_lm(test: &str) -> Option<PathBuf> {
         Need::Models,
         "scripts/setup installs SmolLM2-135M and `scripts/setup --env` names it",
     )
-    .filter(|p| p.is_file())
 }
