@@ -147,6 +147,9 @@ impl Config {
         if let Some(m) = &self.generate.pretrained_model {
             self.generate.pretrained_model = Some(absolute(m));
         }
+        if let Some(m) = &self.export.eval_model {
+            self.export.eval_model = Some(absolute(m));
+        }
     }
 
     /// Each section's own checks, then those that span sections; the first error found, naming
@@ -338,6 +341,8 @@ mod tests {
             layout: None,
             skip_bad: false,
             encoding: TextEncoding::Utf8,
+            source: Some("a survey".into()),
+            license: None,
         });
         let back = Config::parse(&c.to_toml(), Path::new("r.toml")).unwrap();
         assert_eq!(back, c);

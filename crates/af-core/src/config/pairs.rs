@@ -164,6 +164,15 @@ pub struct InputSpec {
     /// `text` only: how the files' bytes are characters (default UTF-8).
     #[serde(default, skip_serializing_if = "is_default")]
     pub encoding: TextEncoding,
+    /// Where the text comes from, for the dataset card (`export/README.md`): "unknown" there
+    /// when not given.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub source: Option<String>,
+    /// The text's licence or terms of use, for the dataset card: "unknown" there when not given.
+    /// A Hugging Face licence identifier (`cc-by-4.0`, `mit`) goes into the card's header as it
+    /// is; anything else as `other`, with this text as its name.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub license: Option<String>,
 }
 
 /// The character encoding of a `text` input. af reads UTF-8; Latin-1 (ISO-8859-1) is common in
@@ -213,6 +222,8 @@ impl InputSpec {
             layout: None,
             skip_bad: false,
             encoding: TextEncoding::Utf8,
+            source: None,
+            license: None,
         }
     }
 
@@ -265,7 +276,9 @@ impl InputSpec {
     }
 
     /// The input as a fingerprint records it (its path and how it is read; its content is
-    /// stamped by the stage that reads it).
+    /// stamped by the stage that reads it). `source` and `license` are left out: they describe
+    /// the text for the dataset card and change no item (the export, which writes the card,
+    /// records them).
     pub fn fingerprint(&self) -> serde_json::Value {
         let Self {
             path,
@@ -279,6 +292,8 @@ impl InputSpec {
             layout,
             skip_bad,
             encoding,
+            source: _,
+            license: _,
         } = self;
         Fingerprint::default()
             .key("path", path)
@@ -314,6 +329,17 @@ mod tests {
         assert!(err.contains("`encoding` belongs to `text` inputs"), "{err}");
         let bad = text.replace("latin-1", "cp1252");
         assert!(Config::parse(&bad, Path::new("c.toml")).is_err());
+    }
+
+    #[test]
+    fn source_and_license_describe_the_text_without_changing_the_pairs_fingerprint() {
+        let plain = "[[pairs.inputs]]\npath = \"a.json\"\nformat = \"activitynet\"\n";
+        let described = format!("{plain}source = \"ActivityNet Captions\"\nlicense = \"cc-by-4.0\"\n");
+        let (a, b) = (checked(plain).unwrap(), checked(&described).unwrap());
+        assert_eq!(b.pairs.inputs[0].license.as_deref(), Some("cc-by-4.0"));
+        assert_eq!(a.pairs.fingerprint(), b.pairs.fingerprint());
+        assert_eq!(Config::parse(&b.to_toml(), Path::new("r.toml")).unwrap(), b);
+        assert!(!a.to_toml().contains("license"));
     }
 
     #[test]
