@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use af_core::{Blank, Question};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::text::{
@@ -19,7 +19,7 @@ use crate::text::{
 use crate::{read_utf8, ReadError};
 
 /// The layouts [`read_questions`] understands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QuestionFormat {
     /// `,video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0..3,label`

@@ -263,7 +263,7 @@ impl ScoredQuestion {
 }
 
 /// An accuracy over the questions, its 95% Wilson interval.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Accuracy {
     pub right: usize,
     pub accuracy: f64,
@@ -283,7 +283,7 @@ impl Accuracy {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConditionResult {
     pub condition: String,
     pub acc: Accuracy,
@@ -291,7 +291,7 @@ pub struct ConditionResult {
 }
 
 /// What `eval.json` holds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalSummary {
     pub dataset: PathBuf,
     pub format: QuestionFormat,
@@ -385,6 +385,9 @@ pub fn score_questions(
 /// What `af eval` is asked to do.
 pub struct EvalRequest<'a> {
     pub dataset: &'a Path,
+    /// How `eval.json` and `eval.html` name the dataset (default: `dataset`): the export names
+    /// its files relative to its folder, which is renamed when it is done.
+    pub name: Option<&'a Path>,
     pub format: Option<QuestionFormat>,
     pub skip_bad: bool,
     pub model: &'a Path,
@@ -481,7 +484,7 @@ pub fn run(request: &EvalRequest, progress: &dyn Progress) -> anyhow::Result<Eva
     let scored: Vec<ScoredQuestion> = prompts.iter().map(|p| cached[&p.id].clone()).collect();
     let (chance, conditions) = summarise(&scored);
     let summary = EvalSummary {
-        dataset: request.dataset.to_path_buf(),
+        dataset: request.name.unwrap_or(request.dataset).to_path_buf(),
         format: file.format,
         model: request.model.to_path_buf(),
         model_name: lm.name.clone(),

@@ -152,6 +152,13 @@ pub trait Stage: Sync {
         file != Path::new("started.json")
     }
 
+    /// What must hold before a run that includes it starts (a model it will need): `run_stages`
+    /// asks every stage it is given before it runs the first, so that a late stage does not fail
+    /// after the early ones spent their hours.
+    fn check(&self, _config: &Config) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// What its outputs depend on besides the upstream stage's outputs (the runner adds those):
     /// its config sections, the seed, the content of its input files.
     fn inputs(&self, config: &Config) -> anyhow::Result<serde_json::Value>;
@@ -191,6 +198,9 @@ pub fn run_stages(
     mut done: impl FnMut(&StageRun),
 ) -> anyhow::Result<()> {
     crate::setup::init_threads(config);
+    for &stage in stages {
+        stage.stage()?.check(config)?;
+    }
     let mut forcing = false;
     for &stage in stages {
         forcing |= force.contains(&stage);

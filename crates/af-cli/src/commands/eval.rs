@@ -57,6 +57,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     });
     let request = EvalRequest {
         dataset: &a.dataset,
+        name: None,
         format: a.format,
         skip_bad: a.skip_bad,
         model: &model,

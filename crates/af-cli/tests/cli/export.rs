@@ -36,10 +36,17 @@ fn run(dir: &Path) -> std::path::PathBuf {
         .unwrap()
         .replace("k = 3", "k = 6");
     std::fs::write(&cfg, text).unwrap();
-    ok(&af(
-        &["run", cfg.to_str().unwrap(), "--until", "export"],
-        dir,
-    ));
+    let o = af(&["run", cfg.to_str().unwrap(), "--until", "export"], dir);
+    ok(&o);
+    // `af` runs without AF_CAUSAL_LM here: the export says, in a line of its own, that it did
+    // not score the datasets with a pretrained LM, and why.
+    assert!(
+        stdout(&o).lines().any(|l| l.starts_with(
+            "export: af eval skipped: no pretrained LM (AF_CAUSAL_LM is not set; scripts/setup installs"
+        )),
+        "{}",
+        stdout(&o)
+    );
     dir.join("run/export")
 }
 
@@ -341,4 +348,87 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
         "unknown.csv",
     );
     bad(&|rows| rows[1][1] = "7".into(), ":3: item", "moved.csv");
+
+    lm_eval_by_default(d.path(), &export);
+}
+
+/// The run above had no pretrained LM: its card says the LM's figures were not measured and
+/// why. `eval = true` without one is an error that names the missing model. With the installed
+/// model, a config that does not mention eval is scored by it (two questions here), and the
+/// card and the report show the figures of its files.
+fn lm_eval_by_default(dir: &Path, export: &Path) {
+    let card = std::fs::read_to_string(export.join("README.md")).unwrap();
+    assert!(
+        card.contains("Not measured: no pretrained LM (AF_CAUSAL_LM is not set"),
+        "{card}"
+    );
+    assert!(!export.join("eval").exists());
+    let cfg = dir.join("config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let with = |line: &str| {
+        text.replace(
+            "task = \"af_fixture\"\n",
+            &format!("task = \"af_fixture\"\n{line}\n"),
+        )
+    };
+    std::fs::write(&cfg, with("eval = true")).unwrap();
+    // `af run` says so before its first stage, `af export` before it starts.
+    for args in [
+        vec!["run", cfg.to_str().unwrap(), "--force", "pairs"],
+        vec!["export", cfg.to_str().unwrap()],
+    ] {
+        let o = af(&args, dir);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o)
+                .contains("[export] eval = true, but no pretrained LM: AF_CAUSAL_LM is not set"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "no stage ran: {}", stdout(&o));
+    }
+
+    let Some(model) = causal_lm("lm_eval_by_default (annotation_round_trip_...)") else {
+        return;
+    };
+    std::fs::write(&cfg, with("eval-questions = 2")).unwrap();
+    let o = af_with_lm(&["export", cfg.to_str().unwrap()], dir, &model);
+    ok(&o);
+    assert!(
+        stdout(&o).contains("export: af eval, ") && stdout(&o).contains(" zero-shot on 2 of the "),
+        "{}",
+        stdout(&o)
+    );
+    let af_eval: Value =
+        serde_json::from_str(&std::fs::read_to_string(export.join("eval/af/eval.json")).unwrap())
+            .unwrap();
+    assert_eq!(af_eval["questions"], 2);
+    let name = af_eval["model_name"].as_str().unwrap();
+    let card = std::fs::read_to_string(export.join("README.md")).unwrap();
+    assert!(
+        card.contains(&format!("{name}, zero-shot, on 2 questions")),
+        "{card}"
+    );
+    let full = &af_eval["conditions"][0]["acc"];
+    assert!(card.contains(&format!(
+        "| full | acc | {:.1}% [",
+        100.0
+            * json_at(export, "eval/random/eval.json")["conditions"][0]["acc"]["accuracy"]
+                .as_f64()
+                .unwrap()
+    )));
+    assert!(card.contains(&format!(
+        "{:.1}% [{:.1}, {:.1}] | 14.3% |",
+        100.0 * full["accuracy"].as_f64().unwrap(),
+        100.0 * full["low"].as_f64().unwrap(),
+        100.0 * full["high"].as_f64().unwrap()
+    )));
+    ok(&af(&["report", dir.join("run").to_str().unwrap()], dir));
+    let html = std::fs::read_to_string(dir.join("run/report/report.html")).unwrap();
+    assert!(html.contains("How hard it is for a pretrained LM"));
+    assert!(html.contains(&format!("{name}, zero-shot, on 2 questions")));
+}
+
+fn json_at(dir: &Path, name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
 }

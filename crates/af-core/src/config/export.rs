@@ -84,7 +84,9 @@ impl ExportConfig {
             return Err("[export] annotation-distractors and sheet-items must be positive".into());
         }
         if self.eval_questions == 0 {
-            return Err("[export] eval-questions must be positive (eval = false scores none)".into());
+            return Err(
+                "[export] eval-questions must be positive (eval = false scores none)".into(),
+            );
         }
         if self.eval == Some(false)
             && (self.eval_model.is_some() || self.eval_questions != DEFAULT_EVAL_QUESTIONS)

@@ -334,7 +334,8 @@ mod tests {
     #[test]
     fn source_and_license_describe_the_text_without_changing_the_pairs_fingerprint() {
         let plain = "[[pairs.inputs]]\npath = \"a.json\"\nformat = \"activitynet\"\n";
-        let described = format!("{plain}source = \"ActivityNet Captions\"\nlicense = \"cc-by-4.0\"\n");
+        let described =
+            format!("{plain}source = \"ActivityNet Captions\"\nlicense = \"cc-by-4.0\"\n");
         let (a, b) = (checked(plain).unwrap(), checked(&described).unwrap());
         assert_eq!(b.pairs.inputs[0].license.as_deref(), Some("cc-by-4.0"));
         assert_eq!(a.pairs.fingerprint(), b.pairs.fingerprint());

@@ -1,7 +1,8 @@
 //! `af report RUN_DIR` and the `report` stage: the accuracy plot (`accuracy.svg`, `accuracy.png`)
 //! the data map (`datamap.svg`, `datamap.png`) and `report.html`, built only from files in the
 //! run directory: `filter/state.json` (with the dynamics `filter/datamap.csv` lists) and
-//! `filter/report.json`, `export/evaluation.json`, `export/dataset.jsonl` and `export/random.jsonl`.
+//! `filter/report.json`, `export/evaluation.json`, `export/dataset.jsonl` and `export/random.jsonl`,
+//! and `export/eval/{random,af}/eval.json` where the export scored them with a pretrained LM.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -231,6 +232,10 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         });
     }
 
+    if let Some(section) = lm_section(run_dir, &evaluation)? {
+        sections.push(section);
+    }
+
     let feature = |rows: &[Value], gold: bool, key: &str| -> Vec<f64> {
         rows.iter()
             .flat_map(|r| {
@@ -297,6 +302,36 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     };
     af_core::atomic::write(out.join("report.html"), page.render().as_bytes())?;
     Ok(())
+}
+
+/// How hard both datasets are for a pretrained LM, from `export/eval/{random,af}/eval.json`, or
+/// why the export did not measure it (`lm_eval` in `export/evaluation.json`); none for an export
+/// of an af before it measured that.
+fn lm_section(run_dir: &Path, evaluation: &Value) -> anyhow::Result<Option<Section>> {
+    use crate::stages::export::lm;
+    let title = "How hard it is for a pretrained LM: random distractors vs AF".to_string();
+    let Some(summaries) = lm::read(&run_dir.join("export"))? else {
+        return Ok(evaluation["lm_eval"]["skipped"]
+            .as_str()
+            .map(|why| Section {
+                title,
+                html: format!(
+                "<p>Not measured: {}. <code>af eval export/hf/test.jsonl</code> measures it.</p>",
+                escape(why)
+            ),
+            }));
+    };
+    let af = &summaries[1];
+    Ok(Some(Section {
+        title,
+        html: format!(
+            "<p>{}, zero-shot, on {} questions of the test split, the same questions with random and with AF's distractors. Numbers: <code>export/eval/random/eval.json</code>, <code>export/eval/af/eval.json</code> (per option: <code>scores.csv</code> beside them).</p>{}<p class=\"sub\">{}</p>",
+            escape(&af.model_name),
+            af.questions,
+            table(&lm::COLUMNS, &lm::rows(&summaries)),
+            escape(crate::eval::CONDITIONS_NOTE)
+        ),
+    }))
 }
 
 /// The data map of the filtered dataset (`datamap.svg`, `datamap.png` beside the page), from the

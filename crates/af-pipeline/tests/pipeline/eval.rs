@@ -18,6 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 fn request<'a>(dataset: &'a Path, model: &'a Path, out: &'a Path) -> EvalRequest<'a> {
     EvalRequest {
         dataset,
+        name: None,
         format: None,
         skip_bad: false,
         model,

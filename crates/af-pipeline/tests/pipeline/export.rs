@@ -14,13 +14,17 @@ use serde_json::Value;
 fn every_layout_reads_back_to_the_exported_questions_and_the_lm_eval_task_is_complete() {
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();
+    // A toy Llama stands in for the pretrained LM: what the export writes of `af eval` is
+    // checked without the installed model (the CLI's export test runs that one).
+    let toy = d.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&toy, 5).unwrap();
     // The annotation test's run (crates/af-cli/tests/export.rs): k = 6, three splits, sheets of
     // ten items.
     let cfg = fixture_config(
         d.path(),
         1,
         1,
-        "[export]\nannotation = true\nsheet-items = 10\ntrain-share = 0.6\nvalidation-share = 0.2\ntest-share = 0.2\ntask = \"af_fixture\"\n",
+        &format!("[export]\nannotation = true\nsheet-items = 10\ntrain-share = 0.6\nvalidation-share = 0.2\ntest-share = 0.2\ntask = \"af_fixture\"\neval-model = \"{}\"\neval-questions = 3\n", toy.display()),
     );
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
@@ -192,6 +196,109 @@ fn every_layout_reads_back_to_the_exported_questions_and_the_lm_eval_task_is_com
             }
         }
     }
+    eval_and_card_read_from_the_files(&export, &want);
+}
+
+/// `eval/{random,af}/`: the same three test questions under both assignments, scored by the
+/// toy LM; the card's header as the Hub reads it, pointing at the split files, and its tables
+/// the numbers of the files.
+fn eval_and_card_read_from_the_files(
+    export: &Path,
+    want: &BTreeMap<String, (String, String, BTreeSet<String>)>,
+) {
+    let ids = |name: &str| -> Vec<String> {
+        jsonl(&export.join(format!("eval/{name}/questions.jsonl")))
+            .iter()
+            .map(|q| q["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let af_ids = ids("af");
+    assert_eq!(af_ids.len(), 3);
+    assert_eq!(af_ids, ids("random"), "the same questions in both");
+    assert!(af_ids.iter().all(|id| want[id].0 == "test"));
+    let test_lines: Vec<Value> = jsonl(&export.join("hf/test.jsonl"));
+    for q in jsonl(&export.join("eval/af/questions.jsonl")) {
+        assert!(test_lines.contains(&q), "the lines of hf/test.jsonl");
+    }
+    let summary = |name: &str| json(&export.join(format!("eval/{name}/eval.json")));
+    let (random, af) = (summary("random"), summary("af"));
+    assert_eq!(af["questions"], 3);
+    assert_eq!(af["dataset"], "eval/af/questions.jsonl");
+    assert!((af["chance"].as_f64().unwrap() - 1.0 / 7.0).abs() < 1e-12);
+    for name in ["random", "af"] {
+        for f in ["scores.csv", "eval.html"] {
+            assert!(
+                export.join("eval").join(name).join(f).is_file(),
+                "{name}/{f}"
+            );
+        }
+    }
+    let evaluation = json(&export.join("evaluation.json"));
+    assert_eq!(evaluation["lm_eval"]["results"]["af"], "eval/af/eval.json");
+    assert_eq!(evaluation["lm_eval"]["questions"], 3);
+
+    let card = std::fs::read_to_string(export.join("README.md")).unwrap();
+    let (header, body) = card
+        .strip_prefix("---\n")
+        .and_then(|t| t.split_once("\n---\n"))
+        .expect("YAML front matter");
+    let y: serde_yaml::Value = serde_yaml::from_str(header).unwrap();
+    for key in [
+        "license",
+        "language",
+        "task_categories",
+        "size_categories",
+        "pretty_name",
+        "configs",
+    ] {
+        assert!(y.get(key).is_some(), "the header has {key}");
+    }
+    let files = y["configs"][0]["data_files"].as_sequence().unwrap();
+    assert_eq!(files.len(), 3);
+    for f in files {
+        let split = f["split"].as_str().unwrap();
+        let path = export.join(f["path"].as_str().unwrap());
+        let lines = jsonl(&path);
+        assert!(
+            !lines.is_empty() && lines.iter().all(|l| l["split"] == split),
+            "{}",
+            path.display()
+        );
+    }
+    // The table's cells are the files' figures.
+    let cell = |v: &Value, condition: usize, measure: &str| {
+        let a = &v["conditions"][condition][measure];
+        format!(
+            "{:.1}% [{:.1}, {:.1}]",
+            100.0 * a["accuracy"].as_f64().unwrap(),
+            100.0 * a["low"].as_f64().unwrap(),
+            100.0 * a["high"].as_f64().unwrap()
+        )
+    };
+    for (c, condition) in ["full", "zero-prompt", "choices-only"].iter().enumerate() {
+        for measure in ["acc", "acc_norm"] {
+            let row = format!(
+                "| {condition} | {measure} | {} | {} | 14.3% |",
+                cell(&random, c, measure),
+                cell(&af, c, measure)
+            );
+            assert!(body.contains(&row), "{row} in\n{body}");
+        }
+    }
+    let audit_rows = evaluation["audit"]["comparison"].as_array().unwrap();
+    assert!(!audit_rows.is_empty());
+    for c in audit_rows {
+        let row = format!(
+            "| {} | {:.3} | {:.3} |",
+            c["detector"].as_str().unwrap(),
+            c["random"].as_f64().unwrap(),
+            c["af"].as_f64().unwrap()
+        );
+        assert!(body.contains(&row), "{row}");
+    }
+    // The fixture's input says nothing of its source: the card says so.
+    assert!(body.contains("| `captions.json` | activitynet | unknown | unknown |"));
+    assert_eq!(y["license"], "unknown");
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -504,9 +504,14 @@ fn filter_export_and_report_agree() {
         "Compute",
         "Generation arithmetic: fp32",
         "Data map of the filtered dataset",
+        // `load` leaves the LM's evaluation off: the report and the card say so, and why.
+        "Not measured: [export] eval = false.",
     ] {
         assert!(html.contains(needle), "report lacks {needle}");
     }
+    let card = std::fs::read_to_string(run.join("export/README.md")).unwrap();
+    assert!(card.contains("Not measured: [export] eval = false."));
+    assert!(!run.join("export/eval").exists());
     // Every stage records its time and peak host memory (no device memory on the CPU).
     for stage in [PAIRS, LM, GENERATE, FILTER, EXPORT].map(StageName::dir_name) {
         let record = json(&run.join(format!("{stage}/stage.json")));

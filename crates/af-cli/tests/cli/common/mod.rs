@@ -5,11 +5,26 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `af ARGS` in `cwd`, without `AF_CAUSAL_LM`: whether a pretrained LM is installed must not
+/// change what a test does (an export scores its datasets with one by default); [`af_with_lm`]
+/// names one.
 pub fn af(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_af"))
         .args(args)
         .current_dir(cwd)
         .env("AF_LOG", "warn")
+        .env_remove("AF_CAUSAL_LM")
+        .output()
+        .expect("af runs")
+}
+
+/// `af ARGS` in `cwd` with `AF_CAUSAL_LM` naming `model`, as `scripts/setup --env` sets it.
+pub fn af_with_lm(args: &[&str], cwd: &Path, model: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_af"))
+        .args(args)
+        .current_dir(cwd)
+        .env("AF_LOG", "warn")
+        .env("AF_CAUSAL_LM", model)
         .output()
         .expect("af runs")
 }

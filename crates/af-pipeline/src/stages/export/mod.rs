@@ -9,7 +9,11 @@
 //!   trained and scored on one group split of each dataset, the longest-, shortest- and
 //!   median-length-ending baselines, the LM perplexity of gold endings against distractors, and
 //!   (under `audit`) the audit detectors that were not in the committee, random assignment against AF;
-//! - `audit-af.json`, `audit-random.json`: those two audits in full; `audit-comparison.csv`.
+//! - `audit-af.json`, `audit-random.json`: those two audits in full; `audit-comparison.csv`;
+//! - `eval/random/`, `eval/af/`: both datasets scored by a pretrained LM, zero-shot, as `af eval`
+//!   scores them, when one is installed (the [`lm`] module);
+//! - `README.md`: the dataset card, in the Hugging Face layout, from the files above and the
+//!   earlier stages' reports (the [`card`] module).
 
 use std::path::Path;
 
@@ -25,6 +29,9 @@ use serde_json::json;
 use crate::committee::{load_saved, random_assignment, TorchCommittee};
 use crate::runner::StageContext;
 
+pub mod card;
+pub mod lm;
+
 /// What the export measured, for the binary to show: the fresh committee and length baselines
 /// on both datasets, and the audit detectors the committee never saw.
 pub struct ExportSummary {
@@ -33,6 +40,8 @@ pub struct ExportSummary {
     pub detectors: Vec<(String, f64, f64)>,
     pub audit_chance: f64,
     pub audit: Vec<Compared>,
+    /// The datasets scored by a pretrained LM, or why they were not.
+    pub lm_eval: lm::Outcome,
 }
 
 impl std::fmt::Display for ExportSummary {
@@ -59,13 +68,14 @@ impl std::fmt::Display for ExportSummary {
                 write!(f, "  paired {e}")?;
             }
         }
-        Ok(())
+        write!(f, "\n{}", self.lm_eval)
     }
 }
 
 pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
     let registry = Registry::builtin();
     let config = ctx.config;
+    let plan = lm::plan(config)?;
     let state_path = config.run.dir.join("filter/state.json");
     let text = std::fs::read_to_string(&state_path)
         .with_context(|| format!("cannot read {}", state_path.display()))?;
@@ -153,15 +163,19 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<ExportSummary> {
         device,
     )?;
     evaluation["audit"] = audit_json;
+    let lm_eval = lm::run(ctx, &plan, &random_questions, &questions)?;
+    evaluation["lm_eval"] = lm_eval.json();
     af_core::atomic::write(
         ctx.dir.join("evaluation.json"),
         serde_json::to_string_pretty(&evaluation)?.as_bytes(),
     )?;
+    card::write(config, &ctx.dir)?;
     Ok(ExportSummary {
         chance: af_filter::chance(config.filter.k),
         detectors,
         audit_chance,
         audit,
+        lm_eval,
     })
 }
 
@@ -676,9 +690,31 @@ impl crate::runner::Stage for Export {
         true
     }
 
+    fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
+        lm::plan(config).map(drop)
+    }
+
+    /// `[export]` and `[audit]`; the pretrained LM it scores with, when it runs one (by default
+    /// it depends on what is installed); and the inputs' `source` and `license`, which the
+    /// dataset card shows (recorded only where set, as runs before them had none).
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
-        Ok(json!({"export": config.export.fingerprint(), "audit": config.audit.fingerprint()}))
+        let mut stamp =
+            json!({"export": config.export.fingerprint(), "audit": config.audit.fingerprint()});
+        if let Some(model) = lm::plan(config)?.fingerprint() {
+            stamp["eval-lm"] = model;
+        }
+        let described: Vec<serde_json::Value> = config
+            .pairs
+            .inputs
+            .iter()
+            .filter(|i| i.source.is_some() || i.license.is_some())
+            .map(|i| json!({"path": i.path, "source": i.source, "license": i.license}))
+            .collect();
+        if !described.is_empty() {
+            stamp["card-inputs"] = json!(described);
+        }
+        Ok(stamp)
     }
 
     fn run(

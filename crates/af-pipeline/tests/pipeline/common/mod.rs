@@ -12,8 +12,16 @@ use af_pipeline::{NoProgress, StageName};
 #[allow(unused_imports)] // not every test uses every fixture
 pub use af_test_support::*;
 
+/// The config at `path`, with the export's evaluation by a pretrained LM off unless the config
+/// names it (`eval` or `eval-model`): whether `AF_CAUSAL_LM` is set must not change what a test
+/// does (tests/export.rs scores with a toy model, the CLI's export test with the installed one).
 pub fn load(path: &Path) -> Config {
-    af_pipeline::load_config(Some(path)).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+    let mut config = af_pipeline::load_config(Some(path))
+        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    if config.export.eval.is_none() && config.export.eval_model.is_none() {
+        config.export.eval = Some(false);
+    }
+    config
 }
 
 /// What became of a stage, in a word: "done", "up-to-date" or "partial".
