@@ -3,8 +3,9 @@
 //!
 //! Why: a web-trained LM prompted with captions still writes the web's words (issue 41), which a
 //! detector of style reads; SWAG and HellaSwag fine-tuned their generators on the captions. A
-//! low-rank adapter is a few hundred thousand numbers per fold, trains on a CPU in minutes for a
-//! bounded number of steps, and is saved beside the run (docs/decisions/460-caption-adapter.md).
+//! low-rank adapter is a few hundred thousand numbers per fold (no optimiser state for the 135M
+//! frozen weights), trains for a bounded number of steps, and is saved beside the run
+//! (docs/decisions/460-caption-adapter.md; `af bench adapt` measures a step's cost).
 //!
 //! The loss is the causal LM loss on the ending's tokens only: the prompt (example captions, the
 //! context, the noun phrase) is what sampling conditions on, never what it writes. The ending is
