@@ -215,6 +215,31 @@ pub enum BenchCommand {
         #[arg(long, conflicts_with = "model")]
         random_weights: bool,
     },
+    /// Caption-adapter training of the pretrained generator (`[generate] pretrained-adapt-steps`):
+    /// optimiser steps per second on caption-like "prompt -> ending" examples, trained as the
+    /// generate stage trains a fold's adapter (low-rank adapters on the query and value
+    /// projections, loss on the ending's tokens, AdamW).
+    Adapt {
+        /// A GGUF file (default: $AF_CAUSAL_LM, set by scripts/setup).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Examples per step, as `[generate] pretrained-adapt-batch`.
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        #[arg(long, default_value_t = 8)]
+        rank: usize,
+        /// Example caption pairs before each prompt, as `[generate] pretrained-examples`.
+        #[arg(long, default_value_t = 3)]
+        examples: usize,
+        /// Timed steps (after one warm-up step).
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// A random model of SmolLM2-135M's shape instead of a file (the architecture's speed).
+        #[arg(long, conflicts_with = "model")]
+        random_weights: bool,
+    },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
         /// The sentences to tag (default: the project's caption fixture).
@@ -582,6 +607,32 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
                 &path, prompts, per_prompt, examples, max_tokens, top_p, batches, &device,
             )
         }
+        BenchCommand::Adapt {
+            model,
+            batch,
+            rank,
+            examples,
+            steps,
+            device,
+            random_weights,
+        } => {
+            let random = tempfile::tempdir()?;
+            let path = if random_weights {
+                let path = random.path().join("random-smollm2-135m.gguf");
+                af_nn::causal_lm::toy::write_random_llama(
+                    &path,
+                    af_nn::causal_lm::toy::LlamaShape::SMOLLM2_135M,
+                    19,
+                )?;
+                path
+            } else {
+                match model.or_else(af_nn::causal_lm::default_path) {
+                    Some(p) => p,
+                    None => anyhow::bail!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::causal_lm::CAUSAL_LM_ENV),
+                }
+            };
+            bench_adapt(&path, batch, rank, examples, steps, &device, random_weights)
+        }
         BenchCommand::Tagger {
             conllu,
             min_tokens,
@@ -717,6 +768,71 @@ fn bench_pretrained(
         "mean_words": words as f64 / draws.max(1) as f64,
         "seconds": seconds,
         "draws_per_second": draws as f64 / seconds,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_adapt(
+    path: &std::path::Path,
+    batch: usize,
+    rank: usize,
+    examples: usize,
+    steps: usize,
+    device: &str,
+    random_weights: bool,
+) -> anyhow::Result<ExitCode> {
+    use af_nn::causal_lm::{AdaptExample, AdaptSettings, CausalLm};
+    anyhow::ensure!(
+        batch > 0 && rank > 0 && steps > 0,
+        "--batch, --rank and --steps must be positive"
+    );
+    let device = super::device_named(device)?;
+    let mut lm = CausalLm::load(path, device)?;
+    let n = batch * (steps + 1);
+    let sentences = caption_sentences(n * (examples + 2) + 1);
+    let data: Vec<AdaptExample> = (0..n)
+        .map(|i| {
+            let at = i * (examples + 2);
+            let mut prompt: String = (0..examples)
+                .map(|e| format!("{}\n", sentences[at + e]))
+                .collect();
+            prompt.push_str(&format!("{} He", sentences[at + examples]));
+            let ending = sentences[at + examples + 1]
+                .split_once(' ')
+                .map_or("walks away.", |(_, rest)| rest)
+                .to_string();
+            AdaptExample { prompt, ending }
+        })
+        .collect();
+    let settings = |steps| AdaptSettings {
+        steps,
+        batch,
+        rank,
+        alpha: 2.0 * rank as f64,
+        learning_rate: 1e-3,
+        weight_decay: 0.01,
+        seed: 19,
+    };
+    // One warm-up step (allocator, kernels), then the timed steps.
+    lm.train_adapter(&data[..batch], &settings(1), &mut |_, _| {})?;
+    let report = lm.train_adapter(&data, &settings(steps), &mut |_, _| {})?;
+    let out = json!({
+        "benchmark": "adapt",
+        "machine": machine(),
+        "model": lm.name,
+        "weights": if random_weights { "random (seed 19)" } else { "file" },
+        "parameters": lm.parameters(),
+        "adapter_parameters": lm.adapter().map_or(0, |a| a.named().iter().map(|(_, t)| t.numel()).sum::<usize>()),
+        "batch": batch,
+        "rank": rank,
+        "examples": examples,
+        "steps": report.steps,
+        "first_loss": report.losses.first(),
+        "last_loss": report.losses.last(),
+        "seconds": report.seconds,
+        "steps_per_second": report.steps as f64 / report.seconds,
+        "examples_per_second": (report.steps * batch) as f64 / report.seconds,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(ExitCode::SUCCESS)

@@ -12,6 +12,7 @@
 //! after temperature, top-k and nucleus truncation ([`crate::sample::draw`]), so an item's endings
 //! do not depend on which items share its batch.
 
+mod adapter;
 mod gguf;
 mod llama;
 mod loglikelihood;
@@ -23,8 +24,9 @@ use tch::{Device, Kind, Tensor};
 use thiserror::Error;
 use tokenizers::Tokenizer;
 
+pub use adapter::{AdaptExample, AdaptReport, AdaptSettings};
 pub use gguf::Gguf;
-pub use llama::{Llama, LlamaConfig};
+pub use llama::{Llama, LlamaConfig, Lora};
 pub use loglikelihood::{Continuation, LogLikelihood};
 
 /// The environment variable `scripts/setup --env` sets to the default generator's GGUF file.
