@@ -7,6 +7,8 @@
 //!   candidate table it reads, built from text ([`table`]);
 //! - frozen sentence embeddings for the `encoder` member, cached per run ([`encoded`]), and the
 //!   fine-tuned `encoder-ft` member's iteration beside the joint committee ([`fine_tuned`]);
+//! - a pretrained LM's scores of a pool for the `lm-likelihood` member, cached per run
+//!   ([`lm_likelihood`]);
 //! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
 //! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
@@ -30,6 +32,7 @@ pub mod encoded;
 pub mod eval;
 pub mod features;
 pub mod fine_tuned;
+pub mod lm_likelihood;
 pub mod lm_score;
 pub mod progress;
 pub mod refilter;

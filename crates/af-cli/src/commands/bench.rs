@@ -239,6 +239,29 @@ pub enum BenchCommand {
         /// A random model of SmolLM2-135M's shape instead of a file (the architecture's speed).
         #[arg(long, conflicts_with = "model")]
         random_weights: bool,
+    /// The `lm-likelihood` member's scoring of a pool (the filter's code: a synthetic pool's
+    /// candidates after their contexts, as `af eval` requests them, cached in a temporary
+    /// directory): candidates per second. `--check-cpu` scores a few items on the CPU too and
+    /// reports the largest difference (exit 1 beyond 1e-3 of a score).
+    LmLikelihood {
+        /// A GGUF file (default: $AF_CAUSAL_LM, set by scripts/setup).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long, default_value_t = 64)]
+        items: usize,
+        /// Generated candidates per item (the gold makes one more).
+        #[arg(long, default_value_t = 31)]
+        per_item: usize,
+        /// Sequences per forward pass (`[committee.member.lm-likelihood] batch-size`).
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        #[arg(long, default_value = "auto")]
+        device: String,
+        /// A random model of SmolLM2-135M's shape instead of a file.
+        #[arg(long, conflicts_with = "model")]
+        random_weights: bool,
+        #[arg(long)]
+        check_cpu: bool,
     },
     /// Tagger throughput on one core: tokens per second over a CoNLL-U file's sentences.
     Tagger {
@@ -617,21 +640,29 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             random_weights,
         } => {
             let random = tempfile::tempdir()?;
-            let path = if random_weights {
-                let path = random.path().join("random-smollm2-135m.gguf");
-                af_nn::causal_lm::toy::write_random_llama(
-                    &path,
-                    af_nn::causal_lm::toy::LlamaShape::SMOLLM2_135M,
-                    19,
-                )?;
-                path
-            } else {
-                match model.or_else(af_nn::causal_lm::default_path) {
-                    Some(p) => p,
-                    None => anyhow::bail!("no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))", af_nn::causal_lm::CAUSAL_LM_ENV),
-                }
-            };
+            let path = generator_file(model, random_weights, random.path())?;
             bench_adapt(&path, batch, rank, examples, steps, &device, random_weights)
+        }
+        BenchCommand::LmLikelihood {
+            model,
+            items,
+            per_item,
+            batch_size,
+            device,
+            random_weights,
+            check_cpu,
+        } => {
+            let random = tempfile::tempdir()?;
+            let path = generator_file(model, random_weights, random.path())?;
+            bench_lm_likelihood(
+                &path,
+                random_weights,
+                items,
+                per_item,
+                batch_size,
+                &device,
+                check_cpu,
+            )
         }
         BenchCommand::Tagger {
             conllu,
@@ -685,6 +716,100 @@ pub fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn bench_lm_likelihood(
+    path: &std::path::Path,
+    random_weights: bool,
+    items: usize,
+    per_item: usize,
+    batch_size: usize,
+    device: &str,
+    check_cpu: bool,
+) -> anyhow::Result<ExitCode> {
+    use af_io::pool_index::{write_synthetic_pool, Pool};
+    use af_nn::committee::members::LmLikelihoodSource;
+    use af_pipeline::lm_likelihood::{score_pool, Scorer};
+    anyhow::ensure!(
+        items > 0 && per_item > 0 && batch_size > 0,
+        "--items, --per-item and --batch-size must be positive"
+    );
+    let device = super::device_named(device)?;
+    let source = LmLikelihoodSource {
+        model: path.to_path_buf(),
+        batch_size,
+    };
+    let dir = tempfile::tempdir()?;
+    write_synthetic_pool(dir.path(), items, per_item, 16)?;
+    let pool = Pool::load(dir.path())?;
+    let no = &af_pipeline::NoProgress;
+    let sync = || {
+        if let tch::Device::Cuda(d) = device {
+            tch::Cuda::synchronize(d as i64);
+        }
+    };
+    // Loading the model and a first pass (CUDA's kernels) are not the rate.
+    let start = Instant::now();
+    let lm = af_nn::causal_lm::CausalLm::load(path, device)?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    let warm = tempfile::tempdir()?;
+    write_synthetic_pool(warm.path(), 2, per_item.min(7), 16)?;
+    let small = Pool::load(warm.path())?;
+    let scorer = || Scorer::Loaded(&lm);
+    let (on_device, _) = score_pool(&small, &source, &warm.path().join("a"), scorer(), no, 1024)?;
+    sync();
+    let start = Instant::now();
+    let (scores, _) = score_pool(
+        &pool,
+        &source,
+        &dir.path().join("cache"),
+        scorer(),
+        no,
+        1024,
+    )?;
+    sync();
+    let seconds = start.elapsed().as_secs_f64();
+    let tokens: i64 = scores.tokens.iter().sum();
+    let mut out = json!({
+        "model": path.display().to_string(),
+        "weights": if random_weights { "random (seed 19)" } else { "the file's" },
+        "device": format!("{device:?}"),
+        "items": items,
+        "candidates": pool.rows,
+        "batch_size": batch_size,
+        "seconds": seconds,
+        "load_seconds": load_seconds,
+        "candidates_per_second": pool.rows as f64 / seconds,
+        "continuation_tokens_per_second": tokens as f64 / seconds,
+        "threads": tch::get_num_threads(),
+    });
+    let mut code = ExitCode::SUCCESS;
+    if check_cpu {
+        let (cpu, _) = score_pool(
+            &small,
+            &source,
+            &warm.path().join("b"),
+            Scorer::Load(tch::Device::Cpu),
+            no,
+            1024,
+        )?;
+        let (mut abs, mut rel) = (0f64, 0f64);
+        for (a, b) in on_device.logprob.iter().zip(&cpu.logprob) {
+            abs = abs.max((a - b).abs());
+            rel = rel.max((a - b).abs() / b.abs().max(1.0));
+        }
+        out["cpu_check"] = json!({
+            "candidates": cpu.logprob.len(),
+            "max_abs_difference": abs,
+            "max_relative_difference": rel,
+            "tolerance_relative": 1e-3,
+        });
+        if rel > 1e-3 || !rel.is_finite() {
+            code = ExitCode::FAILURE;
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(code)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -836,6 +961,31 @@ fn bench_adapt(
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pretrained generator a bench runs: `--model`, else `$AF_CAUSAL_LM`; with `--random-weights`
+/// a random model of SmolLM2-135M's shape written into `dir` (the architecture's speed).
+fn generator_file(
+    model: Option<PathBuf>,
+    random_weights: bool,
+    dir: &std::path::Path,
+) -> anyhow::Result<PathBuf> {
+    if random_weights {
+        let path = dir.join("random-smollm2-135m.gguf");
+        af_nn::causal_lm::toy::write_random_llama(
+            &path,
+            af_nn::causal_lm::toy::LlamaShape::SMOLLM2_135M,
+            19,
+        )?;
+        return Ok(path);
+    }
+    match model.or_else(af_nn::causal_lm::default_path) {
+        Some(p) => Ok(p),
+        None => anyhow::bail!(
+            "no --model and {} is not set: run scripts/setup (source <(scripts/setup --env))",
+            af_nn::causal_lm::CAUSAL_LM_ENV
+        ),
+    }
 }
 
 /// `$AF_ENCODER_DIR`, for a bench without `--model`.
@@ -1152,6 +1302,25 @@ fn bench_committee(
             text,
             contexts: Some((contexts, of)),
         })?;
+    }
+    let reads_lm_likelihood = members.iter().any(|m| {
+        registry
+            .get(m.as_str())
+            .and_then(af_nn::committee::MemberKind::joint)
+            .is_some_and(|j| {
+                j.columns()
+                    .contains(&af_nn::committee::Column::LmLikelihood)
+            })
+    });
+    if reads_lm_likelihood {
+        // The LM's scores are once per run (`af bench lm-likelihood`): an iteration pays only the
+        // head over them.
+        let rows = (items * width) as i64;
+        let features = af_nn::committee::members::lm_likelihood::FEATURES.len() as i64;
+        table.attach_lm_likelihood(tch::Tensor::randn(
+            [rows, features],
+            (tch::Kind::Float, device),
+        ))?;
     }
     let score_batch =
         score_batch.map_or(af_core::ScoreBatch::Auto, af_core::ScoreBatch::Candidates);

@@ -57,6 +57,8 @@ pub struct Batch {
     pub encoded: Option<Tensor>,
     /// [N, D] f32 frozen embeddings of the rows' contexts, when the table has them.
     pub encoded_context: Option<Tensor>,
+    /// [N, F] the rows' LM-likelihood features, when the table has them.
+    pub lm_likelihood: Option<Tensor>,
 }
 
 impl Batch {
@@ -97,6 +99,10 @@ impl Batch {
                         .index_select(0, &of.index_select(0, rows))
                         .to_kind(Kind::Float)
                 }),
+            lm_likelihood: table
+                .lm_likelihood
+                .as_ref()
+                .map(|f| f.index_select(0, rows)),
         }
     }
 
@@ -115,6 +121,7 @@ impl Batch {
                 .encoded_context
                 .as_ref()
                 .map(|e| e.index_select(0, rows)),
+            lm_likelihood: self.lm_likelihood.as_ref().map(|f| f.index_select(0, rows)),
         }
     }
 
