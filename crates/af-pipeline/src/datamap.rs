@@ -182,19 +182,31 @@ pub fn fold_of(questions: &[Question], folds: usize, seed: u64) -> Vec<usize> {
     af_core::split::folds_by_group(&groups, folds, seed)
 }
 
+/// The committee a data map trains: its settings and members, the tagger that reads the options,
+/// and the device it trains on.
+pub struct MapCommittee<'a> {
+    pub config: &'a CommitteeConfig,
+    pub registry: &'a Registry,
+    pub members: &'a [MemberName],
+    pub tagger: &'a Tagger,
+    pub device: Device,
+}
+
 /// Trains the committee on each fold and records every question's dynamics.
-#[allow(clippy::too_many_arguments)]
 pub fn dynamics(
     questions: &[Question],
-    committee: &CommitteeConfig,
-    registry: &Registry,
-    members: &[MemberName],
+    committee: &MapCommittee,
     options: &DatamapOptions,
     seed: u64,
-    tagger: &Tagger,
-    device: Device,
     progress: &dyn crate::Progress,
 ) -> anyhow::Result<Vec<Dynamics>> {
+    let &MapCommittee {
+        config: committee,
+        registry,
+        members,
+        tagger,
+        device,
+    } = committee;
     anyhow::ensure!(
         options.epochs >= 2,
         "a data map needs at least 2 epochs (variability is a spread across epochs)"
@@ -396,15 +408,18 @@ pub fn run(request: &DatamapRequest, progress: &dyn crate::Progress) -> anyhow::
     crate::setup::empty_out_dir(request.out, request.force)?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let start = std::time::Instant::now();
+    let committee = MapCommittee {
+        config: &config.committee,
+        registry: &registry,
+        members: &members,
+        tagger: &tagger,
+        device,
+    };
     let d = dynamics(
         &file.questions,
-        &config.committee,
-        &registry,
-        &members,
+        &committee,
         &request.options,
         request.seed,
-        &tagger,
-        device,
         progress,
     )?;
     let seconds = start.elapsed().as_secs_f64();

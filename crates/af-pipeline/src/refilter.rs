@@ -206,21 +206,17 @@ pub fn audit_before_after(
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let device = crate::setup::device(config)?;
+    let auditor = crate::audit::Auditor {
+        config,
+        registry,
+        exclude: &[],
+        tagger: &tagger,
+        device,
+        progress,
+    };
     let reports: Vec<af_audit::AuditReport> = [("before", &before), ("after", &after)]
         .into_iter()
-        .map(|(name, questions)| {
-            crate::audit::audit_named(
-                &dir,
-                name,
-                questions,
-                config,
-                registry,
-                &[],
-                &tagger,
-                device,
-                progress,
-            )
-        })
+        .map(|(name, questions)| auditor.audit_named(&dir, name, questions))
         .collect::<anyhow::Result<_>>()?;
     let detectors: Vec<BeforeAfter> = reports[0]
         .detectors

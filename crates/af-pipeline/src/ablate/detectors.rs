@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::cross_matrix::Fold;
 use super::{Ablation, DetectorScore};
+use crate::audit::{unsplit_file, Auditor};
 use crate::committee::TorchCommittee;
 
 /// Each ablated member trained fresh alone, then the joint committee of all of them, on each
@@ -120,50 +121,30 @@ pub(super) fn audit_detectors(
     folds: &[Fold],
     tagger: &af_text::Tagger,
 ) -> anyhow::Result<Vec<DetectorScore>> {
-    let Ablation {
-        device,
-        dir,
-        progress,
-        ..
-    } = *ablation;
-    let (config, registry) = (ablation.config(), ablation.registry());
-    let file = |idx: &[usize], part: &str| af_io::questions::QuestionFile {
-        path: dir.join(name).join(format!("{part} questions")),
-        format: af_io::questions::QuestionFormat::Af,
-        questions: idx
-            .iter()
-            .map(|&i| af_core::Question {
-                split: None,
-                ..questions[i].clone()
-            })
-            .collect(),
-        skipped: Vec::new(),
+    let auditor = Auditor {
+        config: ablation.config(),
+        registry: ablation.registry(),
+        exclude: &[],
+        tagger,
+        device: ablation.device,
+        progress: ablation.progress,
+    };
+    let seed = ablation.config().run.seed;
+    let file = |idx: &[usize], part: &str| {
+        unsplit_file(
+            ablation.dir.join(name).join(format!("{part} questions")),
+            idx.iter().map(|&i| &questions[i]),
+        )
     };
     let (report, _) = match folds {
-        [(train, eval)] => crate::audit::audit_questions(
+        [(train, eval)] => auditor.audit(
             &file(train, "training"),
             Some(&file(eval, "evaluation")),
-            config,
-            registry,
-            &[],
-            config.run.seed,
-            tagger,
-            device,
-            progress,
+            seed,
         )?,
         _ => {
             let every: Vec<usize> = (0..questions.len()).collect();
-            let (report, cut) = crate::audit::audit_questions(
-                &file(&every, "all"),
-                None,
-                config,
-                registry,
-                &[],
-                config.run.seed,
-                tagger,
-                device,
-                progress,
-            )?;
+            let (report, cut) = auditor.audit(&file(&every, "all"), None, seed)?;
             anyhow::ensure!(
                 report.split.folds == folds.len(),
                 "the audit made {} folds where {} were asked",
