@@ -176,7 +176,7 @@ impl CausalLm {
     /// counts: its tokens (after a space, as an ending is drawn) that start a word or are
     /// punctuation.
     pub fn words(&self, text: &str) -> Result<usize, CausalLmError> {
-        let ids = self.encode(&format!(" {}", text.trim()))?;
+        let ids = self.token_ids(&format!(" {}", text.trim()))?;
         Ok(ids
             .iter()
             .map(|&i| self.word_starts.get(i as usize).copied().unwrap_or(0.0) as usize)
@@ -187,7 +187,7 @@ impl CausalLm {
         self.model.parameters()
     }
 
-    fn encode(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
+    fn token_ids(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
         let e = self
             .tokenizer
             .encode(text, false)
@@ -201,7 +201,7 @@ impl CausalLm {
     /// Mean negative log-likelihood per token of `text` from its second token on (natural log).
     pub fn mean_nll(&self, text: &str) -> Result<f64, CausalLmError> {
         let _guard = tch::no_grad_guard();
-        let ids = self.encode(text)?;
+        let ids = self.token_ids(text)?;
         if ids.len() < 2 {
             return Ok(0.0);
         }
@@ -230,7 +230,7 @@ impl CausalLm {
         let dev = self.device;
         let prompts = jobs
             .iter()
-            .map(|j| self.encode(j.prompt))
+            .map(|j| self.token_ids(j.prompt))
             .collect::<Result<Vec<_>, _>>()?;
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0).max(1);
         // Left padding, so every prompt's last token is the batch's last position.

@@ -3,7 +3,7 @@
 
 use af_core::Item;
 use af_nn::lm::{BiLm, BOS, EOS};
-use af_nn::lm_files::{encode, item_sequence, load_vocab, shape};
+use af_nn::lm_files::{item_sequence, load_vocab, shape, token_ids};
 use af_nn::lm_train::{self, perplexity, TrainEvent, TrainSettings};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -79,8 +79,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
             for doc in af_io::documents::read_input(input)? {
                 for pair in doc.sentences.windows(2) {
                     let mut seq = vec![BOS];
-                    seq.extend(encode(&vocab, &pair[0]));
-                    seq.extend(encode(&vocab, &pair[1]));
+                    seq.extend(token_ids(&vocab, &pair[0]));
+                    seq.extend(token_ids(&vocab, &pair[1]));
                     seq.push(EOS);
                     if seq.len() <= 2 + 2 * 100 {
                         prose.push(seq);
