@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use af_filter::aflite::{aflite, AfliteIteration, AfliteOptions, LinearProbes};
+use af_filter::aflite_loop::{aflite, AfliteIteration, AfliteOptions, LinearProbes};
 use af_io::features::{read_features, read_instances, InstanceFields};
-use af_nn::aflite::{BatchedProbes, ProbeSettings};
+use af_nn::linear_probes::{BatchedProbes, ProbeSettings};
 use serde_json::json;
 
 /// What `af aflite` is asked to do.
@@ -280,7 +280,7 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
 /// No NaN or infinity may reach an output file (issue 44): one would read as a number in
 /// `scores.csv` and silently remove nothing. The readers and the standardisation refuse what could
 /// make one, so this is the last check, naming the first instance or iteration that has one.
-fn no_nan_in(result: &af_filter::aflite::AfliteResult) -> anyhow::Result<()> {
+fn no_nan_in(result: &af_filter::aflite_loop::AfliteResult) -> anyhow::Result<()> {
     let per_instance = result
         .predictability
         .iter()
@@ -339,7 +339,7 @@ mod tests {
         (x, labels, groups)
     }
 
-    fn run(planted: usize, tau: Option<f64>) -> af_filter::aflite::AfliteResult {
+    fn run(planted: usize, tau: Option<f64>) -> af_filter::aflite_loop::AfliteResult {
         let (x, labels, groups) = synthetic(planted);
         let probes = BatchedProbes::new(
             &x,

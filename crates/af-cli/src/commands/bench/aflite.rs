@@ -43,12 +43,13 @@ pub fn run(args: AfliteArgs) -> anyhow::Result<ExitCode> {
         .map(|_| rng.random_range(-1.0..1.0))
         .collect();
     let labels: Vec<u32> = (0..instances).map(|i| (i % 2) as u32).collect();
-    let settings = af_nn::aflite::ProbeSettings {
+    let settings = af_nn::linear_probes::ProbeSettings {
         steps,
         ..Default::default()
     };
-    let probes =
-        af_nn::aflite::BatchedProbes::new(&features, instances, dim, &labels, 2, settings, device)?;
+    let probes = af_nn::linear_probes::BatchedProbes::new(
+        &features, instances, dim, &labels, 2, settings, device,
+    )?;
     let active: Vec<usize> = (0..instances).collect();
     let train: Vec<Vec<bool>> = (0..m)
         .map(|_| {
