@@ -4,7 +4,8 @@
 //! A checkpoint directory holds `last.safetensors` (weights after the last finished epoch),
 //! `best.safetensors` (weights with the best validation perplexity) and `progress.json` (epochs
 //! done, history, whether training finished). A resumed run starts from `last` at the next epoch;
-//! Adam's moment estimates are not saved, so they restart from zero (docs/decisions.md).
+//! Adam's moment estimates are not saved, so they restart from zero
+//! (docs/decisions/017-resume-after-a-kill-restarts-adam-s.md).
 
 use std::path::Path;
 use std::time::Instant;

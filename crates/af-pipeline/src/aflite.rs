@@ -324,8 +324,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use tch::Device;
 
-    /// Issue 16's setting at half size (2,000 instances and t = 1,000 take half a minute of CPU
-    /// here; docs/results.md has that run): 1,000 WinoGrande-style twins, 16 uniform noise
+    /// The AFLite-null request's setting at half size (2,000 instances and t = 1,000 take half a
+    /// minute of CPU here; docs/notebook/2026-12-01-aflite-null-and-data-maps.md has that run): 1,000 WinoGrande-style twins, 16 uniform noise
     /// features; the first `planted` carry their label in feature 0 (+-2.5).
     fn synthetic(planted: usize) -> (Vec<f32>, Vec<u32>, Vec<String>) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);

@@ -5,7 +5,7 @@
 //! correctness (share of epochs the gold option scored highest) and forgetfulness (epochs where
 //! it went from right to wrong).
 //!
-//! Folds (docs/decisions.md, issue 16): the questions are split by group into `folds` parts and
+//! Folds (docs/decisions/127-one-committee-per-group-fold-each-instance.md): the questions are split by group into `folds` parts and
 //! one committee trains on each part; a question's dynamics come from the one committee that
 //! trained on it, as Cartography's come from the model trained on it. One fold (the default) is
 //! Cartography's setting; more folds bound each model's size on large files.

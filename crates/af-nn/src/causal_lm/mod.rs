@@ -3,10 +3,10 @@
 //! installs), its byte-level BPE tokenizer rebuilt from the file's own vocabulary and merges.
 //!
 //! Why: af's own LMs, trained on a few thousand captions on a CPU, write endings that are mostly
-//! not English (docs/results.md), and a distractor a reader rejects at a glance is no distractor.
+//! not English (docs/notebook/2026-12-02-fluency-of-af-distractors.md), and a distractor a reader rejects at a glance is no distractor.
 //! A model pretrained on trillions of tokens writes English from the first draw. It only writes:
 //! the LM features the committee reads still come from af's own LMs, which score every ending
-//! alike (docs/decisions.md).
+//! alike (docs/decisions/206-a-pretrained-generator-for-the-pool.md).
 //!
 //! Sampling is af's: one uniform number per sequence and step from per-item seeds, inverse CDF
 //! after temperature, top-k and nucleus truncation ([`crate::sample::draw`]), so an item's endings

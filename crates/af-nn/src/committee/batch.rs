@@ -92,7 +92,7 @@ impl Batch {
     /// its mean (HellaSwag's full view) and most of a padded BiLSTM's or CNN's work would be on
     /// padding; grouping by length inside the batch keeps the batch what it was (the same
     /// questions, the same loss, the same dropout draws) where sorting the data into batches of
-    /// one length would not (docs/decisions.md). On a GPU, where padding is cheap next to many
+    /// one length would not (docs/decisions/181-length-groups-inside-a-batch-instead.md). On a GPU, where padding is cheap next to many
     /// small kernels and a host sync per batch, the batch is computed as it is.
     /// # Shapes
     /// per_row: Batch of n rows -> [n, D]; -> [N, D]
