@@ -376,7 +376,7 @@ pub(crate) fn unsplit_file<'q>(
 ) -> QuestionFile {
     QuestionFile {
         path,
-        format: QuestionFormat::Af,
+        format: QuestionFormat::AF,
         questions: questions
             .into_iter()
             .map(|q| af_core::Question {
@@ -530,7 +530,7 @@ fn markdown(record: &AuditFile) -> String {
     let _ = writeln!(s, "# Audit of `{}`\n", record.dataset.display());
     let _ = writeln!(
         s,
-        "{} questions ({:?} layout), {}-{} options; split {}: {} train, {} evaluation; mean chance {:.3}. {} rows skipped. {:.1} s on {}.\n",
+        "{} questions ({} layout), {}-{} options; split {}: {} train, {} evaluation; mean chance {:.3}. {} rows skipped. {:.1} s on {}.\n",
         r.questions,
         record.format,
         r.options_min,

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use af_core::{CommitteeConfig, Config, MemberName, Question};
-use af_io::questions::{read_questions, QuestionFormat};
+use af_io::questions::{read_questions, QuestionFormat, Syntax};
 use af_nn::committee::{self as nnc, Column, CommitteeModel, Registry, JOINT};
 use af_text::Tagger;
 use anyhow::Context;
@@ -562,8 +562,8 @@ fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
             format!("{s}\n")
         }
     };
-    match format {
-        QuestionFormat::Swag | QuestionFormat::SwagFull => {
+    match format.syntax() {
+        Syntax::Csv => {
             let mut reader = csv::ReaderBuilder::new()
                 .flexible(true)
                 .from_reader(body.as_bytes());
@@ -597,7 +597,7 @@ fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
                 rows,
             })
         }
-        _ => {
+        Syntax::JsonLines => {
             for (i, line) in body
                 .lines()
                 .enumerate()
@@ -759,7 +759,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.csv");
         std::fs::write(&p, "a,b\n1,\"x\ny\"\n2,z\n").unwrap();
-        let raw = raw_rows(&p, QuestionFormat::Swag).unwrap();
+        let raw = raw_rows(&p, QuestionFormat::SWAG).unwrap();
         assert_eq!(raw.header, "a,b\n");
         assert_eq!(
             raw.rows.values().cloned().collect::<Vec<_>>(),
