@@ -72,6 +72,19 @@ impl ItemIds {
     }
 }
 
+/// Each item's endings as af LM ids: those the source drew (the sampler's), else their text's.
+pub(crate) fn endings_ids(vocab: &Vocab, endings: &[Vec<Ending>]) -> Vec<Vec<Vec<i64>>> {
+    endings
+        .iter()
+        .map(|endings| {
+            endings
+                .iter()
+                .map(|e| e.ids.clone().unwrap_or_else(|| token_ids(vocab, &e.text)))
+                .collect()
+        })
+        .collect()
+}
+
 /// The validity rules as the stage applies them (af-text's `validity`): which reject an ending,
 /// the thresholds, and the tagger that reads the endings.
 pub struct Validity<'a> {
@@ -367,15 +380,7 @@ fn score_block(
         .iter()
         .map(|(_, item)| ItemIds::new(vocab, item))
         .collect();
-    let ids: Vec<Vec<Vec<i64>>> = endings
-        .iter()
-        .map(|endings| {
-            endings
-                .iter()
-                .map(|e| e.ids.clone().unwrap_or_else(|| token_ids(vocab, &e.text)))
-                .collect()
-        })
-        .collect();
+    let ids = endings_ids(vocab, endings);
     let mut feats: Vec<Vec<[f32; 8]>> = vec![Vec::new(); block.len()];
     let mut folds: Vec<u32> = block.iter().map(|(_, item)| item.fold).collect();
     folds.sort_unstable();

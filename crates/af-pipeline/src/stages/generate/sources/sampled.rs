@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use af_core::config::GenerateConfig;
 use af_core::ValidityRule;
-use af_nn::lm_files::token_ids;
 use af_nn::runtime::in_precision;
 use af_nn::sample::{sample, SampleJob};
 use af_text::detokenize;
@@ -19,7 +18,7 @@ use serde::Serialize;
 
 use super::{Ending, EndingSource, Items, SourceContext};
 use crate::progress::Bar;
-use crate::stages::generate::{item_rng, ItemIds};
+use crate::stages::generate::{endings_ids, item_rng, ItemIds};
 
 pub const NAME: &str = "sampled";
 
@@ -95,15 +94,7 @@ impl EndingSource for Sampled {
             .map(|e| HashSet::from([e.v.clone()]))
             .collect();
         // The endings of the sources before come first, as they are; sampled ones repeat none.
-        let mut found: Vec<Vec<Vec<i64>>> = so_far
-            .iter()
-            .map(|endings| {
-                endings
-                    .iter()
-                    .map(|e| e.ids.clone().unwrap_or_else(|| token_ids(vocab, &e.text)))
-                    .collect()
-            })
-            .collect();
+        let mut found = endings_ids(vocab, so_far);
         for (seen, found) in seen.iter_mut().zip(&found) {
             seen.extend(found.iter().cloned());
         }
