@@ -115,9 +115,12 @@ pub fn tokenised_prompts<'a>(
     prefix: &str,
     endings: impl IntoIterator<Item = &'a str>,
 ) -> Vec<OptionPrompt> {
-    let tidy = |s: &str| match format {
-        QuestionFormat::Generic => s.trim().to_string(),
-        _ => af_io::export::tidy(s),
+    let tidy = |s: &str| {
+        if format.tokenized() {
+            af_io::export::tidy(s)
+        } else {
+            s.trim().to_string()
+        }
     };
     let prefix = tidy(prefix);
     let query = af_core::question::join_text(&tidy(context), &prefix);
@@ -144,7 +147,7 @@ fn question_prompt(
         })
     };
     let options = match format {
-        QuestionFormat::Hellaswag => {
+        f if f == QuestionFormat::HELLASWAG => {
             let ctx_b = python_capitalize(&field("ctx_b")?);
             let ctx = format!("{} {ctx_b}", field("ctx_a")?);
             let query = hellaswag_preprocess(&format!("{}: {ctx}", field("activity_label")?));
@@ -153,7 +156,7 @@ fn question_prompt(
                 .map(|&o| continuation_prompt(&query, &zero, &hellaswag_preprocess(&q.endings[o])))
                 .collect()
         }
-        QuestionFormat::Winogrande => {
+        f if f == QuestionFormat::WINOGRANDE => {
             let sentence = field("sentence")?;
             let blank = q
                 .blank
@@ -228,7 +231,7 @@ pub fn prompts(
     seed: u64,
 ) -> anyhow::Result<Vec<QuestionPrompt>> {
     let raw_lines: Vec<String> = match file.format {
-        QuestionFormat::Hellaswag | QuestionFormat::Winogrande => {
+        f if f == QuestionFormat::HELLASWAG || f == QuestionFormat::WINOGRANDE => {
             let text = af_io::read_utf8(&file.path)?;
             text.trim_start_matches('\u{feff}')
                 .lines()
@@ -620,7 +623,7 @@ fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyh
     let page = af_report::Page {
         title: format!("af eval: {name}"),
         subtitle: format!(
-            "{} questions ({:?} layout), {} ({}), zero-shot{}",
+            "{} questions ({} layout), {} ({}), zero-shot{}",
             s.questions,
             s.format,
             s.model_name,

@@ -21,7 +21,7 @@
 //!
 //! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
 //! `anyhow` chains: the pipeline is orchestration, its errors are messages with their causes for
-//! a person (docs/decisions.md), while the crates below it keep typed errors.
+//! a person (docs/decisions/088-af-pipeline-s-errors-are-anyhow-chains.md), while the crates below it keep typed errors.
 
 pub mod ablate;
 pub mod aflite;

@@ -53,7 +53,7 @@ pub fn pool_requests(pool: &Pool) -> anyhow::Result<Vec<RowRequest>> {
             }
             let item = &pool.items[item_at];
             let prompt = crate::eval::tokenised_prompts(
-                QuestionFormat::Af,
+                QuestionFormat::AF,
                 &item.context,
                 &item.noun_phrase,
                 [cand.ending.as_str()],

@@ -80,7 +80,8 @@ pub struct GenerateConfig {
     /// (`pretrained-length-target`); the generator may not end a sentence more than half of
     /// `max-length-gap` words short of it, and past it this many nats per word are added to its
     /// sentence-end tokens' logits. A web-trained model writes longer than captions do, and the
-    /// `length-gap` rule otherwise turns many of its draws away (docs/decisions.md).
+    /// `length-gap` rule otherwise turns many of its draws away
+    /// (docs/decisions/208-length-shaping-of-pretrained-endings-aimed-at.md).
     #[serde(skip_serializing_if = "is_default")]
     pub pretrained_length_bias: f64,
     /// The length each shaped ending aims at; see [`LengthTarget`].
@@ -366,7 +367,7 @@ pub enum LengthTarget {
     /// are such) whose gold is within `max-length-gap` tokens of this item's own: the lengths
     /// `other-gold` draws, less those the `length-gap` rule would turn away anyway, so fewer draws
     /// are wasted while the kept distractors' lengths stay those `other-gold` keeps
-    /// (docs/decisions.md).
+    /// (docs/decisions/209-targets-inside-the-rule-s-window-nearby.md).
     #[default]
     NearbyGold,
     /// Per ending, the gold length of another item, drawn at random (another video, past the
@@ -376,8 +377,9 @@ pub enum LengthTarget {
     OtherGold,
     /// The item's own gold length. Distractors then cluster around the gold's length, which
     /// makes the gold the most typical length among its options: a detector that picks the option
-    /// closest to the options' median length reads it (docs/results.md). Kept to reproduce the
-    /// first shaped run.
+    /// closest to the options' median length reads it
+    /// (docs/notebook/2026-12-03-pretrained-length-shaping.md). Kept to reproduce the first
+    /// shaped run.
     Gold,
 }
 

@@ -9,7 +9,7 @@
 //!
 //! The loss is the causal LM loss on the ending's tokens only: the prompt (example captions, the
 //! context, the noun phrase) is what sampling conditions on, never what it writes. The ending is
-//! encoded after a space and apart from the prompt, as sampling draws it.
+//! tokenized after a space and apart from the prompt, as sampling draws it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -46,7 +46,7 @@ pub struct AdaptExample {
 }
 
 /// An example as token ids: the sequence and where its ending starts.
-struct Encoded {
+struct ExampleIds {
     ids: Vec<i64>,
     ending_from: usize,
 }
@@ -98,9 +98,9 @@ impl CausalLm {
         self.model.adapter()
     }
 
-    fn encode_example(&self, e: &AdaptExample) -> Result<Encoded, CausalLmError> {
-        let mut ids = self.encode(e.prompt.trim_end())?;
-        let ending = self.encode(&format!(" {}", e.ending.trim()))?;
+    fn example_ids(&self, e: &AdaptExample) -> Result<ExampleIds, CausalLmError> {
+        let mut ids = self.token_ids(e.prompt.trim_end())?;
+        let ending = self.token_ids(&format!(" {}", e.ending.trim()))?;
         // Too long for the model: the prompt's first tokens go (its examples, not its context).
         let keep = self.context_length.saturating_sub(ending.len()).max(1);
         if ids.len() > keep {
@@ -108,12 +108,12 @@ impl CausalLm {
         }
         let ending_from = ids.len();
         ids.extend(ending);
-        Ok(Encoded { ids, ending_from })
+        Ok(ExampleIds { ids, ending_from })
     }
 
     /// The model's mean loss per ending token over `batch`, as a tensor (with gradients when the
     /// adapter requires them).
-    fn batch_loss(&self, batch: &[&Encoded]) -> Tensor {
+    fn batch_loss(&self, batch: &[&ExampleIds]) -> Tensor {
         let width = batch
             .iter()
             .map(|e| e.ids.len() - 1)
@@ -159,13 +159,13 @@ impl CausalLm {
         batch: usize,
     ) -> Result<f64, CausalLmError> {
         let _guard = tch::no_grad_guard();
-        let encoded = examples
+        let examples_ids = examples
             .iter()
-            .map(|e| self.encode_example(e))
+            .map(|e| self.example_ids(e))
             .collect::<Result<Vec<_>, _>>()?;
         let (mut sum, mut tokens) = (0.0, 0usize);
-        for chunk in encoded.chunks(batch.max(1)) {
-            let refs: Vec<&Encoded> = chunk.iter().collect();
+        for chunk in examples_ids.chunks(batch.max(1)) {
+            let refs: Vec<&ExampleIds> = chunk.iter().collect();
             let n: usize = chunk.iter().map(|e| e.ids.len() - e.ending_from).sum();
             sum += self.batch_loss(&refs).double_value(&[]) * n as f64;
             tokens += n;
@@ -182,9 +182,9 @@ impl CausalLm {
         on_step: &mut dyn FnMut(usize, f64),
     ) -> Result<AdaptReport, CausalLmError> {
         let start = Instant::now();
-        let encoded = examples
+        let examples_ids = examples
             .iter()
-            .map(|e| self.encode_example(e))
+            .map(|e| self.example_ids(e))
             .collect::<Result<Vec<_>, _>>()?;
         let fresh = self.new_adapter(s.rank, s.alpha, s.seed);
         let vs = nn::VarStore::new(self.device);
@@ -214,16 +214,16 @@ impl CausalLm {
         let mut order: Vec<usize> = Vec::new();
         let mut losses = Vec::with_capacity(s.steps);
         for step in 0..s.steps {
-            if encoded.is_empty() {
+            if examples_ids.is_empty() {
                 break;
             }
             let mut batch = Vec::with_capacity(s.batch);
-            while batch.len() < s.batch.min(encoded.len()) {
+            while batch.len() < s.batch.min(examples_ids.len()) {
                 if order.is_empty() {
-                    order = (0..encoded.len()).collect();
+                    order = (0..examples_ids.len()).collect();
                     order.shuffle(&mut rng);
                 }
-                batch.push(&encoded[order.pop().expect("refilled above")]);
+                batch.push(&examples_ids[order.pop().expect("refilled above")]);
             }
             let loss = self.batch_loss(&batch);
             opt.zero_grad();
@@ -367,7 +367,7 @@ mod tests {
 
     fn logprobs(lm: &CausalLm) -> Tensor {
         let _guard = tch::no_grad_guard();
-        let ids = lm.encode("a man walks to the car.").unwrap();
+        let ids = lm.token_ids("a man walks to the car.").unwrap();
         lm.model
             .token_logprobs(&Tensor::from_slice(&ids).unsqueeze(0))
     }
@@ -431,13 +431,13 @@ mod tests {
         assert!(logprobs(&lm).equal(&trained));
     }
 
-    /// The loss reads the ending's tokens alone, after the prompt encoded apart (as sampling
+    /// The loss reads the ending's tokens alone, after the prompt tokenized apart (as sampling
     /// continues it), and right padding in a batch changes nothing.
     #[test]
     fn the_loss_counts_the_ending_tokens_only() {
         let (_dir, lm) = toy_lm();
         let example = |prompt: &str, ending: &str| {
-            lm.encode_example(&AdaptExample {
+            lm.example_ids(&AdaptExample {
                 prompt: prompt.into(),
                 ending: ending.into(),
             })
@@ -450,11 +450,11 @@ mod tests {
         );
         assert_eq!(
             e.ids[..e.ending_from],
-            lm.encode("a man walks. he").unwrap()[..]
+            lm.token_ids("a man walks. he").unwrap()[..]
         );
-        assert_eq!(e.ids[e.ending_from..], lm.encode(" runs.").unwrap()[..]);
+        assert_eq!(e.ids[e.ending_from..], lm.token_ids(" runs.").unwrap()[..]);
         let _guard = tch::no_grad_guard();
-        let direct = |e: &Encoded| {
+        let direct = |e: &ExampleIds| {
             -lm.model
                 .token_logprobs(&Tensor::from_slice(&e.ids).unsqueeze(0))
                 .narrow(
@@ -465,7 +465,7 @@ mod tests {
                 .sum(Kind::Float)
                 .double_value(&[])
         };
-        let n = |e: &Encoded| (e.ids.len() - e.ending_from) as f64;
+        let n = |e: &ExampleIds| (e.ids.len() - e.ending_from) as f64;
         let batched = lm.batch_loss(&[&e]).double_value(&[]);
         assert!((direct(&e) / n(&e) - batched).abs() < 1e-5, "{batched}");
         let padded = lm.batch_loss(&[&e, &long]).double_value(&[]);
