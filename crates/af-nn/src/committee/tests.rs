@@ -79,14 +79,19 @@ fn table_of(
         })
         .collect();
     let text = Tensor::from_slice(&text).view([inputs.len() as i64, ENCODED_DIM]);
+    // The lm-likelihood member's features, a function of the row's content as the LM's are.
+    let lm = text.narrow(1, 0, LM_FEATURES).copy();
     table
         .attach_encoded(EncodedRows {
             text,
             contexts: None,
         })
         .unwrap();
+    table.attach_lm_likelihood(lm).unwrap();
     table
 }
+
+const LM_FEATURES: i64 = crate::committee::members::lm_likelihood::FEATURES.len() as i64;
 
 const ENCODED_DIM: i64 = 12;
 
@@ -154,6 +159,13 @@ fn planted(questions: usize, width: usize, seed: u64) -> (CandidateTable, Vec<Ve
             contexts: Some((contexts, of)),
         })
         .unwrap();
+    // LM likelihoods where the right answer is the likelier, as the embeddings carry it above.
+    let lm = gold.repeat([1, LM_FEATURES])
+        + Tensor::randn(
+            [questions as i64 * width as i64, LM_FEATURES],
+            (Kind::Float, Device::Cpu),
+        ) * 0.3;
+    table.attach_lm_likelihood(lm).unwrap();
     (table, qs)
 }
 
