@@ -2,7 +2,7 @@
 //! ones; the median-length rule catches the opposite artifact: a pool whose wrong endings are
 //! spread around the right one's length (a generator aimed at the gold's length, a length-gap
 //! filter centred on it) makes the right ending the most typical length among its options, which
-//! neither extreme sees (docs/results.md, "Length shaping of the pretrained generator").
+//! neither extreme sees (docs/notebook/2026-12-03-pretrained-length-shaping.md).
 
 /// A rule that scores each option of a question from the options' lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -723,6 +723,7 @@ struct Scorer {
 }
 
 impl Scorer {
+    /// A detector's result from its scores of the evaluation questions' options.
     fn result(
         &self,
         name: &str,
@@ -731,29 +732,62 @@ impl Scorer {
         view: Option<&str>,
         scores: &[Vec<f32>],
     ) -> DetectorResult {
-        let mut r = result(
-            name,
-            family,
-            model,
-            view,
-            scores,
-            &self.chance,
-            &self.labels,
-            &self.pairs,
-            self.train,
-        );
-        r.per_question = self
-            .ids
+        let (chance, labels, pairs) = (&self.chance, &self.labels, &self.pairs);
+        let credits: Vec<f64> = scores
             .iter()
-            .zip(&self.chance)
-            .zip(scores.iter().zip(&self.labels))
-            .map(|((id, &chance), (s, &l))| QuestionCredit {
-                id: id.clone(),
-                credit: credit(s, l),
-                chance,
-            })
+            .zip(labels)
+            .map(|(s, &l)| credit(s, l))
             .collect();
-        r
+        let right: f64 = credits.iter().sum();
+        let n = credits.len();
+        let accuracy = right / n.max(1) as f64;
+        let (ci_low, ci_high) = stats::wilson(right, n);
+        let mean_chance = chance.iter().sum::<f64>() / n.max(1) as f64;
+        let twins = (!pairs.is_empty()).then(|| {
+            let both: f64 = pairs.iter().map(|&(a, b)| credits[a] * credits[b]).sum();
+            let pair_chance = pairs
+                .iter()
+                .map(|&(a, b)| chance[a] * chance[b])
+                .sum::<f64>()
+                / pairs.len() as f64;
+            let (lo, hi) = stats::wilson(both, pairs.len());
+            TwinScore {
+                pairs: pairs.len(),
+                accuracy: both / pairs.len() as f64,
+                ci_low: lo,
+                ci_high: hi,
+                chance: pair_chance,
+            }
+        });
+        DetectorResult {
+            name: name.into(),
+            family: family.into(),
+            model: model.map(String::from),
+            view: view.map(String::from),
+            train_questions: self.train,
+            eval_questions: n,
+            right,
+            accuracy,
+            ci_low,
+            ci_high,
+            chance: mean_chance,
+            edge: accuracy - mean_chance,
+            p_value: stats::above_chance_p(right, chance),
+            flagged: false,
+            twins,
+            seconds: 0.0,
+            per_question: self
+                .ids
+                .iter()
+                .zip(chance)
+                .zip(credits)
+                .map(|((id, &chance), credit)| QuestionCredit {
+                    id: id.clone(),
+                    credit,
+                    chance,
+                })
+                .collect(),
+        }
     }
 
     /// The scorer of the evaluation questions at `kept` (positions), in that order.
@@ -771,65 +805,6 @@ impl Scorer {
                 .collect(),
             train,
         }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn result(
-    name: &str,
-    family: &str,
-    model: Option<&str>,
-    view: Option<&str>,
-    scores: &[Vec<f32>],
-    chance: &[f64],
-    labels: &[usize],
-    pairs: &[(usize, usize)],
-    train: usize,
-) -> DetectorResult {
-    let credits: Vec<f64> = scores
-        .iter()
-        .zip(labels)
-        .map(|(s, &l)| credit(s, l))
-        .collect();
-    let right: f64 = credits.iter().sum();
-    let n = credits.len();
-    let accuracy = right / n.max(1) as f64;
-    let (ci_low, ci_high) = stats::wilson(right, n);
-    let mean_chance = chance.iter().sum::<f64>() / n.max(1) as f64;
-    let twins = (!pairs.is_empty()).then(|| {
-        let both: f64 = pairs.iter().map(|&(a, b)| credits[a] * credits[b]).sum();
-        let pair_chance = pairs
-            .iter()
-            .map(|&(a, b)| chance[a] * chance[b])
-            .sum::<f64>()
-            / pairs.len() as f64;
-        let (lo, hi) = stats::wilson(both, pairs.len());
-        TwinScore {
-            pairs: pairs.len(),
-            accuracy: both / pairs.len() as f64,
-            ci_low: lo,
-            ci_high: hi,
-            chance: pair_chance,
-        }
-    });
-    DetectorResult {
-        name: name.into(),
-        family: family.into(),
-        model: model.map(String::from),
-        view: view.map(String::from),
-        train_questions: train,
-        eval_questions: n,
-        right,
-        accuracy,
-        ci_low,
-        ci_high,
-        chance: mean_chance,
-        edge: accuracy - mean_chance,
-        p_value: stats::above_chance_p(right, chance),
-        flagged: false,
-        twins,
-        seconds: 0.0,
-        per_question: Vec::new(),
     }
 }
 

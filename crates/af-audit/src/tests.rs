@@ -246,31 +246,25 @@ fn a_twin_pair_counts_only_when_both_are_right() {
         vec![1.0, 0.0],
         vec![1.0, 0.0],
     ];
-    let r = result(
-        "d",
-        "learned",
-        None,
-        None,
-        &scores,
-        &[0.5; 4],
-        &[0, 1, 0, 1],
-        &[(0, 1), (2, 3)],
-        10,
-    );
+    let scorer = |chance: Vec<f64>, labels: Vec<usize>, pairs: Vec<(usize, usize)>| Scorer {
+        ids: (0..labels.len()).map(|i| i.to_string()).collect(),
+        chance,
+        labels,
+        pairs,
+        train: 10,
+    };
+    let r = scorer(vec![0.5; 4], vec![0, 1, 0, 1], vec![(0, 1), (2, 3)])
+        .result("d", "learned", None, None, &scores);
     assert_eq!(r.accuracy, 0.75);
     let t = r.twins.unwrap();
     assert_eq!((t.pairs, t.accuracy, t.chance), (2, 0.5, 0.25));
     // A tie between the two options earns half a question and a quarter of its pair.
-    let r = result(
+    let r = scorer(vec![0.5; 2], vec![0, 1], vec![(0, 1)]).result(
         "d",
         "learned",
         None,
         None,
         &[vec![0.0, 0.0], vec![0.0, 1.0]],
-        &[0.5; 2],
-        &[0, 1],
-        &[(0, 1)],
-        10,
     );
     assert_eq!((r.right, r.twins.unwrap().accuracy), (1.5, 0.5));
 }

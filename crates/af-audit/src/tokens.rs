@@ -6,7 +6,7 @@
 //! WinoGrande sentence around the blank) is left out there. The no-artifact rate is the share of
 //! the counted token occurrences that lie in right options, not 1/(options): when right answers
 //! are longer, every token is more often in them, and that is the length baseline's finding, not
-//! a lexical one (docs/decisions.md).
+//! a lexical one (docs/decisions/046-the-no-artifact-rate-of-a-token.md).
 
 use std::collections::{HashMap, HashSet};
 

@@ -4,13 +4,13 @@
 //! rule, and the state that makes a killed run resume exactly. The committee itself is behind the
 //! [`Committee`] trait, so the loop is tested with deterministic fake committees and no libtorch.
 //!
-//! It also owns AFLite's loop ([`aflite`]), the lighter descendant of AF that built WinoGrande,
-//! against a [`aflite::LinearProbes`] trait.
+//! It also owns AFLite's loop ([`aflite_loop`]), the lighter descendant of AF that built
+//! WinoGrande, against a [`aflite_loop::LinearProbes`] trait.
 //!
 //! Every random choice of iteration t comes from a stream seeded by (seed, t): a run resumed at
 //! iteration t makes the same choices as one that never stopped.
 
-pub mod aflite;
+pub mod aflite_loop;
 mod assignment;
 mod filter;
 

@@ -186,7 +186,7 @@ pub fn lm_eval_yaml(task: &str, files: &[(&str, String)]) -> String {
     let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
     // lm-eval resolves `data_files` from its working directory, but a `!function` from the YAML's
     // own folder: the loader beside it makes the names below relative to that folder, so the task
-    // works wherever the folder is copied (docs/decisions.md).
+    // works wherever the folder is copied (docs/decisions/082-the-lm-eval-task-moves-with-its.md).
     let mut y = format!("task: {task}\ndataset_path: json\ncustom_dataset: !function {}.load\ndataset_kwargs:\n  data_files:\n", lm_eval_loader_module(task));
     for (split, file) in files {
         y.push_str(&format!("    {split}: {}\n", quote(file)));

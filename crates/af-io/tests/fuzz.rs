@@ -10,9 +10,6 @@
 //! not given one (`AF_FUZZ_SEED`). A failing input is written to `fuzz-failures/` under the
 //! test's temporary directory, to be kept in `fixtures/fuzz/regressions` once fixed.
 
-#[path = "fuzz/mutate.rs"]
-mod mutate;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,7 +18,7 @@ use af_core::config::{InputFormat, InputSpec};
 use af_io::documents::read_input;
 use af_io::features::{read_features, read_instances, InstanceFields};
 use af_io::questions::{read_questions, QuestionFormat};
-use mutate::{mutate, Rng};
+use af_test_support::mutate::{mutate, Rng};
 
 /// What a reader made of an accepted input: a summary to compare (its output in debug form) and
 /// the invariants it broke.
@@ -149,37 +146,37 @@ const READERS: &[Reader] = &[
         name: "swag",
         seeds: &["swag.csv"],
         file: "swag.csv",
-        read: |p, v| questions(p, QuestionFormat::Swag, v),
+        read: |p, v| questions(p, QuestionFormat::SWAG, v),
     },
     Reader {
         name: "swag-full",
         seeds: &["swag-full.csv"],
         file: "full.csv",
-        read: |p, v| questions(p, QuestionFormat::SwagFull, v),
+        read: |p, v| questions(p, QuestionFormat::SWAG_FULL, v),
     },
     Reader {
         name: "hellaswag",
         seeds: &["hellaswag.jsonl"],
         file: "hs.jsonl",
-        read: |p, v| questions(p, QuestionFormat::Hellaswag, v),
+        read: |p, v| questions(p, QuestionFormat::HELLASWAG, v),
     },
     Reader {
         name: "winogrande",
         seeds: &["winogrande.jsonl"],
         file: "wg.jsonl",
-        read: |p, v| questions(p, QuestionFormat::Winogrande, v),
+        read: |p, v| questions(p, QuestionFormat::WINOGRANDE, v),
     },
     Reader {
         name: "generic",
         seeds: &["generic.jsonl"],
         file: "mc.jsonl",
-        read: |p, v| questions(p, QuestionFormat::Generic, v),
+        read: |p, v| questions(p, QuestionFormat::GENERIC, v),
     },
     Reader {
         name: "af-dataset",
         seeds: &["af.jsonl"],
         file: "dataset.jsonl",
-        read: |p, v| questions(p, QuestionFormat::Af, v),
+        read: |p, v| questions(p, QuestionFormat::AF, v),
     },
     Reader {
         name: "features-csv",
@@ -367,7 +364,7 @@ fn run_loop(
             let base = seed_bytes(rng.pick::<&str>(reader.seeds));
             let other = &all_seeds[rng.below(all_seeds.len())];
             let (input, kinds) = mutate(&base, other, &mut rng, long);
-            let variant = rng.next();
+            let variant = rng.next_u64();
             if let Err(what) = check(
                 reader,
                 dir.path(),

@@ -344,7 +344,7 @@ fn a_repeated_question_id_is_an_error_naming_the_second() {
         b",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n0,v,1,s,a,b,gold,e,f,g,h,0\n0,w,2,s,a,b,gold,e,f,g,h,1\n",
     );
     assert_eq!(
-        err(read_questions(&p, Some(QuestionFormat::Swag), false)),
+        err(read_questions(&p, Some(QuestionFormat::SWAG), false)),
         format!("{}:3: duplicate id `0` (first on line 2)", p.display())
     );
 }
@@ -431,7 +431,7 @@ fn a_byte_order_mark_is_skipped() {
     let f = read_questions(&p, None, false).unwrap();
     assert_eq!(
         (f.format, f.questions[0].label),
-        (QuestionFormat::Generic, 1),
+        (QuestionFormat::GENERIC, 1),
         "the layout is detected through the mark"
     );
 
@@ -629,7 +629,7 @@ fn malformed_json_has_one_format_in_every_reader() {
     assert_eq!(err(read_input(&s)), want);
     assert_eq!(err(read_instances(&p, &fields("id", "label"))), want);
     assert_eq!(
-        err(read_questions(&p, Some(QuestionFormat::Generic), false)),
+        err(read_questions(&p, Some(QuestionFormat::GENERIC), false)),
         want
     );
     let skipped = &read_questions(
@@ -809,7 +809,7 @@ fn an_undetectable_first_line_says_what_each_layout_lacks() {
         format!(
             "{}:2:1: cannot tell the layout from line 2: as hellaswag it lacks `ind`, `ctx_a`, `ctx_b`, `endings`, `label`; as winogrande it lacks `option1`; as af it lacks `id`, `group`, `context`, `noun_phrase`, `gold`, `distractors`; as generic it lacks `context`, `endings`, `label`; name it with --format ({})",
             p.display(),
-            QuestionFormat::NAMES
+            QuestionFormat::names()
         )
     );
     let p = write(
@@ -819,7 +819,7 @@ fn an_undetectable_first_line_says_what_each_layout_lacks() {
     );
     let e = err(read_questions(&p, None, false));
     assert!(
-        e.starts_with(&format!("{}:1:1: cannot tell the layout from line 1: as swag-full it lacks column `fold-ind`, `gold-ending`, `distractor-0`; as swag it lacks column `ending0`, `ending1`; as a JSON layout it is not a JSON object", p.display())),
+        e.starts_with(&format!("{}:1:1: cannot tell the layout from line 1: as swag it lacks column `ending0`, `ending1`; as swag-full it lacks column `fold-ind`, `gold-ending`, `distractor-0`; as a JSON layout it is not a JSON object", p.display())),
         "{e}"
     );
     let p = write(

@@ -2,13 +2,13 @@
 //! device, thread counts and arithmetic (mixed precision), the language models (training,
 //! sampling, features), the pretrained generator (`causal_lm`), the sentence encoders (frozen, and the cross-encoder `encoder-ft`
 //! fine-tunes), the committee (its open registry of members, one file each, the joint head,
-//! training and scoring) and its candidate table, and AFLite's batched probes.
+//! training and scoring) and its candidate table, and AFLite's batched linear probes (`linear_probes`).
 //! Other crates stay free of tensors so they build and test in seconds.
 
-pub mod aflite;
 pub mod causal_lm;
 pub mod committee;
 pub mod encoder;
+pub mod linear_probes;
 pub mod lm;
 pub mod lm_files;
 pub mod lm_train;

@@ -11,7 +11,7 @@ use crate::lm::{BiLm, LmShape, BOS, EOS};
 use crate::NnError;
 
 /// Token ids of a text under `vocab`.
-pub fn encode(vocab: &Vocab, text: &str) -> Vec<i64> {
+pub fn token_ids(vocab: &Vocab, text: &str) -> Vec<i64> {
     tokenize(text)
         .iter()
         .map(|w| i64::from(vocab.id(w)))
@@ -21,9 +21,9 @@ pub fn encode(vocab: &Vocab, text: &str) -> Vec<i64> {
 /// The forward training sequence of an item: `<bos>` context, second sentence `<eos>`.
 pub fn item_sequence(vocab: &Vocab, item: &Item) -> Vec<i64> {
     let mut seq = vec![BOS];
-    seq.extend(encode(vocab, &item.context));
-    seq.extend(encode(vocab, &item.noun_phrase));
-    seq.extend(encode(vocab, &item.ending));
+    seq.extend(token_ids(vocab, &item.context));
+    seq.extend(token_ids(vocab, &item.noun_phrase));
+    seq.extend(token_ids(vocab, &item.ending));
     seq.push(EOS);
     seq
 }

@@ -4,7 +4,8 @@
 //! A checkpoint directory holds `last.safetensors` (weights after the last finished epoch),
 //! `best.safetensors` (weights with the best validation perplexity) and `progress.json` (epochs
 //! done, history, whether training finished). A resumed run starts from `last` at the next epoch;
-//! Adam's moment estimates are not saved, so they restart from zero (docs/decisions.md).
+//! Adam's moment estimates are not saved, so they restart from zero
+//! (docs/decisions/017-resume-after-a-kill-restarts-adam-s.md).
 
 use std::path::Path;
 use std::time::Instant;
@@ -36,6 +37,15 @@ pub struct EpochRecord {
     pub valid_ppl_forward: f64,
     pub valid_ppl_backward: f64,
     pub seconds: f64,
+}
+
+/// What [`train`] reports as it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum TrainEvent<'a> {
+    /// One optimisation step done.
+    Batch,
+    /// One epoch done, with its losses (before its checkpoint's progress is written).
+    Epoch(&'a EpochRecord),
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -126,9 +136,8 @@ fn save(vs: &nn::VarStore, path: &Path) -> Result<(), NnError> {
 }
 
 /// Trains `lm` (whose variables live in `vs`) on `train`, stopping early on `valid`, with
-/// checkpoints in `dir`. Returns with the best weights loaded. `on_epoch` and `on_batch` report
-/// progress (the caller prints; this crate does not).
-#[allow(clippy::too_many_arguments)] // each is a different thing; a struct would only rename them
+/// checkpoints in `dir`. Returns with the best weights loaded. `on_progress` hears of each batch
+/// and each epoch (the caller prints; this crate does not).
 pub fn train(
     lm: &BiLm,
     vs: &mut nn::VarStore,
@@ -136,8 +145,7 @@ pub fn train(
     valid: &[Vec<i64>],
     settings: &TrainSettings,
     dir: &Path,
-    mut on_epoch: impl FnMut(&EpochRecord),
-    mut on_batch: impl FnMut(),
+    mut on_progress: impl FnMut(TrainEvent),
 ) -> Result<Progress, NnError> {
     std::fs::create_dir_all(dir).map_err(|e| NnError::Checkpoint {
         path: dir.to_path_buf(),
@@ -199,7 +207,7 @@ pub fn train(
             opt.step();
             loss_sum += value;
             batches += 1;
-            on_batch();
+            on_progress(TrainEvent::Batch);
         }
         let record = EpochRecord {
             epoch,
@@ -229,7 +237,7 @@ pub fn train(
             progress.best_epoch = epoch;
             save(vs, &dir.join("best.safetensors"))?;
         }
-        on_epoch(&record);
+        on_progress(TrainEvent::Epoch(&record));
         progress.history.push(record);
         if epoch - progress.best_epoch >= settings.patience.max(1) {
             break;
@@ -297,17 +305,7 @@ mod tests {
         let seqs = data();
         // "Killed" after 2 epochs: a run limited to 2, then a run allowed 4 resumes at epoch 3.
         let (mut vs, lm) = model();
-        let p = train(
-            &lm,
-            &mut vs,
-            &seqs,
-            &seqs,
-            &settings(2),
-            d.path(),
-            |_| {},
-            || {},
-        )
-        .unwrap();
+        let p = train(&lm, &mut vs, &seqs, &seqs, &settings(2), d.path(), |_| {}).unwrap();
         assert_eq!(p.history.len(), 2);
         std::fs::write(
             d.path().join("progress.json"),
@@ -319,17 +317,7 @@ mod tests {
         )
         .unwrap();
         let (mut vs2, lm2) = model();
-        let resumed = train(
-            &lm2,
-            &mut vs2,
-            &seqs,
-            &seqs,
-            &settings(4),
-            d.path(),
-            |_| {},
-            || {},
-        )
-        .unwrap();
+        let resumed = train(&lm2, &mut vs2, &seqs, &seqs, &settings(4), d.path(), |_| {}).unwrap();
         assert_eq!(resumed.history.len(), 4);
         assert_eq!(
             resumed.history[..2],
@@ -341,16 +329,9 @@ mod tests {
         assert!(last < first, "{first} -> {last}");
         // A finished directory loads the best weights without training.
         let (mut vs3, lm3) = model();
-        let again = train(
-            &lm3,
-            &mut vs3,
-            &seqs,
-            &seqs,
-            &settings(4),
-            d.path(),
-            |_| panic!("no training"),
-            || {},
-        )
+        let again = train(&lm3, &mut vs3, &seqs, &seqs, &settings(4), d.path(), |_| {
+            panic!("no training")
+        })
         .unwrap();
         assert_eq!(again, resumed);
         let ppl = perplexity(&lm3, &lm3.forward, false, &seqs, 8, Device::Cpu);
@@ -376,7 +357,6 @@ mod tests {
             &settings(1),
             d.path(),
             |_| {},
-            || {},
         )
         .unwrap_err()
         .to_string();

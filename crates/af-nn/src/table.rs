@@ -44,6 +44,10 @@ pub struct CandidateTable {
     pub device: Device,
     /// Frozen sentence embeddings of the rows, when a member reads them ([`EncodedRows`]).
     pub encoded: Option<EncodedRows>,
+    /// [C, F] f32 a pretrained LM's scores of the rows, when the `lm-likelihood` member reads
+    /// them (its `features`), attached with [`CandidateTable::attach_lm_likelihood`]. Like the
+    /// embeddings, not saved with the table: the caller caches them.
+    pub lm_likelihood: Option<Tensor>,
     /// The same candidates as full-view rows (context, then second sentence; the context and
     /// noun phrase marked), with the same vocabulary, when a member reads the full view. Its own
     /// `encoded` and `full_view` are empty, its features zero.
@@ -140,6 +144,7 @@ impl CandidateTable {
             min_len: min_len.max(1),
             device,
             encoded: None,
+            lm_likelihood: None,
             full_view: None,
         }
     }
@@ -175,6 +180,20 @@ impl CandidateTable {
             }
         }
         self.encoded = Some(encoded.to_device(self.device));
+        Ok(())
+    }
+
+    /// Attaches the rows' LM-likelihood features ([C, F], moved to the table's device as f32).
+    /// Err: a shape that does not fit the table.
+    pub fn attach_lm_likelihood(&mut self, features: Tensor) -> Result<(), NnError> {
+        let size = features.size();
+        if size.len() != 2 || size[0] != self.rows {
+            return Err(NnError::InvalidSettings(format!(
+                "LM-likelihood features are {size:?}, the table has {} rows",
+                self.rows
+            )));
+        }
+        self.lm_likelihood = Some(features.to_kind(Kind::Float).to(self.device));
         Ok(())
     }
 
@@ -228,6 +247,7 @@ impl CandidateTable {
             min_len: self.min_len,
             device,
             encoded: self.encoded.as_ref().map(|e| e.to_device(device)),
+            lm_likelihood: self.lm_likelihood.as_ref().map(|f| f.to(device)),
             full_view: self
                 .full_view
                 .as_ref()
@@ -257,6 +277,7 @@ impl CandidateTable {
         ]
         .into_iter()
         .chain(self.encoded.iter().flat_map(EncodedRows::tensors))
+        .chain(self.lm_likelihood.iter())
         .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
         .sum::<u64>()
             + self.full_view.as_ref().map_or(0, |t| t.bytes())

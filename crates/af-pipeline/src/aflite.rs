@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use af_filter::aflite::{aflite, AfliteIteration, AfliteOptions, LinearProbes};
+use af_filter::aflite_loop::{aflite, AfliteIteration, AfliteOptions, LinearProbes};
 use af_io::features::{read_features, read_instances, InstanceFields};
-use af_nn::aflite::{BatchedProbes, ProbeSettings};
+use af_nn::linear_probes::{BatchedProbes, ProbeSettings};
 use serde_json::json;
 
 /// What `af aflite` is asked to do.
@@ -280,7 +280,7 @@ pub fn run(a: &AfliteRequest) -> anyhow::Result<AfliteRun> {
 /// No NaN or infinity may reach an output file (issue 44): one would read as a number in
 /// `scores.csv` and silently remove nothing. The readers and the standardisation refuse what could
 /// make one, so this is the last check, naming the first instance or iteration that has one.
-fn no_nan_in(result: &af_filter::aflite::AfliteResult) -> anyhow::Result<()> {
+fn no_nan_in(result: &af_filter::aflite_loop::AfliteResult) -> anyhow::Result<()> {
     let per_instance = result
         .predictability
         .iter()
@@ -324,8 +324,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use tch::Device;
 
-    /// Issue 16's setting at half size (2,000 instances and t = 1,000 take half a minute of CPU
-    /// here; docs/results.md has that run): 1,000 WinoGrande-style twins, 16 uniform noise
+    /// The AFLite-null request's setting at half size (2,000 instances and t = 1,000 take half a
+    /// minute of CPU here; docs/notebook/2026-12-01-aflite-null-and-data-maps.md has that run): 1,000 WinoGrande-style twins, 16 uniform noise
     /// features; the first `planted` carry their label in feature 0 (+-2.5).
     fn synthetic(planted: usize) -> (Vec<f32>, Vec<u32>, Vec<String>) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
@@ -339,7 +339,7 @@ mod tests {
         (x, labels, groups)
     }
 
-    fn run(planted: usize, tau: Option<f64>) -> af_filter::aflite::AfliteResult {
+    fn run(planted: usize, tau: Option<f64>) -> af_filter::aflite_loop::AfliteResult {
         let (x, labels, groups) = synthetic(planted);
         let probes = BatchedProbes::new(
             &x,

@@ -228,17 +228,15 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
 
     let start = std::time::Instant::now();
-    let (report, options_cut) = audit_questions(
-        &file,
-        eval_file.as_ref(),
+    let auditor = Auditor {
         config,
-        &registry,
-        &[],
-        request.seed,
-        &tagger,
+        registry: &registry,
+        exclude: &[],
+        tagger: &tagger,
         device,
         progress,
-    )?;
+    };
+    let (report, options_cut) = auditor.audit(&file, eval_file.as_ref(), request.seed)?;
     let seconds = start.elapsed().as_secs_f64();
 
     let skipped_rows = std::iter::once(&file)
@@ -283,106 +281,111 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     })
 }
 
-/// Runs the audit with a progress bar over the learned detectors.
-#[allow(clippy::too_many_arguments)]
-pub fn audit_questions(
-    file: &QuestionFile,
-    eval: Option<&QuestionFile>,
-    config: &Config,
-    registry: &Registry,
-    exclude: &[(MemberName, af_core::View)],
-    seed: u64,
-    tagger: &Tagger,
-    device: Device,
-    progress: &dyn Progress,
-) -> anyhow::Result<(AuditReport, usize)> {
-    // Each detector reads the rows of the view it is trained on, whatever view a member's table
-    // gives it in the committee.
-    let committee = nnc::members::reading_given_rows(&config.committee);
-    // One frozen-embedding detector per audit, as per committee: said before any detector trains.
-    registry
-        .encoded_member(&config.audit.models)
-        .map_err(|e| anyhow::anyhow!("[audit] models: {e}"))?;
-    let mut learner = TorchLearner {
-        config: &committee,
-        registry,
-        tagger,
-        device,
-        options_cut: 0,
-        encoder: None,
-    };
-    let bar = progress.bar("detectors", 0);
-    let mut progress = |done: usize, total: usize, name: &str| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(name.to_string());
-    };
-    let report = af_audit::audit(
-        file.questions.clone(),
-        eval.map(|f| f.questions.clone()),
-        &config.audit,
-        exclude,
-        seed,
-        &mut learner,
-        &mut progress,
-    )
-    .with_context(|| format!("auditing {}", file.path.display()))?;
-    bar.finish();
-    if learner.options_cut > 0 {
-        tracing::warn!(
-            "{}: {} options are longer than [committee] max-tokens = {} and were cut to their last {} tokens",
-            file.path.display(),
-            learner.options_cut,
-            config.committee.max_tokens,
-            config.committee.max_tokens
-        );
-    }
-    Ok((report, learner.options_cut))
+/// What the audits of one command share: the config (`[audit]`, `[committee]`, and the seed of a
+/// named audit), the members, the detectors left out, the tagger, the device the detectors train
+/// on, and the progress bars.
+pub struct Auditor<'a> {
+    pub config: &'a Config,
+    pub registry: &'a Registry,
+    /// Members left out on the view they read (the export leaves out its committee's).
+    pub exclude: &'a [(MemberName, af_core::View)],
+    pub tagger: &'a Tagger,
+    pub device: Device,
+    pub progress: &'a dyn Progress,
 }
 
-/// Audits `questions` as the dataset `NAME.jsonl` of `dir`, without their published split (so
-/// the audit splits by group with `[audit] eval-share`), and writes the report to
-/// `dir/audit-NAME.json`: the export's random and AF datasets, refilter's before and after.
-#[allow(clippy::too_many_arguments)]
-pub fn audit_named(
-    dir: &Path,
-    name: &str,
-    questions: &[af_core::Question],
-    config: &Config,
-    registry: &Registry,
-    exclude: &[(MemberName, af_core::View)],
-    tagger: &Tagger,
-    device: Device,
-    progress: &dyn Progress,
-) -> anyhow::Result<AuditReport> {
-    let file = QuestionFile {
-        path: dir.join(format!("{name}.jsonl")),
-        format: QuestionFormat::Af,
+impl Auditor<'_> {
+    /// Audits `file` (against `eval`, when given) with a progress bar over the learned detectors;
+    /// returns the report and how many options were cut to `[committee] max-tokens`.
+    pub fn audit(
+        &self,
+        file: &QuestionFile,
+        eval: Option<&QuestionFile>,
+        seed: u64,
+    ) -> anyhow::Result<(AuditReport, usize)> {
+        let config = self.config;
+        // Each detector reads the rows of the view it is trained on, whatever view a member's
+        // table gives it in the committee.
+        let committee = nnc::members::reading_given_rows(&config.committee);
+        // One frozen-embedding detector per audit, as per committee: said before any detector
+        // trains.
+        self.registry
+            .encoded_member(&config.audit.models)
+            .map_err(|e| anyhow::anyhow!("[audit] models: {e}"))?;
+        let mut learner = TorchLearner {
+            config: &committee,
+            registry: self.registry,
+            tagger: self.tagger,
+            device: self.device,
+            options_cut: 0,
+            encoder: None,
+        };
+        let bar = self.progress.bar("detectors", 0);
+        let mut progress = |done: usize, total: usize, name: &str| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(name.to_string());
+        };
+        let report = af_audit::audit(
+            file.questions.clone(),
+            eval.map(|f| f.questions.clone()),
+            &config.audit,
+            self.exclude,
+            seed,
+            &mut learner,
+            &mut progress,
+        )
+        .with_context(|| format!("auditing {}", file.path.display()))?;
+        bar.finish();
+        if learner.options_cut > 0 {
+            tracing::warn!(
+                "{}: {} options are longer than [committee] max-tokens = {} and were cut to their last {} tokens",
+                file.path.display(),
+                learner.options_cut,
+                config.committee.max_tokens,
+                config.committee.max_tokens
+            );
+        }
+        Ok((report, learner.options_cut))
+    }
+
+    /// Audits `questions` as the dataset `NAME.jsonl` of `dir`, without their published split
+    /// (so the audit splits by group with `[audit] eval-share`), and writes the report to
+    /// `dir/audit-NAME.json`: the export's random and AF datasets, refilter's before and after.
+    pub fn audit_named(
+        &self,
+        dir: &Path,
+        name: &str,
+        questions: &[af_core::Question],
+    ) -> anyhow::Result<AuditReport> {
+        let file = unsplit_file(dir.join(format!("{name}.jsonl")), questions);
+        let (report, _) = self.audit(&file, None, self.config.run.seed)?;
+        af_core::atomic::write(
+            dir.join(format!("audit-{name}.json")),
+            serde_json::to_string_pretty(&report)?.as_bytes(),
+        )?;
+        Ok(report)
+    }
+}
+
+/// `questions` as an af file at `path` without their published split, so that an audit splits
+/// them by group.
+pub(crate) fn unsplit_file<'q>(
+    path: PathBuf,
+    questions: impl IntoIterator<Item = &'q af_core::Question>,
+) -> QuestionFile {
+    QuestionFile {
+        path,
+        format: QuestionFormat::AF,
         questions: questions
-            .iter()
+            .into_iter()
             .map(|q| af_core::Question {
                 split: None,
                 ..q.clone()
             })
             .collect(),
         skipped: Vec::new(),
-    };
-    let (report, _) = audit_questions(
-        &file,
-        None,
-        config,
-        registry,
-        exclude,
-        config.run.seed,
-        tagger,
-        device,
-        progress,
-    )?;
-    af_core::atomic::write(
-        dir.join(format!("audit-{name}.json")),
-        serde_json::to_string_pretty(&report)?.as_bytes(),
-    )?;
-    Ok(report)
+    }
 }
 
 fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
@@ -527,7 +530,7 @@ fn markdown(record: &AuditFile) -> String {
     let _ = writeln!(s, "# Audit of `{}`\n", record.dataset.display());
     let _ = writeln!(
         s,
-        "{} questions ({:?} layout), {}-{} options; split {}: {} train, {} evaluation; mean chance {:.3}. {} rows skipped. {:.1} s on {}.\n",
+        "{} questions ({} layout), {}-{} options; split {}: {} train, {} evaluation; mean chance {:.3}. {} rows skipped. {:.1} s on {}.\n",
         r.questions,
         record.format,
         r.options_min,

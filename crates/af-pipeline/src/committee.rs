@@ -305,7 +305,8 @@ pub fn saved_table_dir(config: &Config) -> std::path::PathBuf {
 
 /// The pool and the table the filter stage saved (the export's way: building the table again
 /// would tag the whole pool again); built afresh if it is missing or does not fit the pool. The
-/// pool's frozen embeddings are attached when a member the config names reads them.
+/// pool's frozen embeddings (and LM scores) are attached when a member the config names reads
+/// them.
 pub fn load_saved(
     config: &Config,
     registry: &Registry,
@@ -341,11 +342,12 @@ pub fn load_saved(
         None => build_table(config, registry, &pool, device)?.0,
     };
     attach_encoded(config, registry, &pool, &mut table, progress)?;
+    crate::lm_likelihood::attach_for_config(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, device))
 }
 
 /// Loads the pool and builds its table for a config's run, with the pool's frozen embeddings
-/// when a member the config names reads them.
+/// (and LM scores) when a member the config names reads them.
 pub fn load(
     config: &Config,
     registry: &Registry,
@@ -355,6 +357,7 @@ pub fn load(
     let device = crate::setup::device(config)?;
     let (mut table, summary) = build_table(config, registry, &pool, device)?;
     attach_encoded(config, registry, &pool, &mut table, progress)?;
+    crate::lm_likelihood::attach_for_config(config, registry, &pool, &mut table, progress)?;
     Ok((pool, table, summary, device))
 }
 

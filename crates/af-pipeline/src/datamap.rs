@@ -5,7 +5,7 @@
 //! correctness (share of epochs the gold option scored highest) and forgetfulness (epochs where
 //! it went from right to wrong).
 //!
-//! Folds (docs/decisions.md, issue 16): the questions are split by group into `folds` parts and
+//! Folds (docs/decisions/127-one-committee-per-group-fold-each-instance.md): the questions are split by group into `folds` parts and
 //! one committee trains on each part; a question's dynamics come from the one committee that
 //! trained on it, as Cartography's come from the model trained on it. One fold (the default) is
 //! Cartography's setting; more folds bound each model's size on large files.
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use af_core::{CommitteeConfig, Config, MemberName, Question};
-use af_io::questions::{read_questions, QuestionFormat};
+use af_io::questions::{read_questions, QuestionFormat, Syntax};
 use af_nn::committee::{self as nnc, Column, CommitteeModel, Registry, JOINT};
 use af_text::Tagger;
 use anyhow::Context;
@@ -182,19 +182,31 @@ pub fn fold_of(questions: &[Question], folds: usize, seed: u64) -> Vec<usize> {
     af_core::split::folds_by_group(&groups, folds, seed)
 }
 
+/// The committee a data map trains: its settings and members, the tagger that reads the options,
+/// and the device it trains on.
+pub struct MapCommittee<'a> {
+    pub config: &'a CommitteeConfig,
+    pub registry: &'a Registry,
+    pub members: &'a [MemberName],
+    pub tagger: &'a Tagger,
+    pub device: Device,
+}
+
 /// Trains the committee on each fold and records every question's dynamics.
-#[allow(clippy::too_many_arguments)]
 pub fn dynamics(
     questions: &[Question],
-    committee: &CommitteeConfig,
-    registry: &Registry,
-    members: &[MemberName],
+    committee: &MapCommittee,
     options: &DatamapOptions,
     seed: u64,
-    tagger: &Tagger,
-    device: Device,
     progress: &dyn crate::Progress,
 ) -> anyhow::Result<Vec<Dynamics>> {
+    let &MapCommittee {
+        config: committee,
+        registry,
+        members,
+        tagger,
+        device,
+    } = committee;
     anyhow::ensure!(
         options.epochs >= 2,
         "a data map needs at least 2 epochs (variability is a spread across epochs)"
@@ -396,15 +408,18 @@ pub fn run(request: &DatamapRequest, progress: &dyn crate::Progress) -> anyhow::
     crate::setup::empty_out_dir(request.out, request.force)?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let start = std::time::Instant::now();
+    let committee = MapCommittee {
+        config: &config.committee,
+        registry: &registry,
+        members: &members,
+        tagger: &tagger,
+        device,
+    };
     let d = dynamics(
         &file.questions,
-        &config.committee,
-        &registry,
-        &members,
+        &committee,
         &request.options,
         request.seed,
-        &tagger,
-        device,
         progress,
     )?;
     let seconds = start.elapsed().as_secs_f64();
@@ -547,8 +562,8 @@ fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
             format!("{s}\n")
         }
     };
-    match format {
-        QuestionFormat::Swag | QuestionFormat::SwagFull => {
+    match format.syntax() {
+        Syntax::Csv => {
             let mut reader = csv::ReaderBuilder::new()
                 .flexible(true)
                 .from_reader(body.as_bytes());
@@ -582,7 +597,7 @@ fn raw_rows(path: &Path, format: QuestionFormat) -> anyhow::Result<RawRows> {
                 rows,
             })
         }
-        _ => {
+        Syntax::JsonLines => {
             for (i, line) in body
                 .lines()
                 .enumerate()
@@ -744,7 +759,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.csv");
         std::fs::write(&p, "a,b\n1,\"x\ny\"\n2,z\n").unwrap();
-        let raw = raw_rows(&p, QuestionFormat::Swag).unwrap();
+        let raw = raw_rows(&p, QuestionFormat::SWAG).unwrap();
         assert_eq!(raw.header, "a,b\n");
         assert_eq!(
             raw.rows.values().cloned().collect::<Vec<_>>(),

@@ -104,6 +104,32 @@ fn continuation_prompt(query: &str, zero_context: &str, choice: &str) -> OptionP
     }
 }
 
+/// The requests of a question in every layout but HellaSwag's and WinoGrande's, as the export's
+/// lm-eval task asks it: the context and the second sentence's start joined, each ending after
+/// one space. af's and SWAG's files hold tokenised text, tidied first. The `lm-likelihood`
+/// member scores a pool's candidates with these requests (af's layout), so that its scores are
+/// `af eval`'s.
+pub fn tokenised_prompts<'a>(
+    format: QuestionFormat,
+    context: &str,
+    prefix: &str,
+    endings: impl IntoIterator<Item = &'a str>,
+) -> Vec<OptionPrompt> {
+    let tidy = |s: &str| {
+        if format.tokenized() {
+            af_io::export::tidy(s)
+        } else {
+            s.trim().to_string()
+        }
+    };
+    let prefix = tidy(prefix);
+    let query = af_core::question::join_text(&tidy(context), &prefix);
+    endings
+        .into_iter()
+        .map(|ending| continuation_prompt(&query, &prefix, &tidy(ending)))
+        .collect()
+}
+
 /// The requests of one question read from `raw` (its JSON line, for the HellaSwag and WinoGrande
 /// layouts, whose lm-eval tasks read fields the common [`Question`] does not keep).
 fn question_prompt(
@@ -121,7 +147,7 @@ fn question_prompt(
         })
     };
     let options = match format {
-        QuestionFormat::Hellaswag => {
+        f if f == QuestionFormat::HELLASWAG => {
             let ctx_b = python_capitalize(&field("ctx_b")?);
             let ctx = format!("{} {ctx_b}", field("ctx_a")?);
             let query = hellaswag_preprocess(&format!("{}: {ctx}", field("activity_label")?));
@@ -130,7 +156,7 @@ fn question_prompt(
                 .map(|&o| continuation_prompt(&query, &zero, &hellaswag_preprocess(&q.endings[o])))
                 .collect()
         }
-        QuestionFormat::Winogrande => {
+        f if f == QuestionFormat::WINOGRANDE => {
             let sentence = field("sentence")?;
             let blank = q
                 .blank
@@ -160,18 +186,12 @@ fn question_prompt(
                 })
                 .collect()
         }
-        _ => {
-            // af's and SWAG's files hold tokenised text: as the export's lm-eval task, tidied.
-            let tidy = |s: &str| match format {
-                QuestionFormat::Generic => s.trim().to_string(),
-                _ => af_io::export::tidy(s),
-            };
-            let prefix = tidy(&q.prefix);
-            let query = af_core::question::join_text(&tidy(&q.context), &prefix);
-            kept.iter()
-                .map(|&o| continuation_prompt(&query, &prefix, &tidy(&q.endings[o])))
-                .collect()
-        }
+        _ => tokenised_prompts(
+            format,
+            &q.context,
+            &q.prefix,
+            kept.iter().map(|&o| q.endings[o].as_str()),
+        ),
     };
     let label = kept
         .iter()
@@ -211,7 +231,7 @@ pub fn prompts(
     seed: u64,
 ) -> anyhow::Result<Vec<QuestionPrompt>> {
     let raw_lines: Vec<String> = match file.format {
-        QuestionFormat::Hellaswag | QuestionFormat::Winogrande => {
+        f if f == QuestionFormat::HELLASWAG || f == QuestionFormat::WINOGRANDE => {
             let text = af_io::read_utf8(&file.path)?;
             text.trim_start_matches('\u{feff}')
                 .lines()
@@ -606,7 +626,7 @@ fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyh
     let page = af_report::Page {
         title: format!("af eval: {name}"),
         subtitle: format!(
-            "{} questions ({:?} layout), {} ({}), zero-shot{}",
+            "{} questions ({} layout), {} ({}), zero-shot{}",
             s.questions,
             s.format,
             s.model_name,

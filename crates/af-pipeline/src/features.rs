@@ -58,7 +58,7 @@ pub fn run(a: &FeaturesRequest) -> anyhow::Result<FeaturesRun> {
     // Each instance: two sentences (tokens, the option's token range), in option order.
     let file = af_io::questions::read_questions(
         a.winogrande,
-        Some(af_io::questions::QuestionFormat::Winogrande),
+        Some(af_io::questions::QuestionFormat::WINOGRANDE),
         false,
     )?;
     anyhow::ensure!(

@@ -7,6 +7,8 @@
 //!   candidate table it reads, built from text ([`table`]);
 //! - frozen sentence embeddings for the `encoder` member, cached per run ([`encoded`]), and the
 //!   fine-tuned `encoder-ft` member's iteration beside the joint committee ([`fine_tuned`]);
+//! - a pretrained LM's scores of a pool for the `lm-likelihood` member, cached per run
+//!   ([`lm_likelihood`]);
 //! - the audit's learned detectors and its files ([`audit`]), AFLite over feature files
 //!   ([`aflite`]) and af's encoders as AFLite's features ([`features`]);
 //! - `af ablate` ([`ablate`]): one pool filtered by several committee compositions, and the
@@ -19,7 +21,7 @@
 //!
 //! Progress goes through the [`Progress`] trait, which the binary draws as bars. Errors are
 //! `anyhow` chains: the pipeline is orchestration, its errors are messages with their causes for
-//! a person (docs/decisions.md), while the crates below it keep typed errors.
+//! a person (docs/decisions/088-af-pipeline-s-errors-are-anyhow-chains.md), while the crates below it keep typed errors.
 
 pub mod ablate;
 pub mod aflite;
@@ -30,6 +32,7 @@ pub mod encoded;
 pub mod eval;
 pub mod features;
 pub mod fine_tuned;
+pub mod lm_likelihood;
 pub mod lm_score;
 pub mod progress;
 pub mod refilter;

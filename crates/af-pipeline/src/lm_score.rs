@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use af_core::{Config, Question};
 use af_io::questions::read_questions;
-use af_nn::lm_files::{encode, load_fold, load_vocab};
+use af_nn::lm_files::{load_fold, load_vocab, token_ids};
 use af_nn::sample::{features, FeatureInput};
 use anyhow::Context;
 use serde::Serialize;
@@ -172,19 +172,19 @@ pub fn score_datasets(
             }
             let (_, lm) = &loaded[&fold];
             // Each question with its context, noun phrase and options as LM token ids.
-            type Encoded<'q> = (&'q Question, Vec<i64>, Vec<i64>, Vec<Vec<i64>>);
-            let encoded: Vec<Encoded> = by_fold[&fold]
+            type QuestionIds<'q> = (&'q Question, Vec<i64>, Vec<i64>, Vec<Vec<i64>>);
+            let question_ids: Vec<QuestionIds> = by_fold[&fold]
                 .iter()
                 .map(|q| {
                     (
                         q,
-                        encode(&vocab, &q.context),
-                        encode(&vocab, &q.prefix),
-                        q.endings.iter().map(|e| encode(&vocab, e)).collect(),
+                        token_ids(&vocab, &q.context),
+                        token_ids(&vocab, &q.prefix),
+                        q.endings.iter().map(|e| token_ids(&vocab, e)).collect(),
                     )
                 })
                 .collect();
-            let inputs: Vec<FeatureInput> = encoded
+            let inputs: Vec<FeatureInput> = question_ids
                 .iter()
                 .flat_map(|(_, s, n, vs)| {
                     vs.iter().map(move |v| FeatureInput {
@@ -196,7 +196,7 @@ pub fn score_datasets(
                 .collect();
             let scored = score_in_budget(lm, &inputs, device);
             let mut next = scored.iter();
-            for (q, _, _, vs) in &encoded {
+            for (q, _, _, vs) in &question_ids {
                 for (option, v) in vs.iter().enumerate() {
                     let f = next.next().expect("one feature row per option");
                     unknown.push(v.contains(&unk));

@@ -49,7 +49,7 @@ pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Resu
         anyhow::bail!(
             "{}: no such file (af refilter reads a multiple-choice dataset: {})",
             input.display(),
-            QuestionFormat::NAMES
+            QuestionFormat::names()
         );
     }
     let mut config = base.clone();
@@ -188,7 +188,7 @@ pub fn audit_before_after(
         .context("the config has no `questions` input to compare with")?;
     let before_file = af_io::questions::read_question_input(input)?;
     let after_path = config.run.dir.join("export/dataset.jsonl");
-    let after = read_questions(&after_path, Some(QuestionFormat::Af), false)?.questions;
+    let after = read_questions(&after_path, Some(QuestionFormat::AF), false)?.questions;
     let kept: std::collections::HashSet<&str> = after.iter().map(|q| q.id.as_str()).collect();
     let before: Vec<Question> = before_file
         .questions
@@ -206,21 +206,17 @@ pub fn audit_before_after(
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
     let device = crate::setup::device(config)?;
+    let auditor = crate::audit::Auditor {
+        config,
+        registry,
+        exclude: &[],
+        tagger: &tagger,
+        device,
+        progress,
+    };
     let reports: Vec<af_audit::AuditReport> = [("before", &before), ("after", &after)]
         .into_iter()
-        .map(|(name, questions)| {
-            crate::audit::audit_named(
-                &dir,
-                name,
-                questions,
-                config,
-                registry,
-                &[],
-                &tagger,
-                device,
-                progress,
-            )
-        })
+        .map(|(name, questions)| auditor.audit_named(&dir, name, questions))
         .collect::<anyhow::Result<_>>()?;
     let detectors: Vec<BeforeAfter> = reports[0]
         .detectors

@@ -70,7 +70,8 @@ impl std::fmt::Display for MemberCheckError {
 /// What af-core cannot check because the members are af-nn's: every member a config names
 /// exists, each member table belongs to a member, every member's settings are valid, the pool's
 /// members and the audit's detectors each hold at most one frozen-embedding member (`encoder` or
-/// `torchscript`), and the audit's detectors read text (a dataset to audit has no LM features).
+/// `torchscript`), the model of `lm-likelihood` is there when a phase names it, and the audit's
+/// detectors read text (a dataset to audit has no LM features).
 pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberCheckError> {
     let fail = |name: &str, message: String| MemberCheckError {
         name: name.to_string(),
@@ -119,6 +120,14 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
             })
             .map_or(String::new(), |m| m.to_string())
     };
+    // The pool's LM scores are computed when the filter starts, after generation: a model that
+    // is not there is better found now.
+    if let Err(e) = registry.lm_likelihood(&pool_members, &config.committee) {
+        return Err(fail(
+            af_nn::committee::members::lm_likelihood::NAME,
+            format!("[[filter.stages]] and [ablate]: {e}"),
+        ));
+    }
     if let Err(e) = registry.encoded_member(&pool_members) {
         return Err(fail(
             &last_encoded(&pool_members),
@@ -216,6 +225,12 @@ pub fn check_members(config: &Config, registry: &Registry) -> Result<(), MemberC
             return Err(fail(
                 m.as_str(),
                 format!("[audit] models: `{m}` reads LM features, which a dataset to audit does not have (text members: {})", registry.text_members().join(", ")),
+            ));
+        }
+        if member.columns().contains(&Column::LmLikelihood) {
+            return Err(fail(
+                m.as_str(),
+                format!("[audit] models: `{m}` reads a pretrained LM's scores of a pool, which a dataset to audit does not have (`af eval` scores a dataset with the LM; text members: {})", registry.text_members().join(", ")),
             ));
         }
     }

@@ -1,6 +1,7 @@
 //! What af's tests share, as a dev-dependency of every crate whose tests need it: the
 //! repository, the shared data and installed models, small configs on the project's fixtures, and
-//! multiple-choice files with planted artifacts or bad rows. No libtorch.
+//! multiple-choice files with planted artifacts or bad rows, and the readers' fuzzer's mutations
+//! ([`mutate`]). No libtorch.
 //!
 //! # Tests that need something from outside the repository
 //! One convention: a test asks [`shared_data`] or [`installed`] for what it needs and returns when
@@ -9,6 +10,8 @@
 //! `AF_TEST_REQUIRE`: `models`, which scripts/setup installs, and `data` when `../shared/data` is
 //! there, as in CI), a missing one fails the test instead, so nothing skips into a pass where it
 //! could have run.
+
+pub mod mutate;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use af_filter::aflite::AfliteOptions;
+use af_filter::aflite_loop::AfliteOptions;
 use af_io::features::InstanceFields;
-use af_nn::aflite::ProbeSettings;
+use af_nn::linear_probes::ProbeSettings;
 use af_pipeline::aflite::AfliteRequest;
 use clap::Args;
 

@@ -33,5 +33,5 @@ pub use af_pipeline::setup::{device_named, empty_out_dir, load_tagger};
 /// `--format` of the commands that read a multiple-choice file (`af audit`, `af datamap`).
 pub fn parse_question_format(s: &str) -> Result<af_io::questions::QuestionFormat, String> {
     use af_io::questions::QuestionFormat;
-    QuestionFormat::parse(s).ok_or_else(|| format!("expected one of {}", QuestionFormat::NAMES))
+    QuestionFormat::parse(s).ok_or_else(|| format!("expected one of {}", QuestionFormat::names()))
 }

@@ -19,10 +19,9 @@ pub struct RefilterArgs {
     /// configs/default.toml); its inputs and `[generate] endings` are replaced.
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// The dataset's layout (swag, swag-full, hellaswag, winogrande, generic, af), when its
-    /// first line does not tell.
-    #[arg(long)]
-    format: Option<String>,
+    /// The dataset's layout, when its first line does not tell (docs/formats.md).
+    #[arg(long, value_parser = super::parse_question_format)]
+    format: Option<af_io::questions::QuestionFormat>,
     /// New endings per question from af's LMs, trained on the dataset's own questions, added to
     /// each question's own wrong options before filtering (0: filter among its own options).
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -55,7 +54,7 @@ pub fn run(a: RefilterArgs) -> anyhow::Result<ExitCode> {
     let base = af_pipeline::load_config(a.config.as_deref())?;
     let options = RefilterOptions {
         input: a.dataset,
-        layout: a.format,
+        layout: a.format.map(|f| f.name().to_string()),
         generate: a.generate,
         skip_bad: a.skip_bad,
         k: a.k,

@@ -102,7 +102,8 @@ fn planted_instances_are_removed_with_high_precision_and_recall() {
     );
     // Planted instances go first: every iteration but the last removes (almost) only them. The
     // last also removes the few noise instances that the pool's own chance correlations make
-    // predictable (docs/decisions.md), then stops because fewer than k qualified.
+    // predictable (docs/decisions/045-aflite-s-threshold-is-winogrande-s-fixed.md), then stops
+    // because fewer than k qualified.
     let scores = std::fs::read_to_string(d.path().join("out/scores.csv")).unwrap();
     let rows: Vec<Vec<&str>> = scores
         .lines()
@@ -172,7 +173,7 @@ fn features_without_signal_remove_nothing() {
     // Only the pool's chance correlations are left to find: fewer than k instances, one
     // iteration, a fresh probe at chance before. (After, it is below chance: removing the
     // instances that agree with the pool's chance direction leaves ones that disagree with it;
-    // docs/results.md.)
+    // docs/notebook/2026-11-30-aflite-synthetic.md.)
     let removed = std::fs::read_to_string(d.path().join("out/removed.jsonl"))
         .unwrap()
         .lines()

@@ -5,14 +5,11 @@
 
 use crate::common;
 
-#[path = "../../../af-io/tests/fuzz/mutate.rs"]
-mod mutate;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use af_test_support::mutate::{self, mutate, Rng};
 use common::*;
-use mutate::{mutate, Rng};
 
 /// Every file under `dir` with its bytes (the stage directories and anything beside them).
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -80,12 +80,32 @@ pub struct GenerateConfig {
     /// (`pretrained-length-target`); the generator may not end a sentence more than half of
     /// `max-length-gap` words short of it, and past it this many nats per word are added to its
     /// sentence-end tokens' logits. A web-trained model writes longer than captions do, and the
-    /// `length-gap` rule otherwise turns many of its draws away (docs/decisions.md).
+    /// `length-gap` rule otherwise turns many of its draws away
+    /// (docs/decisions/208-length-shaping-of-pretrained-endings-aimed-at.md).
     #[serde(skip_serializing_if = "is_default")]
     pub pretrained_length_bias: f64,
     /// The length each shaped ending aims at; see [`LengthTarget`].
     #[serde(skip_serializing_if = "is_default")]
     pub pretrained_length_target: LengthTarget,
+    /// Caption adaptation of the pretrained generator (0: none): before drawing, one low-rank
+    /// adapter per fold is trained for this many steps on the run's own pairs ("prompt -> gold
+    /// ending", the prompt as sampling builds it), never on its own fold's items; fold k's
+    /// questions are then continued by fold k's adapter. Saved as
+    /// `generate/pretrained/adapter-fold-K.safetensors` (docs/decisions/460-caption-adapter.md).
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_adapt_steps: usize,
+    /// Examples per adapter training step.
+    #[serde(skip_serializing_if = "equals::<DEFAULT_ADAPT_BATCH>")]
+    pub pretrained_adapt_batch: usize,
+    /// The adapters' rank (their A is rank x in, their B out x rank).
+    #[serde(skip_serializing_if = "equals::<DEFAULT_ADAPT_RANK>")]
+    pub pretrained_adapt_rank: usize,
+    /// The adapters' term is scaled by alpha / rank.
+    #[serde(skip_serializing_if = "is_default_adapt_alpha")]
+    pub pretrained_adapt_alpha: f64,
+    /// AdamW's learning rate for the adapters.
+    #[serde(skip_serializing_if = "is_default_adapt_learning_rate")]
+    pub pretrained_adapt_learning_rate: f64,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "is_default")]
@@ -95,6 +115,18 @@ pub struct GenerateConfig {
 const DEFAULT_NEAR_COPY_OVERLAP: f64 = 0.8;
 const DEFAULT_MAX_LENGTH_GAP: usize = 8;
 const DEFAULT_PRETRAINED_BATCH: usize = 256;
+const DEFAULT_ADAPT_BATCH: usize = 8;
+const DEFAULT_ADAPT_RANK: usize = 8;
+const DEFAULT_ADAPT_ALPHA: f64 = 16.0;
+const DEFAULT_ADAPT_LEARNING_RATE: f64 = 1e-3;
+
+fn is_default_adapt_alpha(x: &f64) -> bool {
+    *x == DEFAULT_ADAPT_ALPHA
+}
+
+fn is_default_adapt_learning_rate(x: &f64) -> bool {
+    *x == DEFAULT_ADAPT_LEARNING_RATE
+}
 
 fn is_default_near_copy_overlap(x: &f64) -> bool {
     *x == DEFAULT_NEAR_COPY_OVERLAP
@@ -123,6 +155,11 @@ impl Default for GenerateConfig {
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
             pretrained_length_bias: 0.0,
             pretrained_length_target: LengthTarget::NearbyGold,
+            pretrained_adapt_steps: 0,
+            pretrained_adapt_batch: DEFAULT_ADAPT_BATCH,
+            pretrained_adapt_rank: DEFAULT_ADAPT_RANK,
+            pretrained_adapt_alpha: DEFAULT_ADAPT_ALPHA,
+            pretrained_adapt_learning_rate: DEFAULT_ADAPT_LEARNING_RATE,
             precision: Precision::Auto,
         }
     }
@@ -187,6 +224,35 @@ impl GenerateConfig {
         if self.pretrained_length_bias > 0.0 && self.pretrained_endings == 0 {
             return Err("[generate] pretrained-length-bias is used only with pretrained-endings = N (N > 0)".into());
         }
+        if self.pretrained_adapt_steps > 0 && self.pretrained_endings == 0 {
+            return Err("[generate] pretrained-adapt-steps is used only with pretrained-endings = N (N > 0)".into());
+        }
+        let d = Self::default();
+        if self.pretrained_adapt_steps == 0
+            && (self.pretrained_adapt_batch != d.pretrained_adapt_batch
+                || self.pretrained_adapt_rank != d.pretrained_adapt_rank
+                || self.pretrained_adapt_alpha != d.pretrained_adapt_alpha
+                || self.pretrained_adapt_learning_rate != d.pretrained_adapt_learning_rate)
+        {
+            return Err("[generate] pretrained-adapt-batch, -rank, -alpha and -learning-rate do nothing without pretrained-adapt-steps: set pretrained-adapt-steps = N (N > 0), or remove them".into());
+        }
+        if self.pretrained_adapt_batch == 0 || self.pretrained_adapt_rank == 0 {
+            return Err(
+                "[generate] pretrained-adapt-batch and pretrained-adapt-rank must be positive"
+                    .into(),
+            );
+        }
+        for (key, x) in [
+            ("pretrained-adapt-alpha", self.pretrained_adapt_alpha),
+            (
+                "pretrained-adapt-learning-rate",
+                self.pretrained_adapt_learning_rate,
+            ),
+        ] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(format!("[generate] {key} = {x}: must be positive"));
+            }
+        }
         if self.borrowed_agree && self.borrowed_endings == 0 {
             return Err("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into());
         }
@@ -218,6 +284,11 @@ impl GenerateConfig {
             pretrained_batch,
             pretrained_length_bias,
             pretrained_length_target,
+            pretrained_adapt_steps,
+            pretrained_adapt_batch,
+            pretrained_adapt_rank,
+            pretrained_adapt_alpha,
+            pretrained_adapt_learning_rate,
             precision,
         } = self;
         let d = Self::default();
@@ -258,6 +329,31 @@ impl GenerateConfig {
                 pretrained_length_target,
                 &d.pretrained_length_target,
             )
+            .later(
+                "pretrained-adapt-steps",
+                pretrained_adapt_steps,
+                &d.pretrained_adapt_steps,
+            )
+            .later(
+                "pretrained-adapt-batch",
+                pretrained_adapt_batch,
+                &d.pretrained_adapt_batch,
+            )
+            .later(
+                "pretrained-adapt-rank",
+                pretrained_adapt_rank,
+                &d.pretrained_adapt_rank,
+            )
+            .later(
+                "pretrained-adapt-alpha",
+                pretrained_adapt_alpha,
+                &d.pretrained_adapt_alpha,
+            )
+            .later(
+                "pretrained-adapt-learning-rate",
+                pretrained_adapt_learning_rate,
+                &d.pretrained_adapt_learning_rate,
+            )
             .later("precision", precision, &d.precision)
             .finish()
     }
@@ -271,7 +367,7 @@ pub enum LengthTarget {
     /// are such) whose gold is within `max-length-gap` tokens of this item's own: the lengths
     /// `other-gold` draws, less those the `length-gap` rule would turn away anyway, so fewer draws
     /// are wasted while the kept distractors' lengths stay those `other-gold` keeps
-    /// (docs/decisions.md).
+    /// (docs/decisions/209-targets-inside-the-rule-s-window-nearby.md).
     #[default]
     NearbyGold,
     /// Per ending, the gold length of another item, drawn at random (another video, past the
@@ -281,8 +377,9 @@ pub enum LengthTarget {
     OtherGold,
     /// The item's own gold length. Distractors then cluster around the gold's length, which
     /// makes the gold the most typical length among its options: a detector that picks the option
-    /// closest to the options' median length reads it (docs/results.md). Kept to reproduce the
-    /// first shaped run.
+    /// closest to the options' median length reads it
+    /// (docs/notebook/2026-12-03-pretrained-length-shaping.md). Kept to reproduce the first
+    /// shaped run.
     Gold,
 }
 
@@ -403,6 +500,45 @@ mod tests {
             e.contains("borrowed-agree") && e.contains("borrowed-endings"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn pretrained_adapt_keys_need_pretrained_endings_and_leave_other_configs_alone() {
+        let c = checked("[generate]\npretrained-endings = 4\npretrained-adapt-steps = 20\npretrained-adapt-rank = 4\n").unwrap();
+        assert_eq!(
+            (
+                c.generate.pretrained_adapt_steps,
+                c.generate.pretrained_adapt_rank
+            ),
+            (20, 4)
+        );
+        let f = c.generate.fingerprint();
+        assert_eq!(
+            (&f["pretrained-adapt-steps"], &f["pretrained-adapt-rank"]),
+            (&serde_json::json!(20), &serde_json::json!(4))
+        );
+        assert!(
+            f.get("pretrained-adapt-batch").is_none(),
+            "defaults unrecorded"
+        );
+        assert!(c.to_toml().contains("pretrained-adapt-steps = 20"));
+        let off = Config::default();
+        assert!(!off.to_toml().contains("pretrained-adapt"));
+        assert!(
+            !off.generate.fingerprint().to_string().contains("adapt"),
+            "older runs keep their fingerprints"
+        );
+        for (text, key) in [
+            ("pretrained-adapt-steps = 20\n", "pretrained-endings"),
+            ("pretrained-endings = 4\npretrained-adapt-rank = 4\n", "pretrained-adapt-steps"),
+            ("pretrained-endings = 4\npretrained-adapt-steps = 2\npretrained-adapt-rank = 0\n", "rank must be positive"),
+            ("pretrained-endings = 4\npretrained-adapt-steps = 2\npretrained-adapt-learning-rate = -1.0\n", "pretrained-adapt-learning-rate = -1"),
+        ] {
+            let e = checked(&format!("[generate]\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 
     /// Only `questions` inputs, whose options make the pool, or borrowed or pretrained endings

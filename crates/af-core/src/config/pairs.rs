@@ -153,8 +153,8 @@ pub struct InputSpec {
     /// CSV only: the field delimiter (default ",").
     #[serde(default, skip_serializing_if = "is_default")]
     pub delimiter: Option<char>,
-    /// `questions` only: the dataset's layout (swag, swag-full, hellaswag, winogrande, generic,
-    /// af) when its first line does not tell.
+    /// `questions` only: the dataset's layout (one of those af-io's `questions` lists, named in
+    /// docs/formats.md) when its first line does not tell.
     #[serde(default, skip_serializing_if = "is_default")]
     pub layout: Option<String>,
     /// `questions` only: leave out (and list in the pairs report) the questions that cannot be

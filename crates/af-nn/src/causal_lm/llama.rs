@@ -68,6 +68,65 @@ pub struct Llama {
     out_norm: Tensor,
     /// Per pair of head dimensions: base^(-2i/d).
     inv_freq: Tensor,
+    /// Low-rank adapters on the query and value projections, when set ([`Lora`]).
+    adapter: Option<Lora>,
+}
+
+/// Low-rank adapters (LoRA, Hu et al. 2021) on every block's query and value projections: the
+/// projection `W x` becomes `W x + scale * B (A x)`, with `A` [rank, in] and `B` [out, rank]
+/// trained and `W` frozen. With `B` zero the model is the base model exactly.
+#[derive(Debug)]
+pub struct Lora {
+    pub rank: i64,
+    /// alpha / rank.
+    pub scale: f64,
+    /// Per block: (A, B) of the query projection, then of the value projection.
+    pub blocks: Vec<[(Tensor, Tensor); 2]>,
+}
+
+impl Lora {
+    /// The projections adapted, in the order of [`Lora::blocks`]' pairs.
+    pub const TARGETS: [&'static str; 2] = ["attn_q", "attn_v"];
+
+    /// Tensor names as saved: `blk.{i}.{target}.lora_a` / `.lora_b`.
+    pub fn name(block: usize, target: &str, half: &str) -> String {
+        format!("blk.{block}.{target}.lora_{half}")
+    }
+
+    /// Every (name, tensor), in a fixed order.
+    pub fn named(&self) -> Vec<(String, &Tensor)> {
+        let mut out = Vec::new();
+        for (i, pairs) in self.blocks.iter().enumerate() {
+            for (target, (a, b)) in Self::TARGETS.iter().zip(pairs) {
+                out.push((Self::name(i, target, "a"), a));
+                out.push((Self::name(i, target, "b"), b));
+            }
+        }
+        out
+    }
+
+    /// The same tensors (shared storage): the model sees an optimiser's updates.
+    pub fn shallow_clone(&self) -> Self {
+        Self {
+            rank: self.rank,
+            scale: self.scale,
+            blocks: self
+                .blocks
+                .iter()
+                .map(|p| {
+                    [
+                        (p[0].0.shallow_clone(), p[0].1.shallow_clone()),
+                        (p[1].0.shallow_clone(), p[1].1.shallow_clone()),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    /// `base` (x W^T) plus the adapter's term for `x`.
+    fn add(&self, base: Tensor, x: &Tensor, (a, b): &(Tensor, Tensor)) -> Tensor {
+        base + x.matmul(&a.tr()).matmul(&b.tr()) * self.scale
+    }
 }
 
 /// The keys and values of every layer for the rows of a batch, in slots allocated once for the
@@ -150,7 +209,24 @@ impl Llama {
             blocks,
             out_norm,
             inv_freq,
+            adapter: None,
         })
+    }
+
+    /// Sets (or removes) the adapter every later forward pass uses.
+    pub fn set_adapter(&mut self, adapter: Option<Lora>) {
+        self.adapter = adapter;
+    }
+
+    pub fn adapter(&self) -> Option<&Lora> {
+        self.adapter.as_ref()
+    }
+
+    /// (out, in) of the adapted projections: the query's, then the value's.
+    pub fn adapted_shapes(&self) -> [(i64, i64); 2] {
+        let c = &self.config;
+        let kv = (c.kv_heads as i64) * c.head_dim();
+        [(c.hidden as i64, c.hidden as i64), (kv, c.hidden as i64)]
     }
 
     pub fn parameters(&self) -> i64 {
@@ -246,18 +322,17 @@ impl Llama {
                 .view([b, t, c.hidden as i64]);
         for (i, blk) in self.blocks.iter().enumerate() {
             let h = self.rms_norm(&x, &blk.attn_norm);
-            let q = h
-                .matmul(&blk.wq.tr())
-                .view([b, t, heads, d])
-                .transpose(1, 2);
+            let (mut q, mut v) = (h.matmul(&blk.wq.tr()), h.matmul(&blk.wv.tr()));
+            if let Some(lora) = &self.adapter {
+                q = lora.add(q, &h, &lora.blocks[i][0]);
+                v = lora.add(v, &h, &lora.blocks[i][1]);
+            }
+            let q = q.view([b, t, heads, d]).transpose(1, 2);
             let k = h
                 .matmul(&blk.wk.tr())
                 .view([b, t, kv_heads, d])
                 .transpose(1, 2);
-            let v = h
-                .matmul(&blk.wv.tr())
-                .view([b, t, kv_heads, d])
-                .transpose(1, 2);
+            let v = v.view([b, t, kv_heads, d]).transpose(1, 2);
             let (q, k) = (Self::rope(&q, &rotation), Self::rope(&k, &rotation));
             let (kc, vc) = &cache.layers[i];
             kc.narrow(2, start, t).copy_(&k);
@@ -328,6 +403,29 @@ impl Llama {
             .squeeze_dim(2);
         let greedy = logprobs.argmax(-1, false).eq_tensor(targets);
         (chosen, greedy)
+    }
+
+    /// Right-padded `inputs` [B, T] with `mask` [B, T]: the log-probability of `targets` [N] as the
+    /// next token at the flat positions `rows` [N] (indices into B * T), with gradients when any
+    /// tensor requires them. Only those positions' logits are computed: an adapter's loss reads
+    /// the ending's tokens, a small share of the sequence and of the [T, V] logits.
+    pub fn logprobs_at(
+        &self,
+        inputs: &Tensor,
+        mask: &Tensor,
+        rows: &Tensor,
+        targets: &Tensor,
+    ) -> Tensor {
+        let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
+        let mut cache = self.new_cache(mask, inputs.size()[1]);
+        let hidden = self
+            .run(inputs, &positions, &mut cache)
+            .flatten(0, 1)
+            .index_select(0, rows);
+        self.logits(&hidden)
+            .log_softmax(-1, Kind::Float)
+            .gather(1, &targets.unsqueeze(1), false)
+            .squeeze_dim(1)
     }
 
     /// Per-token log-likelihoods of `tokens` [B, T] (no padding) under the model, from the second

@@ -2,8 +2,8 @@
 //! computes it for a causal model, so that `af eval` reports the numbers lm-eval would.
 //!
 //! The boundary between context and continuation is lm-eval's `_encode_pair`: trailing spaces of
-//! the context move to the continuation, the whole text is encoded once, and the continuation's
-//! tokens are the whole's tokens past the context's own encoding (so a merge across the boundary
+//! the context move to the continuation, the whole text is tokenized once, and the continuation's
+//! tokens are the whole's tokens past the context's own tokens (so a merge across the boundary
 //! counts as continuation). An empty context is the prefix token (BOS, else end of text) alone.
 //! No BOS otherwise (lm-eval's `add_bos_token` is off by default). Sequences longer than the
 //! model's context keep their last tokens, as lm-eval's left truncation does.
@@ -31,7 +31,7 @@ pub struct LogLikelihood {
 
 /// A request as token ids: the model reads `inputs` and is scored on the last `scored` of
 /// `inputs[1..] + [last]`.
-struct Encoded {
+struct RequestIds {
     inputs: Vec<i64>,
     targets: Vec<i64>,
     scored: usize,
@@ -39,7 +39,7 @@ struct Encoded {
 
 impl CausalLm {
     /// lm-eval's `_encode_pair`: (context tokens, continuation tokens).
-    pub fn encode_pair(
+    pub fn token_id_pair(
         &self,
         context: &str,
         continuation: &str,
@@ -49,26 +49,26 @@ impl CausalLm {
                 path: self.path.clone(),
                 message: "no BOS or end-of-text token to stand for an empty context".into(),
             })?;
-            return Ok((vec![prefix], self.encode(continuation)?));
+            return Ok((vec![prefix], self.token_ids(continuation)?));
         }
         let kept = context.trim_end_matches(char::is_whitespace);
         // Python's str.rstrip() strips Unicode whitespace, as `char::is_whitespace` does.
         let (context, continuation) = (kept, format!("{}{continuation}", &context[kept.len()..]));
-        let whole = self.encode(&format!("{context}{continuation}"))?;
-        let context_enc = self.encode(context)?;
-        let continuation_enc = whole.get(context_enc.len()..).unwrap_or_default().to_vec();
-        Ok((context_enc, continuation_enc))
+        let whole = self.token_ids(&format!("{context}{continuation}"))?;
+        let context_ids = self.token_ids(context)?;
+        let continuation_ids = whole.get(context_ids.len()..).unwrap_or_default().to_vec();
+        Ok((context_ids, continuation_ids))
     }
 
-    fn encode_request(&self, r: &Continuation) -> Result<Encoded, CausalLmError> {
-        let (context, continuation) = self.encode_pair(r.context, r.continuation)?;
+    fn request_ids(&self, r: &Continuation) -> Result<RequestIds, CausalLmError> {
+        let (context, continuation) = self.token_id_pair(r.context, r.continuation)?;
         let mut all = context;
         let scored = continuation.len();
         all.extend(continuation);
         // lm-eval: (context + continuation)[-(max_length + 1):][:-1] is the model's input.
         let start = all.len().saturating_sub(self.context_length + 1);
         let all = &all[start..];
-        Ok(Encoded {
+        Ok(RequestIds {
             inputs: all[..all.len() - 1].to_vec(),
             targets: all[1..].to_vec(),
             scored,
@@ -84,9 +84,9 @@ impl CausalLm {
         batch_size: usize,
     ) -> Result<Vec<LogLikelihood>, CausalLmError> {
         let _guard = tch::no_grad_guard();
-        let encoded = requests
+        let request_ids = requests
             .iter()
-            .map(|r| self.encode_request(r))
+            .map(|r| self.request_ids(r))
             .collect::<Result<Vec<_>, _>>()?;
         let mut out = vec![
             LogLikelihood {
@@ -96,14 +96,14 @@ impl CausalLm {
             };
             requests.len()
         ];
-        let mut order: Vec<usize> = (0..encoded.len())
-            .filter(|&i| encoded[i].scored > 0)
+        let mut order: Vec<usize> = (0..request_ids.len())
+            .filter(|&i| request_ids[i].scored > 0)
             .collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(encoded[i].inputs.len()));
+        order.sort_by_key(|&i| std::cmp::Reverse(request_ids[i].inputs.len()));
         for chunk in order.chunks(batch_size.max(1)) {
             let width = chunk
                 .iter()
-                .map(|&i| encoded[i].inputs.len())
+                .map(|&i| request_ids[i].inputs.len())
                 .max()
                 .unwrap_or(1);
             let (mut inputs, mut targets, mut mask) = (
@@ -112,7 +112,7 @@ impl CausalLm {
                 Vec::with_capacity(chunk.len() * width),
             );
             for &i in chunk {
-                let e = &encoded[i];
+                let e = &request_ids[i];
                 let pad = width - e.inputs.len();
                 inputs.extend(e.inputs.iter().copied().chain(std::iter::repeat_n(0, pad)));
                 targets.extend(e.targets.iter().copied().chain(std::iter::repeat_n(0, pad)));
@@ -133,7 +133,7 @@ impl CausalLm {
             )?;
             let greedy: Vec<bool> = Vec::try_from(greedy.to_device(Device::Cpu).flatten(0, -1))?;
             for (row, &i) in chunk.iter().enumerate() {
-                let e = &encoded[i];
+                let e = &request_ids[i];
                 // The continuation's tokens are the targets of the last `scored` real positions.
                 let (end, scored) = (row * width + e.inputs.len(), e.scored.min(e.inputs.len()));
                 let span = end - scored..end;
@@ -166,16 +166,16 @@ mod tests {
     #[test]
     fn pairs_are_split_where_lm_eval_splits_them() {
         let (_dir, lm) = toy_lm();
-        let (c, k) = lm.encode_pair("a man ", "walks").unwrap();
-        assert_eq!(c, lm.encode("a man").unwrap());
-        assert_eq!(k, lm.encode(" walks").unwrap());
-        let whole = lm.encode("a man walks").unwrap();
+        let (c, k) = lm.token_id_pair("a man ", "walks").unwrap();
+        assert_eq!(c, lm.token_ids("a man").unwrap());
+        assert_eq!(k, lm.token_ids(" walks").unwrap());
+        let whole = lm.token_ids("a man walks").unwrap();
         assert_eq!([c.clone(), k.clone()].concat(), whole);
         // The toy merges a space with the letter after it: " w" is one token of the continuation.
-        assert_eq!(k[0], lm.encode(" w").unwrap()[0]);
-        let (c, k) = lm.encode_pair("", " walks").unwrap();
+        assert_eq!(k[0], lm.token_ids(" w").unwrap()[0]);
+        let (c, k) = lm.token_id_pair("", " walks").unwrap();
         assert_eq!(c, vec![0], "an empty context is the BOS token alone");
-        assert_eq!(k, lm.encode(" walks").unwrap());
+        assert_eq!(k, lm.token_ids(" walks").unwrap());
     }
 
     /// Batched, padded scores equal one-at-a-time scores and the model's unpadded per-token
@@ -206,7 +206,7 @@ mod tests {
                 "{r:?}: alone {alone:?}, batched {b:?}"
             );
             assert_eq!((alone.greedy, alone.tokens), (b.greedy, b.tokens));
-            let (c, k) = lm.encode_pair(r.context, r.continuation).unwrap();
+            let (c, k) = lm.token_id_pair(r.context, r.continuation).unwrap();
             assert_eq!(b.tokens, k.len());
             if k.is_empty() {
                 assert_eq!(b.logprob, 0.0);

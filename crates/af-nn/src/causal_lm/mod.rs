@@ -3,15 +3,16 @@
 //! installs), its byte-level BPE tokenizer rebuilt from the file's own vocabulary and merges.
 //!
 //! Why: af's own LMs, trained on a few thousand captions on a CPU, write endings that are mostly
-//! not English (docs/results.md), and a distractor a reader rejects at a glance is no distractor.
+//! not English (docs/notebook/2026-12-02-fluency-of-af-distractors.md), and a distractor a reader rejects at a glance is no distractor.
 //! A model pretrained on trillions of tokens writes English from the first draw. It only writes:
 //! the LM features the committee reads still come from af's own LMs, which score every ending
-//! alike (docs/decisions.md).
+//! alike (docs/decisions/206-a-pretrained-generator-for-the-pool.md).
 //!
 //! Sampling is af's: one uniform number per sequence and step from per-item seeds, inverse CDF
 //! after temperature, top-k and nucleus truncation ([`crate::sample::draw`]), so an item's endings
 //! do not depend on which items share its batch.
 
+mod adapter;
 mod gguf;
 mod llama;
 mod loglikelihood;
@@ -23,8 +24,9 @@ use tch::{Device, Kind, Tensor};
 use thiserror::Error;
 use tokenizers::Tokenizer;
 
+pub use adapter::{AdaptExample, AdaptReport, AdaptSettings};
 pub use gguf::Gguf;
-pub use llama::{Llama, LlamaConfig};
+pub use llama::{Llama, LlamaConfig, Lora};
 pub use loglikelihood::{Continuation, LogLikelihood};
 
 /// The environment variable `scripts/setup --env` sets to the default generator's GGUF file.
@@ -176,7 +178,7 @@ impl CausalLm {
     /// counts: its tokens (after a space, as an ending is drawn) that start a word or are
     /// punctuation.
     pub fn words(&self, text: &str) -> Result<usize, CausalLmError> {
-        let ids = self.encode(&format!(" {}", text.trim()))?;
+        let ids = self.token_ids(&format!(" {}", text.trim()))?;
         Ok(ids
             .iter()
             .map(|&i| self.word_starts.get(i as usize).copied().unwrap_or(0.0) as usize)
@@ -187,7 +189,7 @@ impl CausalLm {
         self.model.parameters()
     }
 
-    fn encode(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
+    fn token_ids(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
         let e = self
             .tokenizer
             .encode(text, false)
@@ -201,7 +203,7 @@ impl CausalLm {
     /// Mean negative log-likelihood per token of `text` from its second token on (natural log).
     pub fn mean_nll(&self, text: &str) -> Result<f64, CausalLmError> {
         let _guard = tch::no_grad_guard();
-        let ids = self.encode(text)?;
+        let ids = self.token_ids(text)?;
         if ids.len() < 2 {
             return Ok(0.0);
         }
@@ -230,7 +232,7 @@ impl CausalLm {
         let dev = self.device;
         let prompts = jobs
             .iter()
-            .map(|j| self.encode(j.prompt))
+            .map(|j| self.token_ids(j.prompt))
             .collect::<Result<Vec<_>, _>>()?;
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0).max(1);
         // Left padding, so every prompt's last token is the batch's last position.

@@ -9,7 +9,7 @@
 
 use tch::{nn, Tensor};
 
-use super::members::{EncoderFtSettings, FrozenEncoder};
+use super::members::{EncoderFtSettings, FrozenEncoder, LmLikelihoodSource};
 use super::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -22,6 +22,9 @@ pub enum Column {
     Features,
     /// Frozen sentence embeddings ([`crate::table::EncodedRows`]), attached by the caller.
     Encoded,
+    /// A pretrained causal LM's scores of each candidate after its context
+    /// ([`super::members::lm_likelihood::features`]), attached by the caller.
+    LmLikelihood,
 }
 
 /// What building a member may use.
@@ -34,6 +37,8 @@ pub struct BuildContext<'a> {
     /// The size of the table's frozen embeddings, and whether rows come with a context's; None
     /// when the table has none.
     pub encoded: Option<(i64, bool)>,
+    /// Whether the table has LM-likelihood features ([`Column::LmLikelihood`]).
+    pub lm_likelihood: bool,
 }
 
 impl<'a> BuildContext<'a> {
@@ -47,6 +52,7 @@ impl<'a> BuildContext<'a> {
                 .encoded
                 .as_ref()
                 .map(|e| (e.dim(), e.contexts.is_some())),
+            lm_likelihood: table.lm_likelihood.is_some(),
         }
     }
 }
@@ -81,6 +87,16 @@ pub trait Member: Send + Sync + 'static {
         &self,
         _committee: &CommitteeConfig,
     ) -> Result<Option<FrozenEncoder>, NnError> {
+        Ok(None)
+    }
+
+    /// The pretrained LM whose scores of a pool's candidates fill the table's LM-likelihood
+    /// features for a member that reads them ([`Column::LmLikelihood`]), as these settings name
+    /// it; `None` for every other member.
+    fn lm_likelihood(
+        &self,
+        _committee: &CommitteeConfig,
+    ) -> Result<Option<LmLikelihoodSource>, NnError> {
         Ok(None)
     }
 

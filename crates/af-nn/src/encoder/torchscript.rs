@@ -5,7 +5,7 @@
 //! tokenising, batching and normalising are the encoder's, shared with the BERT backend.
 //!
 //! TorchScript is deprecated upstream: this is a bridge for models af does not implement
-//! (docs/decisions.md). `scripts/export-torchscript` writes such a module from a Hugging Face
+//! (docs/decisions/146-a-bridge-not-a-second-implementation.md). `scripts/export-torchscript` writes such a module from a Hugging Face
 //! encoder.
 
 use std::path::{Path, PathBuf};

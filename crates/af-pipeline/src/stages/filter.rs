@@ -150,8 +150,9 @@ pub struct FinalDynamics {
     pub dynamics: Dynamics,
 }
 
-/// Every item's dynamics from the last iteration that trained on it (docs/decisions.md, data
-/// maps of the filter), in item order; items never trained on are left out.
+/// Every item's dynamics from the last iteration that trained on it
+/// (docs/decisions/136-recorded-while-af-runs-not-by-a.md), in item order; items never trained on
+/// are left out.
 pub fn final_dynamics(state: &FilterState) -> Vec<FinalDynamics> {
     let mut last_swap: Vec<Option<usize>> = vec![None; state.assignment.distractors.len()];
     for s in &state.swaps {

@@ -3,8 +3,8 @@
 
 use af_core::Item;
 use af_nn::lm::{BiLm, BOS, EOS};
-use af_nn::lm_files::{encode, item_sequence, load_vocab, shape};
-use af_nn::lm_train::{self, perplexity, TrainSettings};
+use af_nn::lm_files::{item_sequence, load_vocab, shape, token_ids};
+use af_nn::lm_train::{self, perplexity, TrainEvent, TrainSettings};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -79,8 +79,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
             for doc in af_io::documents::read_input(input)? {
                 for pair in doc.sentences.windows(2) {
                     let mut seq = vec![BOS];
-                    seq.extend(encode(&vocab, &pair[0]));
-                    seq.extend(encode(&vocab, &pair[1]));
+                    seq.extend(token_ids(&vocab, &pair[0]));
+                    seq.extend(token_ids(&vocab, &pair[1]));
                     seq.push(EOS);
                     if seq.len() <= 2 + 2 * 100 {
                         prose.push(seq);
@@ -112,11 +112,13 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
             &[],
             &s,
             &pretrain_dir,
-            |r| {
-                tracing::info!("pretrain epoch {}: loss {:.3}", r.epoch, r.train_loss);
-                crate::resources::after_a_model("LM pretraining epoch");
+            |event| match event {
+                TrainEvent::Batch => bar.inc(1),
+                TrainEvent::Epoch(r) => {
+                    tracing::info!("pretrain epoch {}: loss {:.3}", r.epoch, r.train_loss);
+                    crate::resources::after_a_model("LM pretraining epoch");
+                }
             },
-            || bar.inc(1),
         )?;
         bar.finish();
         Some(vs)
@@ -156,16 +158,19 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<LmReport> {
             &valid,
             &settings(fold_seed, config.lm.max_epochs),
             &dir,
-            |r| {
-                tracing::info!(
-                    "LM fold {fold} epoch {}: train loss {:.3}, validation perplexity {:.1} forward / {:.1} backward ({:.0} s)",
-                    r.epoch, r.train_loss, r.valid_ppl_forward, r.valid_ppl_backward, r.seconds
-                );
-                // Each epoch's batches come in other shapes; the heap kept their freed blocks and
-                // grew epoch after epoch (4.2 GB after 6 epochs of the CPU config, 2.6-2.9 after 1).
-                crate::resources::after_a_model(&format!("LM fold {fold} epoch {}", r.epoch));
+            |event| match event {
+                TrainEvent::Batch => bar.inc(1),
+                TrainEvent::Epoch(r) => {
+                    tracing::info!(
+                        "LM fold {fold} epoch {}: train loss {:.3}, validation perplexity {:.1} forward / {:.1} backward ({:.0} s)",
+                        r.epoch, r.train_loss, r.valid_ppl_forward, r.valid_ppl_backward, r.seconds
+                    );
+                    // Each epoch's batches come in other shapes; the heap kept their freed blocks
+                    // and grew epoch after epoch (4.2 GB after 6 epochs of the CPU config, 2.6-2.9
+                    // after 1).
+                    crate::resources::after_a_model(&format!("LM fold {fold} epoch {}", r.epoch));
+                }
             },
-            || bar.inc(1),
         )?;
         bar.finish();
         let batch = config.lm.batch_size * 4;

@@ -14,7 +14,8 @@ use common::{json, lock, shared_data};
 use serde_json::Value;
 
 /// Detectors small enough for CI, trained for all 4 epochs: with validation, a detector that has
-/// not learned after its first epoch can stop there (docs/decisions.md); the audit's defaults otherwise.
+/// not learned after its first epoch can stop there
+/// (docs/decisions/072-how-much-one-audit-number-can-be.md); the audit's defaults otherwise.
 const SMALL: &str = "[run]\nthreads = 1\ndevice = \"cpu\"\nseed = 7\n\n[committee]\nembedding = 24\ncnn-filters = 16\nlstm-hidden = 24\nepochs = 4\nvalidation-share = 0.0\nngram-buckets = 5000\n";
 
 fn small_config(dir: &Path) -> Config {
@@ -122,7 +123,7 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
 
     // The length artifact: the baselines that read length, and no lexical detector. The CNN
     // (max over more windows) and the BiLSTM can see length too; the test does not ask them to
-    // stay blind (docs/decisions.md).
+    // stay blind (docs/decisions/053-what-each-detector-can-see.md).
     let long = audit(
         dir.path(),
         &write_generic(dir.path(), "long.jsonl", Planted::Longest, 2),

@@ -9,6 +9,7 @@ mod encoder_member;
 mod eval;
 mod export;
 mod filter_datamap;
+mod lm_likelihood_member;
 mod lm_score;
 mod refilter;
 mod registry;

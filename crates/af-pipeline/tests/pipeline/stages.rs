@@ -766,6 +766,60 @@ fn generate_shapes_pretrained_lengths_without_example_captions() {
     assert_eq!(report["pretrained"]["endings"], 12, "{report}");
 }
 
+/// Caption adapters: one per question fold, trained before drawing, saved in the run, reported,
+/// and read back (not trained again) when the stage resumes; the same adapters draw the same
+/// endings.
+#[test]
+fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&model, 3).unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let extra = format!("[generate]\npretrained-endings = 2\npretrained-examples = 1\npretrained-adapt-steps = 3\npretrained-adapt-batch = 2\npretrained-adapt-learning-rate = 0.05\npretrained-model = \"{}\"\nlimit-items = 8\n", model.display());
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[generate]\n", &extra);
+    std::fs::write(&cfg, text).unwrap();
+    run_stages(&load(&cfg), until(GENERATE), &[]);
+    let generate = d.path().join("run/generate");
+    let report = json(&generate.join("report.json"));
+    assert_eq!(report["pretrained"]["endings"], 16, "{report}");
+    let adapters = report["pretrained"]["adapters"].as_array().unwrap().clone();
+    assert!(!adapters.is_empty(), "{report}");
+    for a in &adapters {
+        assert_eq!(a["steps"], 3);
+        assert!(a["seconds_this_run"].as_f64().unwrap() > 0.0);
+        let path = generate.join(format!("pretrained/adapter-fold-{}.safetensors", a["fold"]));
+        assert!(path.is_file(), "{}", path.display());
+    }
+    let first = std::fs::read_to_string(generate.join("pretrained/part-00000.json")).unwrap();
+    // Resumed without its parts: the adapters are read back, and draw the same endings.
+    for entry in std::fs::read_dir(generate.join("pretrained")).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("part-")
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(generate.join("pool")).unwrap();
+    std::fs::remove_file(generate.join("stage.json")).unwrap();
+    run_stages(&load(&cfg), &[GENERATE], &[]);
+    let report = json(&generate.join("report.json"));
+    for a in report["pretrained"]["adapters"].as_array().unwrap() {
+        assert_eq!(a["seconds_this_run"], 0.0, "{report}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(generate.join("pretrained/part-00000.json")).unwrap(),
+        first
+    );
+}
+
 /// Pretrained endings: the generator (here the toy GGUF model af-nn writes) continues each item's
 /// context and noun phrase; its endings join the pool after the item's own, each listed in
 /// pretrained.tsv, counted apart in the report, and written per block so a resumed run reads them

@@ -14,6 +14,7 @@ pub mod cnn;
 pub mod encoder;
 pub mod encoder_ft;
 pub mod frozen;
+pub mod lm_likelihood;
 pub mod lstm;
 pub mod mlp;
 pub mod ngram;
@@ -30,6 +31,7 @@ pub use cnn::{Cnn, CnnSettings};
 pub use encoder::{EncoderMember, EncoderSettings};
 pub use encoder_ft::{EncoderFt, EncoderFtSettings};
 pub use frozen::{FrozenEncoder, FrozenMember, FrozenSettings};
+pub use lm_likelihood::{LmLikelihood, LmLikelihoodSettings, LmLikelihoodSource};
 pub use lstm::{Lstm, LstmSettings};
 pub use mlp::{Mlp, MlpSettings};
 pub use ngram::{Ngram, NgramSettings};
@@ -48,8 +50,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript
-    /// (joint), encoder-ft (fine-tuned), in that order.
+    /// The built-in members: mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript,
+    /// lm-likelihood (joint), encoder-ft (fine-tuned), in that order.
     pub fn builtin() -> Self {
         Self {
             members: vec![
@@ -61,6 +63,7 @@ impl Registry {
                 MemberKind::Joint(Arc::new(Lstm)),
                 MemberKind::Joint(Arc::new(EncoderMember::new())),
                 MemberKind::Joint(Arc::new(TorchScriptMember::new())),
+                MemberKind::Joint(Arc::new(LmLikelihood)),
                 MemberKind::FineTuned(Arc::new(EncoderFt)),
             ],
         }
@@ -145,13 +148,35 @@ impl Registry {
         }
     }
 
-    /// Joint members that read text only (no LM features) from the table: the audit's learned
-    /// detectors.
+    /// The pretrained LM whose scores of the pool the first of `members` that reads them
+    /// ([`Column::LmLikelihood`]) names; None when no member reads them. Unknown names read
+    /// nothing.
+    pub fn lm_likelihood(
+        &self,
+        members: &[MemberName],
+        committee: &CommitteeConfig,
+    ) -> Result<Option<LmLikelihoodSource>, NnError> {
+        match members
+            .iter()
+            .filter_map(|m| self.get(m.as_str())?.joint())
+            .find(|m| m.columns().contains(&Column::LmLikelihood))
+        {
+            Some(member) => member.lm_likelihood(committee),
+            None => Ok(None),
+        }
+    }
+
+    /// Joint members that read text only (no LM features or LM scores of a pool) from the
+    /// table: the audit's learned detectors.
     pub fn text_members(&self) -> Vec<&'static str> {
         self.members
             .iter()
             .filter_map(MemberKind::joint)
-            .filter(|m| !m.columns().contains(&Column::Features))
+            .filter(|m| {
+                !m.columns()
+                    .iter()
+                    .any(|c| matches!(c, Column::Features | Column::LmLikelihood))
+            })
             .map(|m| m.name())
             .collect()
     }
@@ -332,6 +357,7 @@ mod tests {
                 vocab: 50,
                 pos_vocab: 20,
                 encoded: None,
+                lm_likelihood: false,
             },
         )?;
         Ok((vs, net))
@@ -351,6 +377,7 @@ mod tests {
                 "lstm",
                 "encoder",
                 "torchscript",
+                "lm-likelihood",
                 "encoder-ft"
             ]
         );
@@ -369,7 +396,8 @@ mod tests {
         for name in r.names() {
             let m = r.get(name).unwrap();
             assert_eq!(m.name(), name);
-            let view = if ["encoder", "torchscript", "encoder-ft"].contains(&name) {
+            let view = if ["encoder", "torchscript", "lm-likelihood", "encoder-ft"].contains(&name)
+            {
                 af_core::View::Full
             } else {
                 af_core::View::SecondSentence
@@ -525,12 +553,12 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, encoder-ft");
+        assert_eq!(e, "unknown committee member `rnn`: the members are mlp, bow, cnn, pos-lstm, ngram, lstm, encoder, torchscript, lm-likelihood, encoder-ft");
         let e = registry.register(Cnn).unwrap_err();
         assert!(
             matches!(&e, NnError::DuplicateMember(name) if name == "cnn"),
             "{e}"
         );
-        assert_eq!(registry.names().len(), 9);
+        assert_eq!(registry.names().len(), 10);
     }
 }

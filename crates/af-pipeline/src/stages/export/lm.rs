@@ -184,7 +184,7 @@ pub fn run(
             &EvalRequest {
                 dataset: &file,
                 name: Some(&shown),
-                format: Some(QuestionFormat::Generic),
+                format: Some(QuestionFormat::GENERIC),
                 skip_bad: false,
                 model,
                 ways: None,

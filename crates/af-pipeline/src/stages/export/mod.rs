@@ -278,19 +278,17 @@ fn audit_comparison(
         .map(|m| Ok((m.clone(), registry.lookup(m)?.view(&config.committee))))
         .collect::<Result<_, af_nn::NnError>>()?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
+    let auditor = crate::audit::Auditor {
+        config,
+        registry,
+        exclude: &exclude,
+        tagger: &tagger,
+        device,
+        progress: ctx.progress,
+    };
     let mut reports = Vec::new();
     for (name, questions) in [("random", random), ("af", af)] {
-        reports.push(crate::audit::audit_named(
-            &ctx.dir,
-            name,
-            questions,
-            config,
-            registry,
-            &exclude,
-            &tagger,
-            device,
-            ctx.progress,
-        )?);
+        reports.push(auditor.audit_named(&ctx.dir, name, questions)?);
     }
     let (random_report, af_report) = (&reports[0], &reports[1]);
     let rows: Vec<Compared> = random_report

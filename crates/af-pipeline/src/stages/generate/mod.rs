@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use af_core::{Candidate, Item, ValidityRule, GOLD_ORIGIN};
 use af_nn::lm::BiLm;
-use af_nn::lm_files::{encode, load_fold, load_vocab};
+use af_nn::lm_files::{load_fold, load_vocab, token_ids};
 use af_nn::runtime::in_precision;
 use af_nn::sample::{first_token_distribution, items_features, ItemEndings, SampleSettings};
 use af_text::validity::ValidityRules;
@@ -53,23 +53,36 @@ pub(crate) fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng
 
 /// An item's context `s`, noun phrase `n` and gold ending `v` as LM ids, and the sampling prefix
 /// `<bos> s n`.
-pub(crate) struct Encoded {
+pub(crate) struct ItemIds {
     s: Vec<i64>,
     n: Vec<i64>,
     v: Vec<i64>,
     prefix: Vec<i64>,
 }
 
-impl Encoded {
+impl ItemIds {
     pub(crate) fn new(vocab: &Vocab, item: &Item) -> Self {
         let (s, n, v) = (
-            encode(vocab, &item.context),
-            encode(vocab, &item.noun_phrase),
-            encode(vocab, &item.ending),
+            token_ids(vocab, &item.context),
+            token_ids(vocab, &item.noun_phrase),
+            token_ids(vocab, &item.ending),
         );
         let prefix = [&[af_nn::lm::BOS][..], &s, &n].concat();
         Self { s, n, v, prefix }
     }
+}
+
+/// Each item's endings as af LM ids: those the source drew (the sampler's), else their text's.
+pub(crate) fn endings_ids(vocab: &Vocab, endings: &[Vec<Ending>]) -> Vec<Vec<Vec<i64>>> {
+    endings
+        .iter()
+        .map(|endings| {
+            endings
+                .iter()
+                .map(|e| e.ids.clone().unwrap_or_else(|| token_ids(vocab, &e.text)))
+                .collect()
+        })
+        .collect()
 }
 
 /// The validity rules as the stage applies them (af-text's `validity`): which reject an ending,
@@ -363,19 +376,11 @@ fn score_block(
     device: Device,
 ) -> Vec<Candidate> {
     let vocab = lms.vocab;
-    let enc: Vec<Encoded> = block
+    let item_ids: Vec<ItemIds> = block
         .iter()
-        .map(|(_, item)| Encoded::new(vocab, item))
+        .map(|(_, item)| ItemIds::new(vocab, item))
         .collect();
-    let ids: Vec<Vec<Vec<i64>>> = endings
-        .iter()
-        .map(|endings| {
-            endings
-                .iter()
-                .map(|e| e.ids.clone().unwrap_or_else(|| encode(vocab, &e.text)))
-                .collect()
-        })
-        .collect();
+    let ids = endings_ids(vocab, endings);
     let mut feats: Vec<Vec<[f32; 8]>> = vec![Vec::new(); block.len()];
     let mut folds: Vec<u32> = block.iter().map(|(_, item)| item.fold).collect();
     folds.sort_unstable();
@@ -387,9 +392,9 @@ fn score_block(
         let jobs: Vec<ItemEndings> = members
             .iter()
             .map(|&i| ItemEndings {
-                s: &enc[i].s,
-                n: &enc[i].n,
-                endings: std::iter::once(enc[i].v.as_slice())
+                s: &item_ids[i].s,
+                n: &item_ids[i].n,
+                endings: std::iter::once(item_ids[i].v.as_slice())
                     .chain(ids[i].iter().map(Vec::as_slice))
                     .collect(),
             })
@@ -405,7 +410,7 @@ fn score_block(
     for (i, (index, item)) in block.iter().enumerate() {
         for (c, f) in std::mem::take(&mut feats[i]).into_iter().enumerate() {
             let (ending, tokens, truncated, origin) = if c == 0 {
-                (item.ending.clone(), enc[i].v.len(), false, GOLD_ORIGIN)
+                (item.ending.clone(), item_ids[i].v.len(), false, GOLD_ORIGIN)
             } else {
                 let e = &endings[i][c - 1];
                 (e.text.clone(), ids[i][c - 1].len(), e.truncated, e.origin)
@@ -465,20 +470,20 @@ fn precision_check(
 ) -> PrecisionCheck {
     let mut check = PrecisionDifference::default();
     for (fold, (_, lm)) in models {
-        let enc: Vec<Encoded> = block
+        let item_ids: Vec<ItemIds> = block
             .iter()
             .filter(|(_, item)| item.fold == *fold)
-            .map(|(_, item)| Encoded::new(vocab, item))
+            .map(|(_, item)| ItemIds::new(vocab, item))
             .collect();
-        if enc.is_empty() {
+        if item_ids.is_empty() {
             continue;
         }
-        let refs: Vec<&[i64]> = enc.iter().map(|e| e.prefix.as_slice()).collect();
+        let refs: Vec<&[i64]> = item_ids.iter().map(|e| e.prefix.as_slice()).collect();
         let full = first_token_distribution(lm, &refs, settings);
         let mixed = in_precision(true, device, || {
             first_token_distribution(lm, &refs, settings)
         });
-        let jobs: Vec<ItemEndings> = enc
+        let jobs: Vec<ItemEndings> = item_ids
             .iter()
             .map(|e| ItemEndings {
                 s: &e.s,

@@ -46,7 +46,7 @@ pub fn sources() -> Vec<Box<dyn EndingSource>> {
 pub struct Ending {
     pub text: String,
     /// Its af LM ids when the source drew them (the sampler): the pool scores these rather than
-    /// the text encoded again, and counts its tokens. Others are encoded from their text.
+    /// the text turned into ids again, and counts its tokens. Others get ids from their text.
     pub ids: Option<Vec<i64>>,
     /// Cut at the token limit rather than ended by punctuation.
     pub truncated: bool,

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use af_core::config::GenerateConfig;
 use af_core::ValidityRule;
-use af_nn::lm_files::encode;
 use af_nn::runtime::in_precision;
 use af_nn::sample::{sample, SampleJob};
 use af_text::detokenize;
@@ -19,7 +18,7 @@ use serde::Serialize;
 
 use super::{Ending, EndingSource, Items, SourceContext};
 use crate::progress::Bar;
-use crate::stages::generate::{item_rng, Encoded};
+use crate::stages::generate::{endings_ids, item_rng, ItemIds};
 
 pub const NAME: &str = "sampled";
 
@@ -81,27 +80,21 @@ impl EndingSource for Sampled {
         let g = &ctx.config.generate;
         let (vocab, settings, validity) = (lms.vocab, &lms.settings, ctx.validity);
         let block = items.items;
-        let enc: Vec<Encoded> = block
+        let item_ids: Vec<ItemIds> = block
             .iter()
-            .map(|(_, item)| Encoded::new(vocab, item))
+            .map(|(_, item)| ItemIds::new(vocab, item))
             .collect();
         let gold_tokens: Vec<Vec<String>> = block
             .iter()
             .map(|(_, item)| af_text::tokenize_lowercase(&item.ending))
             .collect();
         let mut rejected = Rejected::default();
-        let mut seen: Vec<HashSet<Vec<i64>>> =
-            enc.iter().map(|e| HashSet::from([e.v.clone()])).collect();
-        // The endings of the sources before come first, as they are; sampled ones repeat none.
-        let mut found: Vec<Vec<Vec<i64>>> = so_far
+        let mut seen: Vec<HashSet<Vec<i64>>> = item_ids
             .iter()
-            .map(|endings| {
-                endings
-                    .iter()
-                    .map(|e| e.ids.clone().unwrap_or_else(|| encode(vocab, &e.text)))
-                    .collect()
-            })
+            .map(|e| HashSet::from([e.v.clone()]))
             .collect();
+        // The endings of the sources before come first, as they are; sampled ones repeat none.
+        let mut found = endings_ids(vocab, so_far);
         for (seen, found) in seen.iter_mut().zip(&found) {
             seen.extend(found.iter().cloned());
         }
@@ -159,7 +152,7 @@ impl EndingSource for Sampled {
                     let jobs: Vec<SampleJob> = members[start..end]
                         .iter()
                         .map(|&i| SampleJob {
-                            prefix: &enc[i].prefix,
+                            prefix: &item_ids[i].prefix,
                             count: wanted[i],
                             uniforms: &uniforms[i],
                         })

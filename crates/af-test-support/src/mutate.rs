@@ -4,9 +4,8 @@
 //! and since issue 44 what readers once accepted silently: finite floats that overflow float32
 //! arithmetic, numbers where text belongs, empty values, control characters, CR-only line
 //! endings, a repeated id, and a damaged first line.
-//! Self-contained, with its own small generator, so af-cli's tests can include it by path.
-
-#![allow(dead_code)]
+//! Self-contained, with its own small generator: af-io's fuzzer and af-cli's fuzz test both
+//! mutate with it.
 
 /// SplitMix64: deterministic from its seed, enough to choose mutations.
 pub struct Rng(u64);
@@ -16,7 +15,7 @@ impl Rng {
         Self(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -26,7 +25,7 @@ impl Rng {
 
     /// Uniform in 0..n (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {

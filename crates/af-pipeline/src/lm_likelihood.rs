@@ -1,0 +1,600 @@
+//! The `lm-likelihood` member's scores of a pool: every candidate's log-likelihood under the
+//! pretrained causal LM its settings name, requested as `af eval` requests an option of af's
+//! layout ([`crate::eval::tokenised_prompts`]: the item's context and noun phrase as context, a
+//! space and the ending as continuation) and scored by the same code
+//! ([`af_nn::causal_lm::CausalLm::loglikelihoods`]), so the member reads the numbers `af eval`
+//! would report for the same options. Computed once per run and cached in `<run>/lm-likelihood/`
+//! (keyed by the requests and the model), so a resumed or repeated filter, `af ablate` and the
+//! export read them back; scoring keeps its chunks in `partial/` as it goes, so a killed run
+//! resumes where it stopped. The member's features of the scores
+//! ([`af_nn::committee::members::lm_likelihood::features`]) are attached to the table.
+
+use std::path::{Path, PathBuf};
+
+use af_core::Config;
+use af_io::pool_index::Pool;
+use af_io::questions::QuestionFormat;
+use af_nn::causal_lm::{CausalLm, Continuation};
+use af_nn::committee::members::{lm_likelihood, LmLikelihoodSource};
+use af_nn::committee::Registry;
+use af_nn::table::CandidateTable;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::progress::Progress;
+
+/// Candidates per kept chunk: a kill loses at most one.
+const CHUNK: usize = 1024;
+
+/// Where a run keeps its pool's LM scores. Beside the stages rather than in one: forcing the
+/// filter again need not score again.
+pub fn cache_dir(config: &Config) -> PathBuf {
+    config.run.dir.join("lm-likelihood")
+}
+
+/// One pool row's request, as `af eval` makes it for the option in af's layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowRequest {
+    pub context: String,
+    pub continuation: String,
+    /// The ending's characters (`acc_norm`'s divisor).
+    pub chars: usize,
+}
+
+/// Every pool row's request, in row order.
+pub fn pool_requests(pool: &Pool) -> anyhow::Result<Vec<RowRequest>> {
+    let mut out = Vec::with_capacity(pool.rows);
+    let mut item_at = 0;
+    pool.for_each_part(|first, part| -> anyhow::Result<()> {
+        for (r, cand) in (first..).zip(part) {
+            while item_at + 1 < pool.offsets.len() && pool.offsets[item_at + 1] <= r {
+                item_at += 1;
+            }
+            let item = &pool.items[item_at];
+            let prompt = crate::eval::tokenised_prompts(
+                QuestionFormat::AF,
+                &item.context,
+                &item.noun_phrase,
+                [cand.ending.as_str()],
+            )
+            .remove(0);
+            let [(context, continuation), ..] = prompt.requests;
+            out.push(RowRequest {
+                context,
+                continuation,
+                chars: prompt.norm_chars[0],
+            });
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What `key.json` says of the cached scores.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct CacheKey {
+    model: PathBuf,
+    model_bytes: u64,
+    rows: usize,
+    /// FNV-1a over every request (context, continuation), in order (hex).
+    requests: String,
+}
+
+#[derive(PartialEq, Serialize, Deserialize)]
+struct PartialKey {
+    cache: CacheKey,
+    chunk: usize,
+}
+
+/// The pool's scores, per row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolScores {
+    /// Summed log-probability of the continuation (natural log).
+    pub logprob: Vec<f64>,
+    /// The continuation's tokens.
+    pub tokens: Vec<i64>,
+    /// The ending's characters.
+    pub chars: Vec<i64>,
+}
+
+/// What scoring a pool did, for the stage's log.
+#[derive(Debug, Serialize)]
+pub struct PoolLikelihood {
+    pub model: PathBuf,
+    pub rows: usize,
+    /// Read from the cache rather than scored.
+    pub cached: bool,
+    /// Rows an interrupted run had scored, read back.
+    pub resumed: usize,
+    pub seconds: f64,
+}
+
+fn requests_hash(requests: &[RowRequest]) -> String {
+    let mut h = af_core::hash::Fnv1a::default();
+    for r in requests {
+        h.update(r.context.as_bytes());
+        h.update(&[0]);
+        h.update(r.continuation.as_bytes());
+        h.update(&[0]);
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// Attaches the member's features of the pool's LM scores to `table`: the scores read from
+/// `cache` when it holds them for the same requests and model, else scored on the table's device
+/// and written there.
+pub fn attach_pool(
+    table: &mut CandidateTable,
+    pool: &Pool,
+    source: &LmLikelihoodSource,
+    cache: &Path,
+    progress: &dyn Progress,
+) -> anyhow::Result<PoolLikelihood> {
+    attach_pool_in_chunks(table, pool, source, cache, progress, CHUNK)
+}
+
+/// [`attach_pool`] with `chunk` candidates per kept chunk (tests resume small pools).
+#[doc(hidden)]
+pub fn attach_pool_in_chunks(
+    table: &mut CandidateTable,
+    pool: &Pool,
+    source: &LmLikelihoodSource,
+    cache: &Path,
+    progress: &dyn Progress,
+    chunk: usize,
+) -> anyhow::Result<PoolLikelihood> {
+    let (scores, done) = score_pool(
+        pool,
+        source,
+        cache,
+        Scorer::Load(table.device),
+        progress,
+        chunk,
+    )?;
+    let item_rows: Vec<usize> = pool.sizes.iter().map(|s| s + 1).collect();
+    let chars: Vec<usize> = scores.chars.iter().map(|&c| c as usize).collect();
+    table.attach_lm_likelihood(lm_likelihood::features(&scores.logprob, &chars, &item_rows))?;
+    Ok(done)
+}
+
+/// What scores a pool when its cache does not hold the scores.
+pub enum Scorer<'a> {
+    /// The source's model, loaded on this device.
+    Load(Device),
+    /// The source's model, loaded already (`af bench lm-likelihood` times scoring alone).
+    Loaded(&'a CausalLm),
+}
+
+/// The pool's scores under `source`'s model: from `cache`, or scored by `scorer` and cached.
+pub fn score_pool(
+    pool: &Pool,
+    source: &LmLikelihoodSource,
+    cache: &Path,
+    scorer: Scorer,
+    progress: &dyn Progress,
+    chunk: usize,
+) -> anyhow::Result<(PoolScores, PoolLikelihood)> {
+    let started = std::time::Instant::now();
+    let chunk = chunk.max(1);
+    let requests = pool_requests(pool)?;
+    let chars: Vec<i64> = requests.iter().map(|r| r.chars as i64).collect();
+    let model_bytes = std::fs::metadata(&source.model)
+        .with_context(|| format!("cannot read {}", source.model.display()))?
+        .len();
+    let key = CacheKey {
+        model: source.model.clone(),
+        model_bytes,
+        rows: requests.len(),
+        requests: requests_hash(&requests),
+    };
+    let (key_path, scores_path) = (cache.join("key.json"), cache.join("scores.safetensors"));
+    let cached = std::fs::read_to_string(&key_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<CacheKey>(&t).ok())
+        .is_some_and(|k| k == key);
+    let done = |cached, resumed| PoolLikelihood {
+        model: source.model.clone(),
+        rows: requests.len(),
+        cached,
+        resumed,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if cached {
+        match read_scores(&scores_path, requests.len()) {
+            Ok((logprob, tokens)) => {
+                let scores = PoolScores {
+                    logprob,
+                    tokens,
+                    chars,
+                };
+                return Ok((scores, done(true, 0)));
+            }
+            Err(e) => tracing::warn!("{e:#}: scoring the pool again"),
+        }
+    }
+    let loaded;
+    let lm = match scorer {
+        Scorer::Loaded(lm) => lm,
+        Scorer::Load(device) => {
+            loaded = CausalLm::load(&source.model, device).with_context(|| {
+                format!(
+                    "[committee.member.{}] model {}",
+                    lm_likelihood::NAME,
+                    source.model.display()
+                )
+            })?;
+            &loaded
+        }
+    };
+    let partial = cache.join("partial");
+    open_partial(
+        &partial,
+        &PartialKey {
+            cache: key.clone(),
+            chunk,
+        },
+    )?;
+    let bar = progress.bar("LM likelihood of the pool", requests.len() as u64);
+    let (mut logprob, mut tokens) = (
+        Vec::with_capacity(requests.len()),
+        Vec::with_capacity(requests.len()),
+    );
+    let mut resumed = 0;
+    let mut keeping = true;
+    for (c, rows) in requests.chunks(chunk).enumerate() {
+        let path = partial.join(format!("chunk-{c:06}.safetensors"));
+        if let Ok((l, t)) = read_scores(&path, rows.len()) {
+            logprob.extend(l);
+            tokens.extend(t);
+            resumed += rows.len();
+            bar.inc(rows.len() as u64);
+            continue;
+        }
+        let (mut l, mut t) = (Vec::with_capacity(rows.len()), Vec::new());
+        // Several forward passes per call, so the bar moves within a chunk.
+        for part in rows.chunks(source.batch_size * 4) {
+            let continuations: Vec<Continuation> = part
+                .iter()
+                .map(|r| Continuation {
+                    context: &r.context,
+                    continuation: &r.continuation,
+                })
+                .collect();
+            for s in lm.loglikelihoods(&continuations, source.batch_size)? {
+                l.push(s.logprob);
+                t.push(s.tokens as i64);
+            }
+            bar.inc(part.len() as u64);
+        }
+        if keeping {
+            if let Err(e) = write_scores(&path, &l, &t) {
+                tracing::warn!("{e:#}: the pool's LM scores go on without keeping chunks, so a kill now loses them");
+                keeping = false;
+            }
+        }
+        logprob.extend(l);
+        tokens.extend(t);
+    }
+    bar.finish();
+    if let Some(bad) = logprob.iter().position(|l| !l.is_finite()) {
+        anyhow::bail!(
+            "the LM scored pool row {bad} {}: its scores must be finite",
+            logprob[bad]
+        );
+    }
+    let _ = std::fs::remove_file(&key_path);
+    write_scores(&scores_path, &logprob, &tokens)?;
+    af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
+    // The whole pool is in the cache now: its chunks are not needed.
+    let _ = std::fs::remove_dir_all(&partial);
+    let scores = PoolScores {
+        logprob,
+        tokens,
+        chars,
+    };
+    Ok((scores, done(false, resumed)))
+}
+
+/// Makes `dir` hold the chunks of `key`: chunks of another key are removed.
+fn open_partial(dir: &Path, key: &PartialKey) -> anyhow::Result<()> {
+    let key_path = dir.join("key.json");
+    let same = std::fs::read_to_string(&key_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<PartialKey>(&t).ok())
+        .is_some_and(|k| k == *key);
+    if !same {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot remove {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        af_core::atomic::write(&key_path, serde_json::to_string_pretty(key)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Writes scores (f64) and token counts, renamed into place once written whole.
+fn write_scores(path: &Path, logprob: &[f64], tokens: &[i64]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("safetensors.tmp");
+    Tensor::write_safetensors(
+        &[
+            ("logprob", Tensor::from_slice(logprob)),
+            ("tokens", Tensor::from_slice(tokens)),
+        ],
+        &tmp,
+    )
+    .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Scores and token counts of `rows` rows, checked.
+fn read_scores(path: &Path, rows: usize) -> anyhow::Result<(Vec<f64>, Vec<i64>)> {
+    let named: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .into_iter()
+        .collect();
+    let get = |name: &str, kind: Kind| -> anyhow::Result<&Tensor> {
+        let t = named
+            .get(name)
+            .with_context(|| format!("{} has no `{name}`", path.display()))?;
+        anyhow::ensure!(
+            t.size() == [rows as i64] && t.kind() == kind,
+            "{}: `{name}` is {:?} {:?}, expected [{rows}] {kind:?}",
+            path.display(),
+            t.size(),
+            t.kind()
+        );
+        Ok(t)
+    };
+    Ok((
+        Vec::<f64>::try_from(get("logprob", Kind::Double)?)?,
+        Vec::<i64>::try_from(get("tokens", Kind::Int64)?)?,
+    ))
+}
+
+/// Attaches the features when a member the config names reads them (the filter's and
+/// `[ablate]`'s members share the pool's table).
+pub(crate) fn attach_for_config(
+    config: &Config,
+    registry: &Registry,
+    pool: &Pool,
+    table: &mut CandidateTable,
+    progress: &dyn Progress,
+) -> anyhow::Result<()> {
+    let members = crate::committee::named_members(config);
+    let Some(source) = registry.lm_likelihood(&members, &config.committee)? else {
+        return Ok(());
+    };
+    let done = attach_pool(table, pool, &source, &cache_dir(config), progress)?;
+    tracing::info!(
+        "{}: {} candidates scored by {} ({} in {:.1} s)",
+        lm_likelihood::NAME,
+        done.rows,
+        done.model.display(),
+        match (done.cached, done.resumed) {
+            (true, _) => "read from the cache".to_string(),
+            (false, 0) => "scored".to_string(),
+            (false, n) => format!("scored, {n} of them kept by an interrupted run"),
+        },
+        done.seconds
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{EvalRequest, ScoredQuestion};
+    use crate::stages::export::{write_jsonl, Chosen};
+    use crate::NoProgress;
+    use af_filter::Assignment;
+
+    /// A progress whose bars panic at their `after`-th step: a run killed while scoring.
+    struct KillAt(u64, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Progress for KillAt {
+        fn bar(&self, _: &str, _: u64) -> Box<dyn crate::Bar> {
+            Box::new(KillAt(self.0, self.1.clone()))
+        }
+    }
+
+    impl crate::Bar for KillAt {
+        fn inc(&self, _: u64) {
+            if self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.0 {
+                panic!("killed while scoring (the test's simulated kill)");
+            }
+        }
+        fn set_position(&self, _: u64) {}
+        fn set_length(&self, _: u64) {}
+        fn set_message(&self, _: String) {}
+        fn finish(&self) {}
+    }
+
+    /// The pool's scores are `af eval`'s scores of the same options in the dataset the export
+    /// writes (af's layout, every candidate an option), cached, and resumed after a kill.
+    fn scores_are_af_evals(model: &Path) {
+        let _lock = af_test_support::lock();
+        let dir = tempfile::tempdir().unwrap();
+        af_io::pool_index::write_synthetic_pool(dir.path(), 6, 4, 4).unwrap();
+        let pool = Pool::load(dir.path()).unwrap();
+        let source = LmLikelihoodSource {
+            model: model.to_path_buf(),
+            batch_size: 3,
+        };
+        let cache = dir.path().join("lm-likelihood");
+        // Chunks of 7 rows, bars that move every 12: killed in the second chunk, one chunk kept.
+        let killed = std::panic::catch_unwind(|| {
+            let kill = KillAt(2, Default::default());
+            score_pool(&pool, &source, &cache, Scorer::Load(Device::Cpu), &kill, 7)
+        });
+        assert!(killed.is_err());
+        assert!(cache.join("partial/chunk-000000.safetensors").is_file());
+        let (scores, done) = score_pool(
+            &pool,
+            &source,
+            &cache,
+            Scorer::Load(Device::Cpu),
+            &NoProgress,
+            7,
+        )
+        .unwrap();
+        assert!(!done.cached && done.resumed == 7, "{done:?}");
+        assert!(!cache.join("partial").exists());
+        assert_eq!(scores.logprob.len(), pool.rows);
+
+        let assignment = Assignment::random(&pool.sizes, 4, 1).unwrap();
+        let chosen = Chosen::read(&pool, &[&assignment]).unwrap();
+        let dataset = dir.path().join("dataset.jsonl");
+        write_jsonl(&dataset, &chosen, &assignment, None, &["train"; 6]).unwrap();
+        let out = dir.path().join("eval");
+        crate::eval::run(
+            &EvalRequest {
+                dataset: &dataset,
+                format: None,
+                skip_bad: false,
+                model,
+                ways: None,
+                seed: 1,
+                batch_size: 5,
+                device: "cpu".into(),
+                threads: 1,
+                out: &out,
+                force: false,
+            },
+            &NoProgress,
+        )
+        .unwrap();
+        let evaluated: Vec<ScoredQuestion> = std::fs::read_to_string(out.join("scores.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(evaluated.len(), 6);
+        let mut compared = 0;
+        for q in &evaluated {
+            let i = pool.items.iter().position(|it| it.id == q.id).unwrap();
+            for (o, (logprob, tokens)) in q.logprob.iter().zip(&q.tokens).enumerate() {
+                // af's layout: the gold first, then the distractors in the assignment's order.
+                let c = if o == 0 {
+                    0
+                } else {
+                    assignment.distractors[i][o - 1]
+                };
+                let row = pool.row(i, c) as usize;
+                assert!(
+                    (logprob[0] - scores.logprob[row]).abs() < 1e-4,
+                    "{} option {o}: af eval {}, the member {}",
+                    q.id,
+                    logprob[0],
+                    scores.logprob[row]
+                );
+                assert_eq!(tokens[0] as i64, scores.tokens[row]);
+                assert_eq!(q.norm_chars[o][0] as i64, scores.chars[row]);
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, pool.rows);
+
+        // Read back, not scored again; another model's scores are not taken.
+        let (again, done) = score_pool(
+            &pool,
+            &source,
+            &cache,
+            Scorer::Load(Device::Cpu),
+            &NoProgress,
+            7,
+        )
+        .unwrap();
+        assert!(done.cached);
+        assert_eq!(again, scores);
+        let other = dir.path().join("other.gguf");
+        af_nn::causal_lm::toy::write_toy_llama(&other, 99).unwrap();
+        let (rescored, done) = score_pool(
+            &pool,
+            &LmLikelihoodSource {
+                model: other,
+                ..source
+            },
+            &cache,
+            Scorer::Load(Device::Cpu),
+            &NoProgress,
+            64,
+        )
+        .unwrap();
+        assert!(!done.cached);
+        assert_ne!(rescored.logprob, scores.logprob);
+    }
+
+    #[test]
+    fn a_pools_scores_are_af_evals_with_a_toy_lm() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("toy.gguf");
+        af_nn::causal_lm::toy::write_toy_llama(&model, 11).unwrap();
+        scores_are_af_evals(&model);
+    }
+
+    #[test]
+    fn a_pools_scores_are_af_evals_with_the_installed_lm() {
+        let Some(model) =
+            af_test_support::causal_lm("a_pools_scores_are_af_evals_with_the_installed_lm")
+        else {
+            return;
+        };
+        scores_are_af_evals(&model);
+    }
+
+    /// The filter's committee with the member: the table carries its features, a committee of
+    /// it and a text member trains and scores every candidate.
+    #[test]
+    fn a_committee_with_the_member_trains_and_scores() {
+        let _lock = af_test_support::lock();
+        let dir = tempfile::tempdir().unwrap();
+        af_io::pool_index::write_synthetic_pool(dir.path(), 20, 5, 8).unwrap();
+        let pool = Pool::load(dir.path()).unwrap();
+        let model = dir.path().join("toy.gguf");
+        af_nn::causal_lm::toy::write_toy_llama(&model, 11).unwrap();
+        let config = af_core::CommitteeConfig {
+            epochs: 2,
+            batch_items: 8,
+            embedding: 8,
+            joint_hidden: 8,
+            max_vocab: 50,
+            ..Default::default()
+        };
+        let (mut table, _) =
+            crate::table::candidate_table(&pool, &config, &af_text::Tagger::builtin(), Device::Cpu)
+                .unwrap();
+        let source = LmLikelihoodSource {
+            model,
+            batch_size: 16,
+        };
+        attach_pool(
+            &mut table,
+            &pool,
+            &source,
+            &dir.path().join("cache"),
+            &NoProgress,
+        )
+        .unwrap();
+        let features = table.lm_likelihood.as_ref().unwrap();
+        assert_eq!(features.size(), [pool.rows as i64, 4]);
+        let registry = Registry::builtin();
+        let committee =
+            crate::committee::TorchCommittee::new(&pool, &table, &config, &registry, Device::Cpu);
+        let assignment = crate::committee::random_assignment(&pool, 3, 2).unwrap();
+        let questions: Vec<Vec<i64>> = (0..16)
+            .map(|i| committee.question(i, &assignment))
+            .collect();
+        let members = af_core::member_names(&["bow", lm_likelihood::NAME]);
+        let (_vs, model) = committee.train(&members, &questions, 5).unwrap();
+        let rows: Vec<i64> = (0..table.rows).collect();
+        let scores =
+            af_nn::committee::score(&model, &table, &rows, af_core::ScoreBatch::Candidates(32));
+        let heads: Vec<&str> = scores.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(heads, ["joint", "bow", lm_likelihood::NAME]);
+        assert!(scores
+            .iter()
+            .all(|(_, s)| s.len() == pool.rows && s.iter().all(|v| v.is_finite())));
+    }
+}
