@@ -451,6 +451,7 @@ mod tests {
         crate::eval::run(
             &EvalRequest {
                 dataset: &dataset,
+                name: None,
                 format: None,
                 skip_bad: false,
                 model,
