@@ -24,6 +24,25 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
+/// A number of a report's JSON, NaN where it is missing.
+pub(crate) fn num(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+/// An audit comparison's `edge_change` as `+0.012 [-0.010, +0.034]`, or `-` where it has none.
+pub(crate) fn edge_change_cell(comparison: &Value) -> String {
+    let e = &comparison["edge_change"];
+    if !e.is_object() {
+        return "-".into();
+    }
+    format!(
+        "{:+.3} [{:+.3}, {:+.3}]",
+        num(e, "change"),
+        num(e, "ci_low"),
+        num(e, "ci_high")
+    )
+}
+
 fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -77,7 +96,6 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
     af_report::accuracy_png(&curves, chance, &title, &out.join("accuracy.png"))?;
 
     let mut sections = Vec::new();
-    let num = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
     let meaning = super::filter::what_it_means(
         num(&summary, "driving_head_first"),
         num(&summary, "driving_head_last"),
@@ -204,15 +222,7 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
                     c["edge_shrink"]
                         .as_f64()
                         .map_or("-".into(), |x| format!("{:.0}%", 100.0 * x)),
-                    c["edge_change"].as_object().map_or("-".into(), |_| {
-                        let e = &c["edge_change"];
-                        format!(
-                            "{:+.3} [{:+.3}, {:+.3}]",
-                            num(e, "change"),
-                            num(e, "ci_low"),
-                            num(e, "ci_high")
-                        )
-                    }),
+                    edge_change_cell(c),
                 ]
             })
             .collect();

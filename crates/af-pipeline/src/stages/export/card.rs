@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::lm;
 use crate::stages::filter::FilterReport;
+use crate::stages::report::{edge_change_cell, num};
 
 /// The published splits: (name in the card and in `hf/`, name in the exported questions).
 const SPLITS: [&str; 3] = ["train", "validation", "test"];
@@ -140,10 +141,6 @@ fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
         ));
     }
     out
-}
-
-fn num(v: &Value, key: &str) -> f64 {
-    v.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
 fn pct(x: f64) -> String {
@@ -426,15 +423,7 @@ fn detectors(evaluation: &Value) -> String {
                     format!("{:.3}", num(c, "random")),
                     format!("{:.3}", num(c, "af")),
                     format!("{:.3}", num(c, "chance")),
-                    c["edge_change"].as_object().map_or("-".into(), |_| {
-                        let e = &c["edge_change"];
-                        format!(
-                            "{:+.3} [{:+.3}, {:+.3}]",
-                            num(e, "change"),
-                            num(e, "ci_low"),
-                            num(e, "ci_high")
-                        )
-                    }),
+                    edge_change_cell(c),
                 ]
             })
             .collect();
