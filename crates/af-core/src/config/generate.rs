@@ -63,6 +63,12 @@ pub struct GenerateConfig {
     /// borrowed endings, and af's LMs give them LM features as to every ending. 0: none.
     #[serde(skip_serializing_if = "is_default")]
     pub pretrained_endings: usize,
+    /// Endings per item shared from other items' pretrained endings (`pretrained-endings`): of
+    /// another group, beginning as the item's gold does, passing the `reject` rules against its
+    /// gold. They cost no draw, so a pool grows for the price of what was written; they join it
+    /// after the item's own pretrained endings. 0: none.
+    #[serde(skip_serializing_if = "is_default")]
+    pub shared_endings: usize,
     /// The pretrained generator's GGUF file (a Llama-architecture model with a byte-level BPE
     /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
     #[serde(skip_serializing_if = "is_default")]
@@ -150,6 +156,7 @@ impl Default for GenerateConfig {
             borrowed_endings: 0,
             borrowed_agree: false,
             pretrained_endings: 0,
+            shared_endings: 0,
             pretrained_model: None,
             pretrained_examples: 0,
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
@@ -253,6 +260,9 @@ impl GenerateConfig {
                 return Err(format!("[generate] {key} = {x}: must be positive"));
             }
         }
+        if self.shared_endings > 0 && self.pretrained_endings == 0 {
+            return Err("[generate] shared-endings shares other items' pretrained endings: it needs pretrained-endings = N (N > 0)".into());
+        }
         if self.borrowed_agree && self.borrowed_endings == 0 {
             return Err("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into());
         }
@@ -279,6 +289,7 @@ impl GenerateConfig {
             borrowed_endings,
             borrowed_agree,
             pretrained_endings,
+            shared_endings,
             pretrained_model,
             pretrained_examples,
             pretrained_batch,
@@ -312,6 +323,7 @@ impl GenerateConfig {
                 pretrained_endings,
                 &d.pretrained_endings,
             )
+            .later("shared-endings", shared_endings, &d.shared_endings)
             .later("pretrained-model", pretrained_model, &d.pretrained_model)
             .later(
                 "pretrained-examples",
@@ -432,6 +444,26 @@ impl ValidityRule {
 mod tests {
     use super::*;
     use crate::config::{checked, Config};
+
+    #[test]
+    fn shared_endings_need_pretrained_endings_and_enter_the_fingerprint() {
+        let c = checked("[generate]\npretrained-endings = 4\nshared-endings = 12\n").unwrap();
+        assert_eq!(c.generate.shared_endings, 12);
+        let err = checked("[generate]\nshared-endings = 12\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pretrained-endings"), "{err}");
+        let without = checked("[generate]\npretrained-endings = 4\n").unwrap();
+        assert_ne!(c.generate.fingerprint(), without.generate.fingerprint());
+        assert!(
+            !without
+                .generate
+                .fingerprint()
+                .to_string()
+                .contains("shared"),
+            "off, and not in the fingerprint of runs made before it"
+        );
+    }
 
     #[test]
     fn pretrained_length_bias_needs_pretrained_endings_and_is_not_negative() {

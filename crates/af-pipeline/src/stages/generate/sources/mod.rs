@@ -17,6 +17,7 @@ pub mod borrowed;
 pub mod own;
 pub mod pretrained;
 pub mod sampled;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,6 +38,7 @@ pub fn sources() -> Vec<Box<dyn EndingSource>> {
         Box::new(own::Own),
         Box::new(borrowed::Borrowed),
         Box::new(pretrained::Pretrained::default()),
+        Box::new(shared::Shared::default()),
         Box::new(sampled::Sampled),
     ]
 }
