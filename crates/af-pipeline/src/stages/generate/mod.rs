@@ -100,6 +100,15 @@ impl Validity<'_> {
         let tags = self.tagger.tag(ending);
         af_text::validity::check(ending, &tags, gold, &self.rules)
     }
+
+    /// Whether `[generate] reject` turns the ending `text` away, read against `gold` (its tokens).
+    pub fn rejects(&self, text: &str, gold: &[String]) -> bool {
+        !self.reject.is_empty()
+            && self
+                .broken(&af_text::tokenize_lowercase(text), Some(gold))
+                .iter()
+                .any(|r| self.reject.contains(r))
+    }
 }
 
 /// The pool is complete when every block is done; only then does the runner record the stage.

@@ -124,12 +124,8 @@ pub(crate) fn borrowed_endings(
                 if candidate.group == item.group || !seen.insert(candidate.ending.as_str()) {
                     continue;
                 }
-                if !validity.reject.is_empty() {
-                    let broken = validity
-                        .broken(&af_text::tokenize_lowercase(&candidate.ending), Some(&gold));
-                    if broken.iter().any(|r| validity.reject.contains(r)) {
-                        continue;
-                    }
+                if validity.rejects(&candidate.ending, &gold) {
+                    continue;
                 }
                 out.push((source, candidate.ending.clone()));
             }

@@ -153,11 +153,8 @@ pub(crate) fn shared_endings(
                 if questions[donor].group == item.group || !seen.insert(text) {
                     continue;
                 }
-                if !validity.reject.is_empty() {
-                    let broken = validity.broken(&af_text::tokenize_lowercase(text), Some(&gold));
-                    if broken.iter().any(|r| validity.reject.contains(r)) {
-                        continue;
-                    }
+                if validity.rejects(text, &gold) {
+                    continue;
                 }
                 out.push((donor, text.to_string()));
             }
