@@ -43,6 +43,37 @@ pub(crate) fn edge_change_cell(comparison: &Value) -> String {
     )
 }
 
+/// The export's detectors trained afresh, the random assignment beside AF (`evaluation.json`):
+/// per detector its name, each accuracy with its 95% interval, and chance.
+pub(crate) fn fresh_detector_rows(evaluation: &Value, chance: f64) -> Vec<Vec<String>> {
+    let detectors = |which: &str| -> Vec<Value> {
+        evaluation[which]["detectors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let with_interval = |d: &Value| {
+        format!(
+            "{:.3} [{:.3}, {:.3}]",
+            num(d, "accuracy"),
+            num(d, "ci_low"),
+            num(d, "ci_high")
+        )
+    };
+    detectors("random")
+        .iter()
+        .zip(detectors("af"))
+        .map(|(r, a)| {
+            vec![
+                r["name"].as_str().unwrap_or("?").to_string(),
+                with_interval(r),
+                with_interval(&a),
+                format!("{chance:.3}"),
+            ]
+        })
+        .collect()
+}
+
 fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -158,32 +189,7 @@ pub fn write(run_dir: &Path, out: &Path) -> anyhow::Result<()> {
         html: af_report::bars_svg(&swaps, "swaps", "Distractors swapped")?,
     });
 
-    let detectors = |which: &str| -> Vec<Value> {
-        evaluation[which]["detectors"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    };
-    let fmt = |d: &Value| {
-        format!(
-            "{:.3} [{:.3}, {:.3}]",
-            num(d, "accuracy"),
-            num(d, "ci_low"),
-            num(d, "ci_high")
-        )
-    };
-    let rows: Vec<Vec<String>> = detectors("random")
-        .iter()
-        .zip(detectors("af"))
-        .map(|(r, a)| {
-            vec![
-                r["name"].as_str().unwrap_or("?").to_string(),
-                fmt(r),
-                fmt(&a),
-                format!("{chance:.3}"),
-            ]
-        })
-        .collect();
+    let rows = fresh_detector_rows(&evaluation, chance);
     sections.push(Section {
         title: "Detectors trained afresh: random distractors vs AF".into(),
         html: format!(

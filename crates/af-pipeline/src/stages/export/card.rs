@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::lm;
 use crate::stages::filter::FilterReport;
-use crate::stages::report::{edge_change_cell, num};
+use crate::stages::report::{edge_change_cell, fresh_detector_rows, num};
 
 /// The published splits: (name in the card and in `hf/`, name in the exported questions).
 const SPLITS: [&str; 3] = ["train", "validation", "test"];
@@ -379,33 +379,7 @@ fn lm_section(export_dir: &Path, evaluation: &Value) -> anyhow::Result<String> {
 
 /// The fresh committee and length baselines, and the audit's detectors the committee never saw.
 fn detectors(evaluation: &Value) -> String {
-    let ci = |d: &Value| {
-        format!(
-            "{:.3} [{:.3}, {:.3}]",
-            num(d, "accuracy"),
-            num(d, "ci_low"),
-            num(d, "ci_high")
-        )
-    };
-    let list = |which: &str| -> Vec<Value> {
-        evaluation[which]["detectors"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    };
-    let chance = num(evaluation, "chance");
-    let rows: Vec<Vec<String>> = list("random")
-        .iter()
-        .zip(list("af"))
-        .map(|(r, a)| {
-            vec![
-                r["name"].as_str().unwrap_or("?").to_string(),
-                ci(r),
-                ci(&a),
-                format!("{chance:.3}"),
-            ]
-        })
-        .collect();
+    let rows = fresh_detector_rows(evaluation, num(evaluation, "chance"));
     let mut out = format!(
         "A new committee of the filter's members, trained on one group split of each dataset and scored on the rest ({} questions), and the length baselines on every question: how often each picks the right ending, 95% intervals (`evaluation.json`).\n\n",
         num(&evaluation["af"], "heldout_items")
