@@ -200,6 +200,9 @@ pub struct AuditRequest<'a> {
     pub device: String,
     pub out: &'a Path,
     pub force: bool,
+    /// The folder of an `af eval` of the same dataset (`af audit --lm-eval DIR`): its table joins
+    /// `audit.html`, so one page says what the surface detectors and a language model see.
+    pub lm_eval: Option<&'a Path>,
 }
 
 /// A finished audit: the report (also in `out/audit.json`) and its time.
@@ -223,6 +226,20 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     let eval_file = request
         .eval
         .map(|p| read_questions(p, request.format, request.skip_bad))
+        .transpose()?;
+    let lm = request
+        .lm_eval
+        .map(|dir| {
+            crate::eval::summary_of(dir, request.dataset).with_context(|| {
+                format!(
+                    "--lm-eval {}: no eval.json of af eval of {} there (run `af eval {} --out {}` first)",
+                    dir.display(),
+                    request.dataset.display(),
+                    request.dataset.display(),
+                    dir.display()
+                )
+            })
+        })
         .transpose()?;
     crate::setup::empty_out_dir(request.out, request.force)?;
     let tagger = crate::setup::load_tagger(config.tagger.model.as_deref())?;
@@ -270,7 +287,7 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
         options_cut_to_max_tokens: options_cut,
         report: &report,
     };
-    write_outputs(request.out, &record)?;
+    write_outputs(request.out, &record, lm.as_ref())?;
     Ok(AuditRun {
         dataset: request.dataset.to_path_buf(),
         out: request.out.to_path_buf(),
@@ -388,7 +405,11 @@ pub(crate) fn unsplit_file<'q>(
     }
 }
 
-fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
+fn write_outputs(
+    out: &Path,
+    record: &AuditFile,
+    lm: Option<&crate::eval::EvalSummary>,
+) -> anyhow::Result<()> {
     let report = record.report;
     let write = |name: &str, bytes: &[u8]| {
         af_core::atomic::write(out.join(name), bytes)
@@ -436,7 +457,7 @@ fn write_outputs(out: &Path, record: &AuditFile) -> anyhow::Result<()> {
     let chart = detectors_chart(report, None, &title)?;
     write("detectors.svg", chart.as_bytes())?;
     write("audit.md", markdown(record).as_bytes())?;
-    write("audit.html", html(record, &chart).as_bytes())?;
+    write("audit.html", html(record, &chart, lm).as_bytes())?;
     Ok(())
 }
 
@@ -612,7 +633,7 @@ fn markdown(record: &AuditFile) -> String {
     s
 }
 
-fn html(record: &AuditFile, chart: &str) -> String {
+fn html(record: &AuditFile, chart: &str, lm: Option<&crate::eval::EvalSummary>) -> String {
     let r = record.report;
     let rows: Vec<Vec<String>> = r
         .detectors
@@ -702,6 +723,16 @@ fn html(record: &AuditFile, chart: &str) -> String {
         sections.push(af_report::Section {
             title: "Not run".into(),
             html: format!("<ul>{items}</ul>"),
+        });
+    }
+    if let Some(s) = lm {
+        sections.push(af_report::Section {
+            title: "How hard it is for a language model (af eval)".into(),
+            html: format!(
+                "<p><code>af eval</code> of the same file (<code>--lm-eval</code>: its <code>eval.json</code>).</p>{}<p class=\"sub\">{}</p>",
+                crate::eval::html_table(&[("this dataset", s)]),
+                af_report::escape(crate::eval::CONDITIONS_NOTE)
+            ),
         });
     }
     af_report::Page {

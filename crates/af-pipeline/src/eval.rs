@@ -572,6 +572,15 @@ pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
     Ok(w.into_inner()?)
 }
 
+/// `af eval`'s summary in `dir` (its `eval.json`) when it is of the file `dataset`: what
+/// `af audit --lm-eval DIR` shows beside its detectors.
+pub fn summary_of(dir: &Path, dataset: &Path) -> Option<EvalSummary> {
+    let text = std::fs::read_to_string(dir.join("eval.json")).ok()?;
+    let summary: EvalSummary = serde_json::from_str(&text).ok()?;
+    let same = summary.dataset.canonicalize().ok()? == dataset.canonicalize().ok()?;
+    same.then_some(summary)
+}
+
 /// The results as an HTML table, with a line on how they were made: for `eval.html` and the
 /// run's report.
 pub fn html_table(results: &[(&str, &EvalSummary)]) -> String {

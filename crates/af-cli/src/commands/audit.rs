@@ -58,6 +58,10 @@ pub struct AuditArgs {
     /// Replace what is in the output directory.
     #[arg(long)]
     force: bool,
+    /// The folder of an `af eval` of the same dataset (`af eval DATASET --out DIR`): its acc and
+    /// acc_norm table joins audit.html, so one page says what the detectors and an LM see.
+    #[arg(long, value_name = "DIR")]
+    lm_eval: Option<PathBuf>,
 }
 
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
@@ -113,6 +117,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| config.run.device.clone()),
         out: &out,
         force: a.force,
+        lm_eval: a.lm_eval.as_deref(),
     };
     let run = af_pipeline::audit::run(&request, &crate::progress::Bars)?;
     println!("{run}");

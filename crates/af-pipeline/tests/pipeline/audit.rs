@@ -42,6 +42,7 @@ fn audit_with(
         device: config.run.device.clone(),
         out,
         force: false,
+        lm_eval: None,
     };
     af_pipeline::audit::run(&request, &NoProgress)
 }
@@ -279,4 +280,76 @@ fn a_very_long_option_is_cut_to_max_tokens_and_counted() {
         json(&out.join("audit.json"))["options_cut_to_max_tokens"],
         1
     );
+}
+
+/// `af audit --lm-eval DIR`: `af eval`'s table of the same file joins the audit's page; the
+/// folder of another file's `af eval` is refused before any detector is trained.
+#[test]
+fn the_audit_page_shows_af_eval_of_the_same_file() {
+    let _lock = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, seed: u64| {
+        let p = dir.path().join(name);
+        let lines: Vec<String> = questions(80, 4, Planted::Longest, seed)
+            .iter()
+            .map(|q| serde_json::json!({"id": q.id, "group": q.group, "context": q.context, "prefix": q.prefix, "endings": q.endings, "label": q.label}).to_string())
+            .collect();
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p
+    };
+    let data = write("shown.jsonl", 3);
+    let other = write("other.jsonl", 4);
+    let model = dir.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&model, 4).unwrap();
+    let eval_into = |dataset: &Path, out: &Path| {
+        let request = af_pipeline::eval::EvalRequest {
+            dataset,
+            name: None,
+            format: None,
+            skip_bad: false,
+            model: &model,
+            ways: None,
+            seed: 3,
+            batch_size: 16,
+            device: "cpu".into(),
+            threads: 1,
+            out,
+            force: false,
+        };
+        af_pipeline::eval::run(&request, &NoProgress).unwrap();
+    };
+    let mut config = Config::default();
+    config.audit.models = vec![MemberName::new("ngram")];
+    config.run.threads = 1;
+    config.run.device = "cpu".into();
+    let audit = |lm_eval: &Path, out: &Path| {
+        let request = AuditRequest {
+            dataset: &data,
+            eval: None,
+            format: None,
+            skip_bad: false,
+            config: &config,
+            seed: 7,
+            threads: 1,
+            device: "cpu".into(),
+            out,
+            force: false,
+            lm_eval: Some(lm_eval),
+        };
+        af_pipeline::audit::run(&request, &NoProgress)
+    };
+    let shown = dir.path().join("eval-shown");
+    eval_into(&data, &shown);
+    let out = dir.path().join("audit");
+    audit(&shown, &out).unwrap_or_else(|e| panic!("{e:#}"));
+    let html = std::fs::read_to_string(out.join("audit.html")).unwrap();
+    assert!(html.contains("How hard it is for a language model (af eval)"));
+    assert!(html.contains("acc_norm") && html.contains("choices-only"));
+
+    let elsewhere = dir.path().join("eval-other");
+    eval_into(&other, &elsewhere);
+    let refused = dir.path().join("audit-refused");
+    let e = format!("{:#}", audit(&elsewhere, &refused).err().expect("refused"));
+    assert!(e.contains("--lm-eval") && e.contains("shown.jsonl"), "{e}");
+    assert!(!refused.exists(), "refused before anything is written");
 }

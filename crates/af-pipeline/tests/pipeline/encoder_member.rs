@@ -293,6 +293,7 @@ fn encoder_audit_folds(
         device: "cpu".into(),
         out: &out,
         force: false,
+        lm_eval: None,
     };
     let run = af_pipeline::audit::run(&request, &NoProgress).unwrap_or_else(|e| panic!("{e:#}"));
     let found: Vec<_> = run

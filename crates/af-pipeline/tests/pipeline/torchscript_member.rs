@@ -178,6 +178,7 @@ fn the_audits_torchscript_detector_finds_a_planted_word() {
             device: "cpu".into(),
             out,
             force: true,
+            lm_eval: None,
         };
         af_pipeline::audit::run(&request, &NoProgress)
     };
