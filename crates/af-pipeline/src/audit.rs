@@ -230,15 +230,8 @@ pub fn run(request: &AuditRequest, progress: &dyn Progress) -> anyhow::Result<Au
     let lm = request
         .lm_eval
         .map(|dir| {
-            crate::eval::summary_of(dir, request.dataset).with_context(|| {
-                format!(
-                    "--lm-eval {}: no eval.json of af eval of {} there (run `af eval {} --out {}` first)",
-                    dir.display(),
-                    request.dataset.display(),
-                    request.dataset.display(),
-                    dir.display()
-                )
-            })
+            crate::eval::summary_of(dir, request.dataset)
+                .with_context(|| format!("--lm-eval {}", dir.display()))
         })
         .transpose()?;
     crate::setup::empty_out_dir(request.out, request.force)?;

@@ -572,13 +572,29 @@ pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
     Ok(w.into_inner()?)
 }
 
-/// `af eval`'s summary in `dir` (its `eval.json`) when it is of the file `dataset`: what
+/// `af eval`'s summary in `dir` (its `eval.json`), which must be of the file `dataset`: what
 /// `af audit --lm-eval DIR` shows beside its detectors.
-pub fn summary_of(dir: &Path, dataset: &Path) -> Option<EvalSummary> {
-    let text = std::fs::read_to_string(dir.join("eval.json")).ok()?;
-    let summary: EvalSummary = serde_json::from_str(&text).ok()?;
-    let same = summary.dataset.canonicalize().ok()? == dataset.canonicalize().ok()?;
-    same.then_some(summary)
+pub fn summary_of(dir: &Path, dataset: &Path) -> anyhow::Result<EvalSummary> {
+    let path = dir.join("eval.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {} (`af eval {} --out {}` writes it)",
+            path.display(),
+            dataset.display(),
+            dir.display()
+        )
+    })?;
+    let summary: EvalSummary = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not af eval's eval.json", path.display()))?;
+    let same = |p: &Path| p.canonicalize().ok();
+    anyhow::ensure!(
+        same(&summary.dataset).is_some() && same(&summary.dataset) == same(dataset),
+        "{} is af eval of {}, not of {}",
+        path.display(),
+        summary.dataset.display(),
+        dataset.display()
+    );
+    Ok(summary)
 }
 
 /// The results as an HTML table, with a line on how they were made: for `eval.html` and the
