@@ -69,6 +69,9 @@ pub struct GenerateConfig {
     /// after the item's own pretrained endings. 0: none.
     #[serde(skip_serializing_if = "is_default")]
     pub shared_endings: usize,
+    /// How a shared ending is kept to the item's scene; see [`SharedTopic`].
+    #[serde(skip_serializing_if = "is_default")]
+    pub shared_topic: SharedTopic,
     /// The pretrained generator's GGUF file (a Llama-architecture model with a byte-level BPE
     /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
     #[serde(skip_serializing_if = "is_default")]
@@ -157,6 +160,7 @@ impl Default for GenerateConfig {
             borrowed_agree: false,
             pretrained_endings: 0,
             shared_endings: 0,
+            shared_topic: SharedTopic::Encoder,
             pretrained_model: None,
             pretrained_examples: 0,
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
@@ -263,6 +267,9 @@ impl GenerateConfig {
         if self.shared_endings > 0 && self.pretrained_endings == 0 {
             return Err("[generate] shared-endings shares other items' pretrained endings: it needs pretrained-endings = N (N > 0)".into());
         }
+        if self.shared_topic != SharedTopic::default() && self.shared_endings == 0 {
+            return Err("[generate] shared-topic does nothing without shared-endings: set shared-endings = N (N > 0), or remove shared-topic".into());
+        }
         if self.borrowed_agree && self.borrowed_endings == 0 {
             return Err("[generate] borrowed-agree = true does nothing without borrowed-endings: set borrowed-endings = N (N > 0), or remove borrowed-agree".into());
         }
@@ -290,6 +297,7 @@ impl GenerateConfig {
             borrowed_agree,
             pretrained_endings,
             shared_endings,
+            shared_topic,
             pretrained_model,
             pretrained_examples,
             pretrained_batch,
@@ -303,7 +311,7 @@ impl GenerateConfig {
             precision,
         } = self;
         let d = Self::default();
-        Fingerprint::default()
+        let fingerprint = Fingerprint::default()
             .key("endings", endings)
             .key("max-tokens", max_tokens)
             .key("temperature", temperature)
@@ -323,7 +331,15 @@ impl GenerateConfig {
                 pretrained_endings,
                 &d.pretrained_endings,
             )
-            .later("shared-endings", shared_endings, &d.shared_endings)
+            .later("shared-endings", shared_endings, &d.shared_endings);
+        // Recorded whenever endings are shared, so that a pool shared before the topic check
+        // existed (it had none) is not taken for one made with the default check.
+        let fingerprint = if *shared_endings > 0 {
+            fingerprint.key("shared-topic", shared_topic)
+        } else {
+            fingerprint
+        };
+        fingerprint
             .later("pretrained-model", pretrained_model, &d.pretrained_model)
             .later(
                 "pretrained-examples",
@@ -369,6 +385,21 @@ impl GenerateConfig {
             .later("precision", precision, &d.precision)
             .finish()
     }
+}
+
+/// How the `shared` source keeps an ending to the item's scene (`[generate] shared-topic`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharedTopic {
+    /// An ending is shared only when the pretrained sentence encoder (all-MiniLM-L6-v2,
+    /// `$AF_ENCODER_DIR`) places it at least as near the item's context as the nearer half of the
+    /// endings written for this item: no further from this scene than what the writer wrote for
+    /// it (docs/decisions/470-shared-endings-kept-to-the-scene.md).
+    #[default]
+    Encoder,
+    /// Any ending that agrees, whatever its scene: how shared endings were first measured
+    /// (docs/notebook/2026-12-05-shared-endings.md), kept to reproduce it.
+    Off,
 }
 
 /// What length a shaped pretrained ending aims at (`[generate] pretrained-length-target`).
@@ -463,6 +494,25 @@ mod tests {
                 .contains("shared"),
             "off, and not in the fingerprint of runs made before it"
         );
+    }
+
+    #[test]
+    fn shared_topic_defaults_to_the_encoder_is_fingerprinted_with_sharing_and_needs_it() {
+        let shared = "[generate]\npretrained-endings = 4\nshared-endings = 12\n";
+        let on = checked(shared).unwrap();
+        assert_eq!(on.generate.shared_topic, SharedTopic::Encoder);
+        assert_eq!(on.generate.fingerprint()["shared-topic"], "encoder");
+        let off = checked(&format!("{shared}shared-topic = \"off\"\n")).unwrap();
+        assert_eq!(off.generate.shared_topic, SharedTopic::Off);
+        assert_ne!(on.generate.fingerprint(), off.generate.fingerprint());
+        let err = checked("[generate]\npretrained-endings = 4\nshared-topic = \"off\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("shared-endings"), "{err}");
+        let err = checked(&format!("{shared}shared-topic = \"lm\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("encoder") && err.contains("off"), "{err}");
     }
 
     #[test]

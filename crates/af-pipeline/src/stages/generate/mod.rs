@@ -167,6 +167,9 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         device,
         lms: None,
     };
+    for source in sources.iter_mut() {
+        source.prepare(&source_ctx)?;
+    }
     for source in sources.iter_mut().filter(|s| !s.streams()) {
         let bar = match source.bar_label() {
             Some(label) => ctx.progress.bar(label, questions as u64),

@@ -127,6 +127,12 @@ pub trait EndingSource: Send {
         None
     }
 
+    /// Checks, before any source runs, what it will need later (a model installed), so that a
+    /// run stops at once rather than after the sources before it have done their work.
+    fn prepare(&mut self, _ctx: &SourceContext) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Each item's new endings, in order: `so_far[i]` are the endings the sources before it gave
     /// `items.items[i]`, which it should not repeat.
     fn endings(

@@ -5,12 +5,17 @@
 //! af-text's `validity::onset`), so that it reads on after this item's subject; only from an
 //! item of another group (another video: it was written for a different scene, so it is less
 //! often a second right answer than the item's own endings); and only when it passes the
-//! `[generate] reject` rules against this item's gold. `generate/shared.tsv` says whose each is.
+//! `[generate] reject` rules against this item's gold. With `shared-topic = "encoder"` (the
+//! default) it must also belong to this item's scene: the pretrained sentence encoder places it
+//! at least as near the item's context as the nearer half of the item's own written endings.
+//! `generate/shared.tsv` says whose each is, and how near.
 
 use std::collections::{HashMap, HashSet};
 
-use af_core::config::GenerateConfig;
+use af_core::config::{GenerateConfig, SharedTopic};
 use af_core::Item;
+use af_nn::encoder::{Encoder, EncoderOptions, ENCODER_DIR_ENV};
+use anyhow::Context;
 use rand::Rng;
 use serde::Serialize;
 
@@ -33,6 +38,19 @@ struct SharedSummary {
     items_short: usize,
     /// The other items' written endings there were to share.
     donors: usize,
+    /// With the topic check: the encoder that read the scenes, and the mean over items of the
+    /// endings that passed it (before the group, repeat and reject checks) and of the floor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<TopicSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct TopicSummary {
+    encoder: std::path::PathBuf,
+    mean_passing: f64,
+    mean_floor: f64,
+    /// Items with no written ending of their own, so no floor: nothing is shared with them.
+    items_without_floor: usize,
 }
 
 impl EndingSource for Shared {
@@ -44,6 +62,13 @@ impl EndingSource for Shared {
         g.shared_endings > 0
     }
 
+    fn prepare(&mut self, ctx: &SourceContext) -> anyhow::Result<()> {
+        if ctx.config.generate.shared_topic == SharedTopic::Encoder {
+            topic_encoder_dir()?;
+        }
+        Ok(())
+    }
+
     fn endings(
         &mut self,
         items: &Items,
@@ -53,25 +78,52 @@ impl EndingSource for Shared {
     ) -> anyhow::Result<Vec<Vec<Ending>>> {
         let g = &ctx.config.generate;
         let questions: Vec<&Item> = items.items.iter().map(|(_, item)| *item).collect();
-        let shared = shared_endings(
+        let (topic, encoder) = match g.shared_topic {
+            SharedTopic::Off => (None, None),
+            SharedTopic::Encoder => {
+                let dir = topic_encoder_dir()?;
+                let encoder = Encoder::load(&dir, ctx.device, &EncoderOptions::default())
+                    .with_context(|| {
+                        format!(
+                            "loading the encoder of [generate] shared-topic from {}",
+                            dir.display()
+                        )
+                    })?;
+                (
+                    Some(Topic::encode(&encoder, &questions, so_far)?),
+                    Some(dir),
+                )
+            }
+        };
+        let picked = shared_endings(
             &questions,
             so_far,
             g.shared_endings,
             ctx.config.run.seed,
             ctx.validity,
+            topic.as_ref(),
         );
-        let mut tsv = String::from("item_index\titem_id\tcandidate\tsource_item_id\n");
-        for (((index, item), endings), before) in items.items.iter().zip(&shared).zip(so_far) {
-            for (j, (donor, _)) in endings.iter().enumerate() {
+        let mut tsv = String::from(
+            "item_index\titem_id\tcandidate\tsource_item_id\ttopic_similarity\ttopic_floor\n",
+        );
+        let cell = |x: Option<f32>| x.map(|x| format!("{x:.4}")).unwrap_or_default();
+        for (((index, item), endings), before) in
+            items.items.iter().zip(&picked.endings).zip(so_far)
+        {
+            for (j, e) in endings.iter().enumerate() {
                 tsv.push_str(&format!(
-                    "{index}\t{}\t{}\t{}\n",
+                    "{index}\t{}\t{}\t{}\t{}\t{}\n",
                     item.id,
                     before.len() + j + 1,
-                    questions[*donor].id
+                    questions[e.donor].id,
+                    cell(e.similarity),
+                    cell(e.floor),
                 ));
             }
         }
         af_core::atomic::write(ctx.dir.join("shared.tsv"), tsv.as_bytes())?;
+        let shared = picked.endings;
+        let floors: Vec<f32> = picked.floors.iter().flatten().copied().collect();
         self.summary = Some(SharedSummary {
             endings: shared.iter().map(Vec::len).sum(),
             endings_wanted: g.shared_endings,
@@ -81,10 +133,18 @@ impl EndingSource for Shared {
                 .flatten()
                 .filter(|e| e.origin == pretrained::NAME)
                 .count(),
+            topic: encoder.map(|encoder| TopicSummary {
+                encoder,
+                mean_passing: picked.passing.iter().sum::<usize>() as f64
+                    / picked.passing.len().max(1) as f64,
+                mean_floor: floors.iter().map(|&f| f64::from(f)).sum::<f64>()
+                    / floors.len().max(1) as f64,
+                items_without_floor: picked.floors.len() - floors.len(),
+            }),
         });
         Ok(shared
             .into_iter()
-            .map(|endings| endings.into_iter().map(|(_, e)| Ending::text(e)).collect())
+            .map(|endings| endings.into_iter().map(|e| Ending::text(e.text)).collect())
             .collect())
     }
 
@@ -93,30 +153,33 @@ impl EndingSource for Shared {
         Some(SourceSummary {
             json: serde_json::to_value(s).expect("a plain struct"),
             line: format!(
-                "and {} endings shared from other items' pretrained ones ({} items short of {}; {} to share)",
-                s.endings, s.items_short, s.endings_wanted, s.donors
+                "and {} endings shared from other items' pretrained ones ({} items short of {}; {} to share{})",
+                s.endings,
+                s.items_short,
+                s.endings_wanted,
+                s.donors,
+                s.topic.as_ref().map_or(String::new(), |t| format!(
+                    "; {:.1} per item near enough to its scene",
+                    t.mean_passing
+                ))
             ),
         })
     }
 }
 
-/// For each question, up to `n` endings the pretrained source wrote for other questions
-/// (`so_far[j]`'s endings of origin `pretrained`), as (donor question's position, ending): of
-/// another group, beginning as the question's gold does, new to its pool, and passing the reject
-/// rules against its gold. Drawn with the item's own random stream, so the same on every run.
-pub(crate) fn shared_endings(
-    questions: &[&Item],
-    so_far: &[Vec<Ending>],
-    n: usize,
-    seed: u64,
-    validity: &Validity,
-) -> Vec<Vec<(usize, String)>> {
-    use rayon::prelude::*;
-    let onset = |text: &str| {
-        af_text::validity::onset(&validity.tagger.tag(&af_text::tokenize_lowercase(text)))
-    };
-    // Every written ending by its onset: (donor, text).
-    let donors: Vec<(usize, &str)> = so_far
+/// The encoder directory the topic check reads with: `$AF_ENCODER_DIR`, else the first installed.
+fn topic_encoder_dir() -> anyhow::Result<std::path::PathBuf> {
+    af_nn::encoder::known_model_dirs().into_iter().next().ok_or_else(|| {
+        anyhow::anyhow!(
+            "[generate] shared-topic = \"encoder\" (the default with shared-endings) needs a pretrained sentence encoder and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {ENCODER_DIR_ENV}; or set shared-topic = \"off\" to share endings whatever their scene"
+        )
+    })
+}
+
+/// Every written ending there is to share, as (its question's position, its text), in the order
+/// of `so_far`: the donors [`shared_endings`] and [`Topic`] index alike.
+fn written_endings(so_far: &[Vec<Ending>]) -> Vec<(usize, &str)> {
+    so_far
         .iter()
         .enumerate()
         .flat_map(|(j, endings)| {
@@ -125,19 +188,118 @@ pub(crate) fn shared_endings(
                 .filter(|e| e.origin == pretrained::NAME)
                 .map(move |e| (j, e.text.as_str()))
         })
-        .collect();
+        .collect()
+}
+
+/// Unit vectors of each question's context and of each written ending ([`written_endings`]'s
+/// order): how near an ending is to a scene is their dot product.
+pub(crate) struct Topic {
+    dim: usize,
+    contexts: Vec<f32>,
+    endings: Vec<f32>,
+}
+
+impl Topic {
+    fn encode(
+        encoder: &Encoder,
+        questions: &[&Item],
+        so_far: &[Vec<Ending>],
+    ) -> anyhow::Result<Self> {
+        let contexts: Vec<&str> = questions.iter().map(|q| q.context.as_str()).collect();
+        let endings: Vec<&str> = written_endings(so_far).iter().map(|(_, t)| *t).collect();
+        let flat = |t: tch::Tensor| -> anyhow::Result<Vec<f32>> {
+            Ok(Vec::<f32>::try_from(t.flatten(0, -1))?)
+        };
+        Ok(Self {
+            dim: encoder.dim(),
+            contexts: flat(encoder.encode(&contexts)?)?,
+            endings: flat(encoder.encode(&endings)?)?,
+        })
+    }
+
+    fn similarity(&self, question: usize, ending: usize) -> f32 {
+        let (c, e) = (
+            &self.contexts[question * self.dim..(question + 1) * self.dim],
+            &self.endings[ending * self.dim..(ending + 1) * self.dim],
+        );
+        c.iter().zip(e).map(|(a, b)| a * b).sum()
+    }
+}
+
+/// One shared ending: whose it was, its text, and with the topic check how near it is to this
+/// item's scene and the floor it passed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SharedEnding {
+    pub donor: usize,
+    pub text: String,
+    pub similarity: Option<f32>,
+    pub floor: Option<f32>,
+}
+
+/// What [`shared_endings`] chose, per question.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Picked {
+    pub endings: Vec<Vec<SharedEnding>>,
+    /// With the topic check: the upper median of the similarities of the question's own written
+    /// endings to its context (`None`: it has none, and shares nothing).
+    pub floors: Vec<Option<f32>>,
+    /// Endings that agree and are near enough to the scene, before the group, repeat and reject
+    /// checks.
+    pub passing: Vec<usize>,
+}
+
+/// For each question, up to `n` endings the pretrained source wrote for other questions
+/// (`so_far[j]`'s endings of origin `pretrained`): of another group, beginning as the question's
+/// gold does, new to its pool, passing the reject rules against its gold, and with `topic` no
+/// further from its context than the nearer half of its own written endings (their upper
+/// median's similarity: the least writing drifts far off the scene). Drawn with the
+/// item's own random stream, so the same on every run.
+pub(crate) fn shared_endings(
+    questions: &[&Item],
+    so_far: &[Vec<Ending>],
+    n: usize,
+    seed: u64,
+    validity: &Validity,
+    topic: Option<&Topic>,
+) -> Picked {
+    use rayon::prelude::*;
+    let onset = |text: &str| {
+        af_text::validity::onset(&validity.tagger.tag(&af_text::tokenize_lowercase(text)))
+    };
+    let donors = written_endings(so_far);
     let onsets: Vec<Option<String>> = donors.par_iter().map(|(_, t)| onset(t)).collect();
     let mut by_onset: HashMap<&Option<String>, Vec<usize>> = HashMap::new();
+    let mut own: Vec<Vec<usize>> = vec![Vec::new(); so_far.len()];
     for (d, o) in onsets.iter().enumerate() {
         by_onset.entry(o).or_default().push(d);
+        own[donors[d].0].push(d);
     }
     let none = Vec::new();
-    (0..questions.len().min(so_far.len()))
+    let chosen: Vec<(Vec<SharedEnding>, Option<f32>, usize)> = (0..questions
+        .len()
+        .min(so_far.len()))
         .into_par_iter()
         .map(|q| {
             let item = questions[q];
             let gold = af_text::tokenize_lowercase(&item.ending);
-            let candidates = by_onset.get(&onset(&item.ending)).unwrap_or(&none);
+            let agree = by_onset.get(&onset(&item.ending)).unwrap_or(&none);
+            let floor = topic.map(|t| {
+                let mut near: Vec<f32> = own[q].iter().map(|&d| t.similarity(q, d)).collect();
+                near.sort_by(f32::total_cmp);
+                near.get(near.len() / 2).copied()
+            });
+            let candidates: Vec<usize> = match (topic, floor) {
+                (Some(t), Some(Some(floor))) => agree
+                    .iter()
+                    .copied()
+                    .filter(|&d| {
+                        questions[donors[d].0].group != item.group && t.similarity(q, d) >= floor
+                    })
+                    .collect(),
+                (Some(_), _) => Vec::new(),
+                (None, _) => agree.clone(),
+            };
+            let floor = floor.flatten();
             let mut seen: HashSet<&str> = std::iter::once(item.ending.as_str())
                 .chain(item.distractors.iter().map(String::as_str))
                 .chain(so_far[q].iter().map(|e| e.text.as_str()))
@@ -149,18 +311,35 @@ pub(crate) fn shared_endings(
                 if out.len() == n || candidates.is_empty() {
                     break;
                 }
-                let (donor, text) = donors[candidates[rng.random_range(0..candidates.len())]];
+                let d = candidates[rng.random_range(0..candidates.len())];
+                let (donor, text) = donors[d];
                 if questions[donor].group == item.group || !seen.insert(text) {
                     continue;
                 }
                 if validity.rejects(text, &gold) {
                     continue;
                 }
-                out.push((donor, text.to_string()));
+                out.push(SharedEnding {
+                    donor,
+                    text: text.to_string(),
+                    similarity: topic.map(|t| t.similarity(q, d)),
+                    floor,
+                });
             }
-            out
+            (out, floor, candidates.len())
         })
-        .collect()
+        .collect();
+    let mut picked = Picked {
+        endings: Vec::new(),
+        floors: Vec::new(),
+        passing: Vec::new(),
+    };
+    for (endings, floor, passing) in chosen {
+        picked.endings.push(endings);
+        picked.floors.push(floor);
+        picked.passing.push(passing);
+    }
+    picked
 }
 
 #[cfg(test)]
@@ -235,13 +414,22 @@ mod tests {
             "the tagger tells them apart"
         );
         let refs: Vec<&Item> = items.iter().collect();
-        let shared = shared_endings(&refs, &so_far, 4, 7, &validity);
+        let picked = shared_endings(&refs, &so_far, 4, 7, &validity, None);
+        let shared = &picked.endings;
         assert_eq!(shared.len(), items.len());
+        assert!(picked.floors.iter().all(Option::is_none));
         for (q, endings) in shared.iter().enumerate() {
             assert_eq!(endings.len(), 4, "item {q}: {endings:?}");
-            let texts: HashSet<&str> = endings.iter().map(|(_, e)| e.as_str()).collect();
+            let texts: HashSet<&str> = endings.iter().map(|e| e.text.as_str()).collect();
             assert_eq!(texts.len(), 4, "no repeats: {endings:?}");
-            for (donor, e) in endings {
+            for SharedEnding {
+                donor,
+                text: e,
+                similarity,
+                ..
+            } in endings
+            {
+                assert_eq!(*similarity, None);
                 assert_ne!(items[*donor].group, items[q].group, "{e}");
                 assert_eq!(onset(e), onset(&items[q].ending), "item {q} got {e}");
                 assert!(!e.contains("book"), "a borrowed ending is not shared: {e}");
@@ -249,12 +437,82 @@ mod tests {
                 assert!(so_far[*donor].iter().any(|w| &w.text == e));
             }
         }
-        assert_eq!(shared, shared_endings(&refs, &so_far, 4, 7, &validity));
-        assert_ne!(shared, shared_endings(&refs, &so_far, 4, 8, &validity));
+        assert_eq!(
+            picked,
+            shared_endings(&refs, &so_far, 4, 7, &validity, None)
+        );
+        assert_ne!(
+            picked,
+            shared_endings(&refs, &so_far, 4, 8, &validity, None)
+        );
         // With nothing written, nothing to share.
         let empty: Vec<Vec<Ending>> = vec![Vec::new(); items.len()];
-        assert!(shared_endings(&refs, &empty, 4, 7, &validity)
+        assert!(shared_endings(&refs, &empty, 4, 7, &validity, None)
+            .endings
             .iter()
             .all(Vec::is_empty));
+    }
+
+    /// With the topic check, an item gets only endings at least as near its context as the nearer
+    /// half of its own written endings; an item with none of its own gets nothing.
+    #[test]
+    fn the_topic_check_keeps_endings_no_further_from_the_scene_than_the_items_own() {
+        // Two scenes in the plane: items 0-5 are at angle 0, items 6-11 at 180 degrees.
+        let items: Vec<Item> = (0..12)
+            .map(|i| item(i, &format!("g{i}"), "walks the dog ."))
+            .collect();
+        // Each item wrote two endings: one on its scene (10 degrees off it), one drifting (50).
+        let mut so_far: Vec<Vec<Ending>> = (0..12)
+            .map(|i| {
+                vec![
+                    written(&format!("walks to park number {i} ."), pretrained::NAME),
+                    written(&format!("walks to lake number {i} ."), pretrained::NAME),
+                ]
+            })
+            .collect();
+        so_far[11].clear();
+        let scene = |i: usize| if i < 6 { 0f32 } else { 180f32 };
+        let unit = |deg: f32| [deg.to_radians().cos(), deg.to_radians().sin()];
+        let mut endings = Vec::new();
+        for (i, written) in so_far.iter().enumerate() {
+            for k in 0..written.len() {
+                endings.extend(unit(scene(i) + if k == 0 { 10.0 } else { 50.0 }));
+            }
+        }
+        let topic = Topic {
+            dim: 2,
+            contexts: (0..12).flat_map(|i| unit(scene(i))).collect(),
+            endings,
+        };
+        let tagger = Tagger::builtin();
+        let validity = Validity {
+            tagger: &tagger,
+            rules: ValidityRules {
+                near_copy_overlap: 0.8,
+                max_length_gap: 5,
+            },
+            reject: &[],
+        };
+        let refs: Vec<&Item> = items.iter().collect();
+        let picked = shared_endings(&refs, &so_far, 20, 3, &validity, Some(&topic));
+        for q in 0..12 {
+            if q == 11 {
+                assert_eq!(picked.floors[q], None);
+                assert!(picked.endings[q].is_empty());
+                continue;
+            }
+            let floor = picked.floors[q].expect("it wrote endings");
+            assert!((floor - 10f32.to_radians().cos()).abs() < 1e-5, "{floor}");
+            // Its scene's other items' near endings pass (10 degrees), their drifting ones (50) and
+            // the other scene's (130 degrees at best) do not. Item 11 wrote none.
+            let same_scene = if q < 6 { 5 } else { 4 };
+            assert_eq!(picked.passing[q], same_scene, "item {q}");
+            assert_eq!(picked.endings[q].len(), same_scene, "item {q}");
+            for e in &picked.endings[q] {
+                assert_eq!(scene(e.donor), scene(q), "item {q} got {}", e.text);
+                assert!(e.similarity.unwrap() >= floor);
+                assert_eq!(e.floor, Some(floor));
+            }
+        }
     }
 }
