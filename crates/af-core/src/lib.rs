@@ -10,6 +10,7 @@ pub mod config;
 pub use config::ablate;
 pub mod hash;
 pub mod item;
+pub mod memory;
 pub mod question;
 pub mod split;
 

@@ -172,15 +172,15 @@ pub fn logit_budget(device: Device) -> usize {
 }
 
 /// Cuts `items`, sorted by `len` ascending, into batches of at most `max_rows` whose
-/// rows x longest length x `vocab` stays within [`logit_budget`] (a single row always fits).
+/// rows x longest length x `vocab` stays within `budget` logit elements ([`logit_budget`], or
+/// what a stage's memory plan allows; a single row always fits).
 pub fn budgeted_batches<T>(
     items: &[T],
     len: impl Fn(&T) -> usize,
     max_rows: usize,
     vocab: i64,
-    device: Device,
+    budget: usize,
 ) -> Vec<&[T]> {
-    let budget = logit_budget(device);
     let mut batches = Vec::new();
     let mut start = 0;
     while start < items.len() {
@@ -218,7 +218,7 @@ mod tests {
         let budget = logit_budget(Device::Cpu);
         let lens: Vec<usize> = (1..=2000).map(|i| 1 + i / 40).collect();
         let vocab = 20_000;
-        let batches = budgeted_batches(&lens, |&l| l, 64, vocab, Device::Cpu);
+        let batches = budgeted_batches(&lens, |&l| l, 64, vocab, budget);
         assert_eq!(
             batches.iter().map(|b| b.len()).sum::<usize>(),
             lens.len(),
@@ -236,10 +236,7 @@ mod tests {
         assert_eq!(batches[0].len(), 64);
         assert!(batches.last().unwrap().len() < 64);
         // One row longer than the budget still gets a batch of its own.
-        assert_eq!(
-            budgeted_batches(&[budget], |&l| l, 8, 2, Device::Cpu).len(),
-            1
-        );
+        assert_eq!(budgeted_batches(&[budget], |&l| l, 8, 2, budget).len(), 1);
     }
 
     fn tiny() -> (nn::VarStore, BiLm) {

@@ -81,7 +81,13 @@ pub fn perplexity(
     let (mut nll, mut tokens) = (0.0, 0usize);
     let mut sorted: Vec<&Vec<i64>> = seqs.iter().collect();
     sorted.sort_by_key(|s| s.len());
-    for chunk in crate::lm::budgeted_batches(&sorted, |s| s.len(), batch, lm.shape.vocab, device) {
+    for chunk in crate::lm::budgeted_batches(
+        &sorted,
+        |s| s.len(),
+        batch,
+        lm.shape.vocab,
+        crate::lm::logit_budget(device),
+    ) {
         let owned: Vec<Vec<i64>> = if backward {
             chunk.iter().map(|s| reversed(s)).collect()
         } else {

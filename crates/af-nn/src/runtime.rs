@@ -203,6 +203,12 @@ pub fn select_device(request: DeviceRequest) -> Result<Device, NnError> {
 /// caching allocator keeps what it once took, so after a stage this is close to the stage's peak
 /// (plus the CUDA context, a few hundred MB).
 pub fn device_bytes_in_use(device: Device) -> Option<u64> {
+    device_memory_info(device).map(|(free, total)| total - free)
+}
+
+/// Free and total bytes of a CUDA device, as `cudaMemGetInfo` reports them; `None` on the CPU or
+/// when it cannot be asked.
+pub fn device_memory_info(device: Device) -> Option<(u64, u64)> {
     let Device::Cuda(index) = device else {
         return None;
     };
@@ -227,7 +233,7 @@ pub fn device_bytes_in_use(device: Device) -> Option<u64> {
         if info(&mut free, &mut total) != 0 {
             return None;
         }
-        Some((total - free) as u64)
+        Some((free as u64, total as u64))
     }
 }
 

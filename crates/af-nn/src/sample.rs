@@ -389,13 +389,15 @@ pub struct ItemEndings<'a> {
 /// - the forward pass over `<bos> s n` runs once per item, and its state is shared by the item's
 ///   endings, so the forward model reads only the endings' tokens;
 /// - the endings of all items are scored together, shortest backward sequence first, in batches of
-///   `batch` (the GPU sees large batches of similar lengths, not one item's at a time).
+///   `batch` rows within `logit_budget` logit elements ([`crate::lm::logit_budget`], or a memory
+///   plan's) (the GPU sees large batches of similar lengths, not one item's at a time).
 ///
 /// Returns per item its endings' features, in order.
 pub fn items_features(
     lm: &BiLm,
     items: &[ItemEndings],
     batch: usize,
+    logit_budget: usize,
     device: Device,
 ) -> Vec<Vec<[f32; 8]>> {
     let _guard = tch::no_grad_guard();
@@ -444,7 +446,8 @@ pub fn items_features(
     order.sort_by_key(|x| (backward_len(x), x.0, x.1));
     // Batches of similar lengths, at most `batch` sequences and a device-sized budget of logits
     // (the backward pass's are the largest).
-    let chunks = crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, device);
+    let chunks =
+        crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, logit_budget);
     for chunk in chunks {
         let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>())
             .to_device(device);
@@ -841,7 +844,13 @@ mod tests {
                 endings: endings2.clone(),
             },
         ];
-        let fast = items_features(lm, &items, 2, Device::Cpu);
+        let fast = items_features(
+            lm,
+            &items,
+            2,
+            crate::lm::logit_budget(Device::Cpu),
+            Device::Cpu,
+        );
         assert_eq!(fast.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3]);
         for (item, got) in items.iter().zip(&fast) {
             let inputs: Vec<FeatureInput> = item

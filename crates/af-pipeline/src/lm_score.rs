@@ -277,7 +277,13 @@ fn score_in_budget(
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     order.sort_by_key(len);
     let mut out = vec![[0f32; 8]; inputs.len()];
-    for chunk in af_nn::lm::budgeted_batches(&order, len, 4096, lm.shape.vocab, device) {
+    for chunk in af_nn::lm::budgeted_batches(
+        &order,
+        len,
+        4096,
+        lm.shape.vocab,
+        af_nn::lm::logit_budget(device),
+    ) {
         let batch: Vec<FeatureInput> = chunk
             .iter()
             .map(|&i| FeatureInput {

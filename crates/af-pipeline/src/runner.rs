@@ -110,6 +110,9 @@ pub struct StageRecord {
     pub af_version: String,
     #[serde(flatten)]
     pub resources: crate::resources::Resources,
+    /// How the stage sized its device batches, for a stage that plans them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_plan: Option<af_core::memory::MemoryPlan>,
 }
 
 /// What a stage's body may want from the runner.
@@ -119,6 +122,22 @@ pub struct StageContext<'a> {
     /// `--shard I/N` for `af generate`.
     pub shard: Option<(usize, usize)>,
     pub progress: &'a dyn Progress,
+    /// Where a stage that sizes its device batches leaves its plan for `stage.json`.
+    pub memory_plan: std::sync::Mutex<Option<af_core::memory::MemoryPlan>>,
+}
+
+impl StageContext<'_> {
+    /// Keeps the stage's memory plan for its `stage.json`.
+    pub fn record_memory_plan(&self, plan: af_core::memory::MemoryPlan) {
+        *self.memory_plan.lock().unwrap_or_else(|e| e.into_inner()) = Some(plan);
+    }
+
+    fn take_memory_plan(&self) -> Option<af_core::memory::MemoryPlan> {
+        self.memory_plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
 }
 
 /// A stage of the pipeline: its name, what its outputs depend on, and how to make them. One per
@@ -284,6 +303,7 @@ pub fn run_stage(
         dir: work.clone(),
         shard,
         progress,
+        memory_plan: Default::default(),
     };
     let (report, complete) = match recipe.run(&ctx) {
         Ok(done) => done,
@@ -319,6 +339,7 @@ pub fn run_stage(
         seconds,
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         resources,
+        memory_plan: ctx.take_memory_plan(),
     };
     af_core::atomic::write(
         work.join("stage.json"),

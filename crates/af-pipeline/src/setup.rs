@@ -255,6 +255,29 @@ pub fn device(config: &Config) -> anyhow::Result<tch::Device> {
     device_named(&config.run.device)
 }
 
+/// An empty memory plan with the run's device memory budget (`[run] device-memory`): the size it
+/// names; with `auto`, what a CUDA device reported free the first time this process asked (later
+/// stages would otherwise see their predecessors' cached blocks as taken), and no bound on the
+/// CPU.
+pub fn memory_plan(config: &Config, device: tch::Device) -> af_core::memory::MemoryPlan {
+    use af_core::memory::{DeviceMemory, MemoryPlan};
+    static FIRST_FREE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    match (config.run.device_memory, device) {
+        (DeviceMemory::Bytes(b), _) => MemoryPlan::new(Some(b), "[run] device-memory"),
+        (DeviceMemory::Auto, tch::Device::Cuda(i)) => {
+            let free = *FIRST_FREE
+                .get_or_init(|| af_nn::runtime::device_memory_info(device).map(|(f, _)| f));
+            match free {
+                Some(f) => {
+                    MemoryPlan::new(Some(f), format!("free on cuda:{i} when af first asked"))
+                }
+                None => MemoryPlan::new(None, format!("cuda:{i} did not say what is free")),
+            }
+        }
+        (DeviceMemory::Auto, _) => MemoryPlan::new(None, "the CPU with device-memory = \"auto\""),
+    }
+}
+
 /// A device named as in configs and `--device` (`auto`, `cpu`, `cuda`, `cuda:N`), checked.
 pub fn device_named(name: &str) -> anyhow::Result<tch::Device> {
     let request = af_core::config::parse_device(name).map_err(anyhow::Error::msg)?;

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::memory::DeviceMemory;
+
 /// Where artifacts go and what every stage shares.
 ///
 /// Stages record the seed in their fingerprints; the directory, threads and device do not change
@@ -20,6 +22,10 @@ pub struct RunConfig {
     pub threads: usize,
     /// "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
     pub device: String,
+    /// The device memory the run's batches are sized to ([`DeviceMemory`]): "auto" (what a CUDA
+    /// device reports free when af first asks; no bound on the CPU) or a size ("40GB").
+    #[serde(skip_serializing_if = "super::is_default")]
+    pub device_memory: DeviceMemory,
 }
 
 impl Default for RunConfig {
@@ -29,6 +35,7 @@ impl Default for RunConfig {
             seed: 13,
             threads: 0,
             device: "auto".into(),
+            device_memory: DeviceMemory::Auto,
         }
     }
 }

@@ -100,6 +100,16 @@ pub trait Member: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Estimated device bytes one row of `tokens` tokens takes in this member's forward pass at
+    /// its peak under these settings: the activations alive at once (f32), and with `training`
+    /// also those autograd keeps for the backward pass and their gradients. An estimate for
+    /// planning batches (af_core::memory), meant to be an upper bound within a factor of about
+    /// two. A member's own count includes its representation twice: it and its copy in the joint
+    /// head's concatenated input ([`committee_row_bytes`]).
+    fn row_bytes(&self, _committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        default_row_bytes(tokens, training)
+    }
+
     /// A fresh, initialised network under `p`. Each initialisation draws from libtorch's global
     /// generator, so the order in which variables are created is part of the results.
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError>;
@@ -125,6 +135,65 @@ pub trait FineTunedMember: Send + Sync + 'static {
 
     /// How the caller fine-tunes and scores it: the cross-encoder, its shortlist and training.
     fn recipe(&self, committee: &CommitteeConfig) -> Result<EncoderFtSettings, NnError>;
+}
+
+/// [`Member::row_bytes`] of a member that does not say (or whose settings do not resolve): a
+/// conservative 1,024 f32 per token, tripled when training.
+pub fn default_row_bytes(tokens: u64, training: bool) -> u64 {
+    let floats = 1024 * tokens;
+    estimate(floats, floats, training)
+}
+
+/// Bytes per row from a member's counts of f32 per row: `scoring`, the most alive at once in a
+/// forward pass without gradients; `kept`, what autograd keeps for the backward pass. Training
+/// holds what is kept, with on top the forward's transients or the backward's gradients in
+/// flight, each counted as much as the scoring peak (on the CPU at 256 tokens, SWAG's members
+/// measured 0.45 to 0.65 of this training, 0.75 to 0.95 of the scoring figure).
+pub(crate) fn estimate(scoring: u64, kept: u64, training: bool) -> u64 {
+    4 * if training {
+        kept + 2 * scoring
+    } else {
+        scoring
+    }
+}
+
+/// Estimated device bytes per row of `tokens` tokens for the joint committee of `members`
+/// (looked up in `registry`; a fine-tuned member runs apart and is left out): each member's
+/// [`Member::row_bytes`], the joint head's hidden layer when `committee.joint` (its input, the
+/// members' representations, each member counts), and the batch's gathered token columns, once
+/// per view the members read. Summed over the members although scoring runs them one after
+/// another: an upper bound. What af_core::memory plans the committee's batches with. Err: an
+/// unknown member, or settings that do not resolve.
+pub fn committee_row_bytes(
+    registry: &super::Registry,
+    members: &[super::MemberName],
+    committee: &CommitteeConfig,
+    tokens: u64,
+    training: bool,
+) -> Result<u64, NnError> {
+    let mut joint = Vec::with_capacity(members.len());
+    for name in members {
+        let kind = registry.lookup(name)?;
+        kind.settings(committee).map_err(NnError::InvalidSettings)?;
+        joint.extend(kind.joint());
+    }
+    if joint.is_empty() {
+        return Ok(0);
+    }
+    let members: u64 = joint
+        .iter()
+        .map(|m| m.row_bytes(committee, tokens, training))
+        .sum();
+    // The joint head: hidden and ReLU [J]; kept, with its dropout's mask and output.
+    let j = committee.joint_hidden.max(0) as u64;
+    let head = if committee.joint {
+        estimate(2 * j + 1, 4 * j + 1, training)
+    } else {
+        0
+    };
+    // Batch::gather: words, POS view, indicator, the index and a copy being picked, i64, per view.
+    let views = 1 + u64::from(joint.iter().any(|m| reads_full_view_rows(*m, committee)));
+    Ok(members + head + views * 48 * tokens)
 }
 
 /// A registered member, of one of the two kinds.

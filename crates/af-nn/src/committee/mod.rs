@@ -29,7 +29,8 @@ mod tests;
 pub use af_core::{CommitteeConfig, MemberName, JOINT_HEAD as JOINT};
 pub use batch::Batch;
 pub use member::{
-    reads_full_view_rows, BuildContext, Column, FineTunedMember, Member, MemberKind, MemberNet,
+    committee_row_bytes, default_row_bytes, reads_full_view_rows, BuildContext, Column,
+    FineTunedMember, Member, MemberKind, MemberNet,
 };
 pub use members::Registry;
 pub use model::{CommitteeModel, HeadOutput};

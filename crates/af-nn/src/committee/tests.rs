@@ -696,3 +696,175 @@ fn training_is_deterministic_on_cpu() {
         ["joint", "cnn", "pos-lstm"]
     );
 }
+
+/// A committee config from JSON in the config's spelling.
+fn committee_config(json: serde_json::Value) -> CommitteeConfig {
+    serde_json::from_value(json).unwrap()
+}
+
+#[test]
+fn row_bytes_grow_with_tokens_dims_and_training() {
+    let registry = Registry::builtin();
+    let default = CommitteeConfig::default();
+    for name in registry.names() {
+        let Some(m) = registry.get(name).unwrap().joint() else {
+            continue;
+        };
+        let (short, long) = (
+            m.row_bytes(&default, 16, false),
+            m.row_bytes(&default, 256, false),
+        );
+        assert!(short > 0 && short <= long, "{name}: {short} {long}");
+        assert!(m.row_bytes(&default, 256, true) > long, "{name}");
+        // Members over token columns grow with them; the others read one vector per row.
+        let tokens = m
+            .columns()
+            .iter()
+            .any(|c| matches!(c, Column::Words | Column::Pos | Column::Indicator));
+        assert_eq!(short < long, tokens, "{name}: {short} {long}");
+    }
+    let bytes = |name: &str, c: &CommitteeConfig| {
+        let m = registry.get(name).unwrap().joint().unwrap();
+        (m.row_bytes(c, 100, false), m.row_bytes(c, 100, true))
+    };
+    // Each member follows the keys it reads, flat or in its own table.
+    for (name, larger) in [
+        ("bow", serde_json::json!({ "embedding": 300 })),
+        ("ngram", serde_json::json!({ "embedding": 300 })),
+        ("cnn", serde_json::json!({ "embedding": 300 })),
+        ("cnn", serde_json::json!({ "cnn-filters": 256 })),
+        (
+            "cnn",
+            serde_json::json!({ "member": { "cnn": { "widths": [2, 3, 4, 5, 6] } } }),
+        ),
+        ("lstm", serde_json::json!({ "lstm-hidden": 400 })),
+        ("lstm", serde_json::json!({ "indicator-embedding": 64 })),
+        (
+            "pos-lstm",
+            serde_json::json!({ "member": { "pos-lstm": { "hidden": 400 } } }),
+        ),
+        ("mlp", serde_json::json!({ "mlp-hidden": 2048 })),
+        (
+            "encoder",
+            serde_json::json!({ "member": { "encoder": { "hidden": 1024 } } }),
+        ),
+        (
+            "lm-likelihood",
+            serde_json::json!({ "member": { "lm-likelihood": { "hidden": 64 } } }),
+        ),
+    ] {
+        let (s0, t0) = bytes(name, &default);
+        let (s1, t1) = bytes(name, &committee_config(larger.clone()));
+        assert!(
+            s1 > s0 && t1 > t0,
+            "{name} {larger}: {s0} -> {s1}, {t0} -> {t1}"
+        );
+    }
+    // The BiLSTM's hidden units dominate it: twice the units, nearly twice the bytes.
+    let (s0, _) = bytes("lstm", &default);
+    let (s1, _) = bytes(
+        "lstm",
+        &committee_config(serde_json::json!({ "lstm-hidden": 400 })),
+    );
+    assert!(s1 as f64 > 1.6 * s0 as f64, "{s0} {s1}");
+    // The CNN's narrowest batch is its widest window.
+    let cnn = registry.get("cnn").unwrap().joint().unwrap();
+    assert_eq!(
+        cnn.row_bytes(&default, 1, true),
+        cnn.row_bytes(&default, 5, true)
+    );
+}
+
+#[test]
+fn the_committee_row_estimate_sums_its_joint_members_and_head() {
+    let registry = Registry::builtin();
+    let c = CommitteeConfig::default();
+    let one = |name: &str, training| {
+        registry
+            .get(name)
+            .unwrap()
+            .joint()
+            .unwrap()
+            .row_bytes(&c, 64, training)
+    };
+    for training in [false, true] {
+        let both =
+            committee_row_bytes(&registry, &names(&["cnn", "bow"]), &c, 64, training).unwrap();
+        let head_and_batch = both - one("cnn", training) - one("bow", training);
+        assert!(
+            head_and_batch > 0 && head_and_batch < both / 10,
+            "{both} {head_and_batch}"
+        );
+        // A fine-tuned member runs apart: it adds nothing.
+        assert_eq!(
+            committee_row_bytes(
+                &registry,
+                &names(&["cnn", "bow", "encoder-ft"]),
+                &c,
+                64,
+                training
+            )
+            .unwrap(),
+            both
+        );
+        // The joint head's hidden layer counts, when there is one.
+        let wider = CommitteeConfig {
+            joint_hidden: 4096,
+            ..c.clone()
+        };
+        let no_head = CommitteeConfig {
+            joint: false,
+            ..c.clone()
+        };
+        let of = |c: &CommitteeConfig| {
+            committee_row_bytes(&registry, &names(&["cnn", "bow"]), c, 64, training).unwrap()
+        };
+        assert!(of(&wider) > both && of(&no_head) < both);
+    }
+    // A member on the full view adds that view's gathered columns.
+    let full = committee_config(serde_json::json!({ "member": { "cnn": { "view": "full" } } }));
+    assert_eq!(
+        committee_row_bytes(&registry, &names(&["cnn"]), &full, 64, false).unwrap(),
+        committee_row_bytes(&registry, &names(&["cnn"]), &c, 64, false).unwrap() + 48 * 64
+    );
+    assert_eq!(
+        committee_row_bytes(&registry, &names(&["encoder-ft"]), &c, 64, true).unwrap(),
+        0
+    );
+    let e = committee_row_bytes(&registry, &names(&["rnn"]), &c, 64, false).unwrap_err();
+    assert!(
+        e.to_string().contains("unknown committee member `rnn`"),
+        "{e}"
+    );
+    let bad = committee_config(serde_json::json!({ "cnn-filters": 0 }));
+    let e = committee_row_bytes(&registry, &names(&["cnn"]), &bad, 64, false).unwrap_err();
+    assert!(e.to_string().contains("cnn-filters = 0"), "{e}");
+    // A member that does not say gets the conservative default: 1,024 f32 per token, x3 training.
+    assert_eq!(default_row_bytes(10, false), 4 * 1024 * 10);
+    assert_eq!(default_row_bytes(10, true), 3 * 4 * 1024 * 10);
+}
+
+/// SWAG's committee (mlp, bow, cnn, pos-lstm) at 256 tokens under the default dims (E = 100,
+/// I = 16, X = E + I = 116, cnn 128 filters of widths 2-5, BiLSTM H = 200 per direction, mlp
+/// 1,024, joint 512). Scoring, in f32: the BiLSTM's one direction's gates and outputs while the
+/// other's wait (7TH = 358k) and its inputs (TE + 3TX = 115k); the CNN's input (3TX = 89k) and
+/// one width's outputs (2FT = 66k); the bag of words' embeddings (2TE = 51k); the mlp's [4h] =
+/// 4k: about 690k f32, 2.8 MB a row. Training keeps the BiLSTM's inputs and per-token state
+/// (4TX + 20TH = 1.14M) and every width's conv outputs (2F x 1014 windows = 260k) beside twice
+/// the scoring peak: about 2.85M f32, 11.4 MB a row; 64 items x 4 options = 256 rows, 2.9 GB a
+/// step at the widest rows. (Measured on the CPU, the same committee peaked at 1.5 MB a row
+/// scoring and 6.5 MB training.)
+#[test]
+fn swags_committee_at_256_tokens_is_a_few_megabytes_a_row() {
+    let registry = Registry::builtin();
+    let c = CommitteeConfig::default();
+    let swag = names(&["mlp", "bow", "cnn", "pos-lstm"]);
+    let scoring = committee_row_bytes(&registry, &swag, &c, 256, false).unwrap();
+    let training = committee_row_bytes(&registry, &swag, &c, 256, true).unwrap();
+    assert!((2_000_000..4_000_000).contains(&scoring), "{scoring}");
+    assert!((8_000_000..16_000_000).contains(&training), "{training}");
+    assert!(training > 3 * scoring && training < 6 * scoring);
+    // The BiLSTM is most of it.
+    let pos_lstm = registry.get("pos-lstm").unwrap().joint().unwrap();
+    assert!(pos_lstm.row_bytes(&c, 256, true) > training / 2);
+}

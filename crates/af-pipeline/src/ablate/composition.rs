@@ -74,6 +74,7 @@ pub(super) fn run(
         dir: cdir.clone(),
         shard: None,
         progress,
+        memory_plan: Default::default(),
     };
     let report = filter_pool(&ctx, pool, table, device, request.registry)
         .with_context(|| format!("composition `{}`", c.name))?;
@@ -84,6 +85,10 @@ pub(super) fn run(
         seconds: start.elapsed().as_secs_f64(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         resources: crate::resources::measure(host_at_start, Some(device)),
+        memory_plan: ctx
+            .memory_plan
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner()),
     };
     af_core::atomic::write(
         cdir.join("stage.json"),

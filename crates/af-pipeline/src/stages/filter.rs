@@ -50,6 +50,60 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<FilterReport> {
     filter_pool(ctx, &pool, &table, device, &registry)
 }
 
+/// Sizes the committee's scoring batches to `[run] device-memory` and checks that a training step
+/// fits, for every phase of the schedule (the candidate table is resident throughout), logs the
+/// plan and leaves it for `stage.json`. Returns the committee settings to run with: the config's,
+/// with a smaller `score-batch` where the plan needs one.
+fn plan_committee_batches(
+    ctx: &StageContext,
+    table: &CandidateTable,
+    device: tch::Device,
+    registry: &Registry,
+) -> anyhow::Result<af_core::CommitteeConfig> {
+    let config = ctx.config;
+    let c = &config.committee;
+    let mut plan = crate::setup::memory_plan(config, device);
+    // The widest row any member reads: the full view's where a member reads it.
+    let widest = |t: &CandidateTable| t.lengths.iter().copied().max().unwrap_or(1) as u64;
+    let tokens = widest(table).max(table.full_view.as_deref().map_or(0, widest));
+    let resident = table.bytes();
+    let configured = c.score_batch.candidates_on(device.is_cuda()) as u64;
+    let mut score = configured;
+    let options = config.filter.k as u64 + 1;
+    for phase in &config.filter.stages {
+        // A fine-tuned member runs apart, with its own batch keys: the estimate leaves it out.
+        let per_row = |training| {
+            af_nn::committee::committee_row_bytes(registry, &phase.members, c, tokens, training)
+        };
+        let rows = c.batch_items as u64 * options;
+        plan.size(
+            &format!("committee training step, phase `{}`", phase.name),
+            "[committee] batch-items",
+            "rows",
+            rows,
+            rows,
+            per_row(true)?,
+            resident,
+        )?;
+        score = score.min(plan.size(
+            &format!("committee scoring, phase `{}`", phase.name),
+            "[committee] score-batch",
+            "candidates",
+            configured,
+            1,
+            per_row(false)?,
+            resident,
+        )?);
+    }
+    tracing::info!("filter: {}", plan.line());
+    ctx.record_memory_plan(plan);
+    let mut planned = c.clone();
+    if score < configured {
+        planned.score_batch = af_core::ScoreBatch::Candidates(score as usize);
+    }
+    Ok(planned)
+}
+
 /// The AF loop over a loaded pool and table, into `ctx.dir` (resuming from its `state.json`):
 /// the filter stage's, and each of `af ablate`'s compositions.
 pub fn filter_pool(
@@ -95,7 +149,8 @@ pub fn filter_pool(
     }
     let groups = pool.groups();
     let max_iterations: usize = config.filter.stages.iter().map(|s| s.iterations).sum();
-    let mut committee = TorchCommittee::new(pool, table, &config.committee, registry, device);
+    let committee_config = plan_committee_batches(ctx, table, device, registry)?;
+    let mut committee = TorchCommittee::new(pool, table, &committee_config, registry, device);
     let bar = ctx.progress.bar("filter", max_iterations as u64);
     bar.set_position(state.iterations.len() as u64);
     // history.csv is derived from the state: written whole now (a crash may have left it with a

@@ -749,6 +749,171 @@ fn generate_counts_validity_and_rejects_what_it_is_told() {
 /// Length shaping toward other videos' gold lengths (the default target, `nearby-gold`) draws
 /// its targets from the run's other items even when the prompts carry no examples (a run without
 /// `pretrained-examples` once had none to draw from), and fills every item.
+/// `[run] device-memory` on the CPU: the arithmetic a GPU run uses. A budget too small for the
+/// configured batches makes them smaller and says so in `stage.json`; one too small for a single
+/// row stops the stage before its work, and the last good outputs stay.
+#[test]
+fn generate_sizes_its_batches_to_the_device_memory_budget_or_refuses_before_work() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let with_budget = |budget: &str| {
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = match text.find("device-memory") {
+            Some(_) => text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("device-memory") {
+                        format!("device-memory = {budget}")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None => text.replacen("[run]\n", &format!("[run]\ndevice-memory = {budget}\n"), 1),
+        };
+        std::fs::write(&cfg, text).unwrap();
+    };
+    run_stages(&load(&cfg), until(GENERATE), &[]);
+    let unbounded = json(&d.path().join("run/generate/stage.json"));
+    let plan = &unbounded["memory_plan"];
+    assert!(
+        plan["budget_bytes"].is_null(),
+        "the CPU with auto: no bound"
+    );
+    for batch in plan["batches"].as_array().unwrap() {
+        assert_eq!(batch["planned"], batch["configured"], "{batch}");
+    }
+
+    with_budget("\"4MB\"");
+    assert_eq!(
+        run_stages(&load(&cfg), &[GENERATE], &[GENERATE]),
+        [(Some(GENERATE), "done")]
+    );
+    let plan = json(&d.path().join("run/generate/stage.json"))["memory_plan"].clone();
+    assert_eq!(plan["budget_bytes"], 4_000_000);
+    let batches = plan["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 2, "{plan}");
+    assert_eq!(batches[0]["key"], "[generate] batch-sequences");
+    assert_eq!(batches[0]["configured"], 512);
+    for batch in batches {
+        let (planned, configured) = (
+            batch["planned"].as_u64().unwrap(),
+            batch["configured"].as_u64().unwrap(),
+        );
+        assert!(planned > 0 && planned < configured, "cut to fit: {batch}");
+        assert!(
+            batch["peak_bytes"].as_u64().unwrap() <= 3_400_000,
+            "85% of 4 MB: {batch}"
+        );
+    }
+    let report = json(&d.path().join("run/generate/report.json"));
+    assert_eq!(
+        report["items_short"], 0,
+        "smaller batches, the same endings wanted: {report}"
+    );
+
+    with_budget("1000");
+    let Err(err) = run_stage(&load(&cfg), GENERATE, true) else {
+        panic!("a budget of 1,000 bytes fits no LM");
+    };
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("cannot fit") && message.contains("[generate] batch-sequences"),
+        "{message}"
+    );
+    // Refused before any work: the last good outputs are as they were.
+    let kept = json(&d.path().join("run/generate/stage.json"));
+    assert_eq!(kept["memory_plan"]["budget_bytes"], 4_000_000);
+    assert!(af_io::pool::part_path(&d.path().join("run/generate/pool"), 0).is_file());
+}
+
+/// The filter stage's plan: every phase's training step must fit as configured (its size is
+/// part of AF), and scoring batches shrink to what fits.
+#[test]
+fn filter_sizes_scoring_to_the_budget_and_refuses_a_training_step_that_cannot_fit() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    run_stages(&load(&cfg), until(FILTER), &[]);
+    let plan = json(&d.path().join("run/filter/stage.json"))["memory_plan"].clone();
+    let batches = plan["batches"].as_array().unwrap().clone();
+    let names: Vec<&str> = batches
+        .iter()
+        .map(|b| b["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "committee training step, phase `mlp`",
+            "committee scoring, phase `mlp`",
+            "committee training step, phase `full`",
+            "committee scoring, phase `full`"
+        ]
+    );
+    let field = |b: &serde_json::Value, k: &str| b[k].as_u64().unwrap();
+    let (train, score) = (&batches[2], &batches[3]);
+    assert_eq!(
+        field(train, "configured"),
+        16 * 4,
+        "batch-items x (k + 1) rows"
+    );
+    assert_eq!(
+        field(score, "configured"),
+        512,
+        "score-batch auto on the CPU"
+    );
+    assert!(
+        field(train, "bytes_per_unit") > field(score, "bytes_per_unit"),
+        "training keeps activations for the backward pass"
+    );
+    assert!(
+        field(score, "bytes_per_unit") > field(&batches[1], "bytes_per_unit"),
+        "the full committee needs more than the MLP alone"
+    );
+
+    // A budget where the full committee scores 256 candidates at a time and trains as configured.
+    let resident = field(score, "resident_bytes");
+    let usable =
+        resident + (256 * field(score, "bytes_per_unit")).max(64 * field(train, "bytes_per_unit"));
+    let budget = (usable as f64 / af_core::memory::USABLE_SHARE).ceil() as u64 + 1;
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replacen("[run]\n", &format!("[run]\ndevice-memory = {budget}\n"), 1),
+    )
+    .unwrap();
+    run_stages(&load(&cfg), &[FILTER], &[FILTER]);
+    let plan = json(&d.path().join("run/filter/stage.json"))["memory_plan"].clone();
+    let batches = plan["batches"].as_array().unwrap();
+    assert_eq!(field(&batches[2], "planned"), 64, "training as configured");
+    let planned = field(&batches[3], "planned");
+    assert!(
+        (200..512).contains(&planned),
+        "scoring cut to fit: {planned}"
+    );
+    assert!(field(&batches[3], "peak_bytes") <= usable);
+
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace(
+            &format!("device-memory = {budget}"),
+            &format!("device-memory = {}", resident + 1000),
+        ),
+    )
+    .unwrap();
+    let Err(err) = run_stage(&load(&cfg), FILTER, true) else {
+        panic!("a budget of the table and 1,000 bytes fits no training step");
+    };
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("cannot fit") && message.contains("[committee] batch-items"),
+        "{message}"
+    );
+}
+
 #[test]
 fn generate_shapes_pretrained_lengths_without_example_captions() {
     let _lock = lock();

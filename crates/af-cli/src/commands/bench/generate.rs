@@ -133,7 +133,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
     let scored: usize = items.iter().map(|i| i.endings.len()).sum();
     let start = Instant::now();
     let _ = in_precision(mixed, device, || {
-        items_features(&lm, &items, feature_batch, device)
+        items_features(
+            &lm,
+            &items,
+            feature_batch,
+            af_nn::lm::logit_budget(device),
+            device,
+        )
     });
     let feature_seconds = start.elapsed().as_secs_f64();
     let out = json!({

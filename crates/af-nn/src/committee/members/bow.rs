@@ -7,7 +7,9 @@ use tch::nn::{self, Module};
 use tch::Tensor;
 
 use super::{embedding, embedding_size, masked_mean, member_table, text_dropout, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -52,6 +54,18 @@ impl Member for Bow {
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         BowSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    /// Embeddings [T,E] and their masked product [T,E]; the mean [E] and its copy. Training keeps
+    /// little (the mask), and its gradients are as large as the forward.
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        BowSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let f = 2 * tokens * s.embedding as u64 + 2 * s.embedding as u64;
+                estimate(f, tokens, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -12,7 +12,9 @@ use super::{
     committee_view, embedding, embedding_size, indicator_size, is_second_sentence, member_table,
     overlay, positive, text_dropout, to_json,
 };
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -91,6 +93,28 @@ impl Member for Cnn {
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         CnnSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    /// Over T' = max(T, widest) columns, X = E + I: embeddings, their concatenation and its
+    /// contiguous copy [3 T'X], one width's conv output and its masked copy [2 F T'], the pooled
+    /// [F x widths] and its copy; kept: the input [2 T'X] and every width's ReLU and masked
+    /// outputs [2 F (T'-w+1)].
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        CnnSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let t = tokens.max(s.widest() as u64);
+                let x = (s.embedding + s.indicator_embedding) as u64;
+                let f = s.filters as u64;
+                let pooled = 2 * f * s.widths.len() as u64;
+                let windows: u64 = s.widths.iter().map(|&w| t + 1 - w as u64).sum();
+                estimate(
+                    3 * t * x + 2 * f * t + pooled,
+                    2 * t * x + 2 * f * windows + pooled,
+                    training,
+                )
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -12,7 +12,9 @@ use tch::nn::{self, Module};
 use tch::Tensor;
 
 use super::{positive, probability, text_dropout, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::encoder::{Encoder, EncoderOptions, EncoderSource};
 use crate::NnError;
@@ -44,6 +46,10 @@ impl FrozenEncoder {
         })
     }
 }
+
+/// The embedding size [`Member::row_bytes`] assumes for a frozen encoder, whose model the
+/// settings name but do not load: a large BERT's (MiniLM-L6's is 384, a base BERT's 768).
+pub const ASSUMED_ENCODER_DIM: u64 = 1024;
 
 /// The keys both members have: the head's `hidden` and `dropout`, and `batch-size` (texts per
 /// encoder call).
@@ -143,6 +149,20 @@ impl<S: FrozenSettings> Member for FrozenMember<S> {
             .map_err(NnError::InvalidSettings)?
             .encoder()
             .map(Some)
+    }
+
+    /// Per row, whatever its tokens (the embeddings are computed before, once per run), with D
+    /// taken as [`ASSUMED_ENCODER_DIM`]: the gathered embeddings [2D], c*s, c-s and |c-s| [3D],
+    /// their concatenation [3D], the hidden layer and its ReLU [2h], the output and its copy
+    /// [2h]; kept also with the input's dropout (mask and output, [6D]) and the output's.
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        S::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let (d, h) = (ASSUMED_ENCODER_DIM, s.head().0 as u64);
+                estimate(8 * d + 4 * h, 14 * d + 5 * h, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -25,7 +25,9 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::{member_table, positive, probability, text_dropout, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -200,6 +202,18 @@ impl Member for LmLikelihood {
             .map_err(NnError::InvalidSettings)?
             .source()
             .map(Some)
+    }
+
+    /// The features [4], the hidden layer and its ReLU [2h], the output and its copy [2h]; kept
+    /// with the dropout's mask.
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        LmLikelihoodSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let (n, h) = (FEATURES.len() as u64, s.hidden as u64);
+                estimate(n + 4 * h, n + 5 * h, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -11,7 +11,9 @@ use super::{
     committee_view, embedding, embedding_size, indicator_size, is_second_sentence, member_table,
     overlay, positive, text_dropout, to_json,
 };
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -78,6 +80,17 @@ impl Member for Lstm {
         LstmSettings::resolve(committee).map(|s| to_json(&s))
     }
 
+    /// The BiLSTM's ([`token_lstm_row_bytes`]).
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        LstmSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let x = s.embedding + s.indicator_embedding;
+                token_lstm_row_bytes(s.embedding, x, s.hidden, tokens, training)
+            },
+        )
+    }
+
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {
         let s = LstmSettings::resolve(ctx.committee).map_err(NnError::InvalidSettings)?;
         let shape = TokenLstmShape {
@@ -94,6 +107,22 @@ impl Member for Lstm {
             shape,
         )))
     }
+}
+
+/// [`crate::committee::Member::row_bytes`] of a [`TokenLstmNet`] with token embeddings of `e`,
+/// input `x` (tokens + indicator) and `h` units per direction. Alive at once: the token
+/// embeddings [T,E], the input, its reversal and a transposed copy [3 T X], one direction's input
+/// projection (gates, 4H per token) and its outputs and their stacked copy while the other's
+/// outputs wait [7 T H], the pooled [2H] and its copy. Kept: the inputs [4 T X], per direction
+/// and token the gates' activations, the cell, its tanh and the output (~9H), and the
+/// concatenation max-pooling reads [2 T H].
+pub(crate) fn token_lstm_row_bytes(e: i64, x: i64, h: i64, tokens: u64, training: bool) -> u64 {
+    let (t, e, x, h) = (tokens, e as u64, x as u64, h as u64);
+    estimate(
+        t * e + 3 * t * x + 7 * t * h + 4 * h,
+        4 * t * x + 20 * t * h + 4 * h,
+        training,
+    )
 }
 
 /// The sizes of a [`TokenLstmNet`].

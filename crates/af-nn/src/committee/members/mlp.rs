@@ -8,7 +8,9 @@ use tch::nn::{self, Module};
 use tch::Tensor;
 
 use super::{member_table, overlay, positive, probability, to_json};
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -71,6 +73,18 @@ impl Member for Mlp {
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         MlpSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    /// Two layers of [h] (linear, SELU), the output and its copy; kept: each layer's linear,
+    /// SELU, alpha-dropout noise and output [4h].
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        MlpSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let h = s.hidden as u64;
+                estimate(FEATURES as u64 + 4 * h, FEATURES as u64 + 8 * h, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

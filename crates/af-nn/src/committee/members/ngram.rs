@@ -12,7 +12,9 @@ use super::{
     committee_view, embedding_size, is_second_sentence, masked_mean, member_table, overlay,
     positive, text_dropout, to_json,
 };
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{
+    default_row_bytes, estimate, BuildContext, Column, Member, MemberNet,
+};
 use crate::committee::{Batch, CommitteeConfig};
 use crate::NnError;
 
@@ -78,6 +80,20 @@ impl Member for Ngram {
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         NgramSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    /// Over 2T ids (words and bigrams): embeddings [2T,E] and their masked product [2T,E], the
+    /// ids, hashing and masks (~6 i64 per id, 12 f32), the mean [E] and its copy. Training keeps
+    /// little (the mask), and its gradients are as large as the forward.
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        NgramSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let (ids, e) = (2 * tokens, s.embedding as u64);
+                let f = 2 * ids * e + 12 * ids + 2 * e;
+                estimate(f, ids, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -8,11 +8,11 @@
 use serde::{Deserialize, Serialize};
 use tch::nn;
 
-use super::lstm::{TokenLstmNet, TokenLstmShape};
+use super::lstm::{token_lstm_row_bytes, TokenLstmNet, TokenLstmShape};
 use super::{
     embedding_size, indicator_size, member_table, overlay, positive, text_dropout, to_json,
 };
-use crate::committee::member::{BuildContext, Column, Member, MemberNet};
+use crate::committee::member::{default_row_bytes, BuildContext, Column, Member, MemberNet};
 use crate::committee::CommitteeConfig;
 use crate::NnError;
 
@@ -72,6 +72,17 @@ impl Member for PosLstm {
 
     fn settings(&self, committee: &CommitteeConfig) -> Result<serde_json::Value, String> {
         PosLstmSettings::resolve(committee).map(|s| to_json(&s))
+    }
+
+    /// The BiLSTM's ([`token_lstm_row_bytes`]).
+    fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
+        PosLstmSettings::resolve(committee).map_or_else(
+            |_| default_row_bytes(tokens, training),
+            |s| {
+                let x = s.embedding + s.indicator_embedding;
+                token_lstm_row_bytes(s.embedding, x, s.hidden, tokens, training)
+            },
+        )
     }
 
     fn build(&self, p: &nn::Path, ctx: &BuildContext) -> Result<Box<dyn MemberNet>, NnError> {

@@ -111,6 +111,44 @@ impl Validity<'_> {
     }
 }
 
+/// Sizes the device batches of af's LMs to `[run] device-memory` (rows sampled and scored
+/// together, logit elements per scoring batch), logs the plan and leaves it for `stage.json`.
+/// Without a bound (the CPU, `auto`) both are as configured. The pretrained generator and the
+/// scene check's encoder keep their own batch keys.
+fn plan_device_batches(
+    ctx: &StageContext,
+    vocab: u64,
+    device: Device,
+) -> anyhow::Result<(usize, usize)> {
+    use af_core::memory;
+    let (config, g, lm) = (ctx.config, &ctx.config.generate, &ctx.config.lm);
+    let mut plan = crate::setup::memory_plan(config, device);
+    let (e, h, l) = (lm.embedding as u64, lm.hidden as u64, lm.layers as u64);
+    let resident = u64::from(config.pairs.folds) * memory::lstm_lm_bytes(vocab, e, h, l);
+    let rows = plan.size(
+        "af's LM sampling and scoring rows",
+        "[generate] batch-sequences",
+        "rows",
+        g.batch_sequences as u64,
+        1,
+        memory::lstm_sampling_row_bytes(vocab, h, l, g.max_tokens as u64),
+        resident,
+    )?;
+    let longest_row = vocab * (g.max_tokens as u64 + 2);
+    let logits = plan.size(
+        "af's LM feature scoring",
+        "the LM logit budget",
+        "logit elements",
+        af_nn::lm::logit_budget(device) as u64,
+        longest_row,
+        memory::LM_FEATURE_BYTES_PER_LOGIT,
+        resident,
+    )?;
+    tracing::info!("generate: {}", plan.line());
+    ctx.record_memory_plan(plan);
+    Ok((rows as usize, logits as usize))
+}
+
 /// The pool is complete when every block is done; only then does the runner record the stage.
 pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;
@@ -142,6 +180,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         },
         reject: &g.reject,
     };
+    // Sized before any source runs, so that a run that cannot fit stops before its work.
+    let (rows, logit_budget) = plan_device_batches(ctx, vocab.len() as u64, device)?;
     let mut sources: Vec<Box<dyn EndingSource>> = sources::sources()
         .into_iter()
         .filter(|s| s.enabled(g))
@@ -216,7 +256,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
             device,
         },
         mixed,
-        batch: g.batch_sequences,
+        batch: rows,
+        logit_budget,
     };
     if !todo.is_empty() {
         for fold in 0..config.pairs.folds {
@@ -232,6 +273,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
             &vocab,
             &lms.settings,
             lms.batch,
+            lms.logit_budget,
             device,
         );
         tracing::info!(
@@ -413,7 +455,7 @@ fn score_block(
             .collect();
         let (_, lm) = &lms.models[&fold];
         for (&i, f) in members.iter().zip(in_precision(lms.mixed, device, || {
-            items_features(lm, &jobs, lms.batch, device)
+            items_features(lm, &jobs, lms.batch, lms.logit_budget, device)
         })) {
             feats[i] = f;
         }
@@ -478,6 +520,7 @@ fn precision_check(
     vocab: &Vocab,
     settings: &SampleSettings,
     batch: usize,
+    logit_budget: usize,
     device: Device,
 ) -> PrecisionCheck {
     let mut check = PrecisionDifference::default();
@@ -503,9 +546,10 @@ fn precision_check(
                 endings: vec![e.v.as_slice()],
             })
             .collect();
-        let full_features = items_features(lm, &jobs, batch, device);
-        let mixed_features =
-            in_precision(true, device, || items_features(lm, &jobs, batch, device));
+        let full_features = items_features(lm, &jobs, batch, logit_budget, device);
+        let mixed_features = in_precision(true, device, || {
+            items_features(lm, &jobs, batch, logit_budget, device)
+        });
         check.add(&full, &mixed, &full_features, &mixed_features);
     }
     check.finish()
@@ -727,7 +771,15 @@ mod tests {
             stop: vec![i64::from(vocab.id("."))],
             device: Device::Cpu,
         };
-        let check = precision_check(&block, &models, &vocab, &settings, 64, Device::Cpu);
+        let check = precision_check(
+            &block,
+            &models,
+            &vocab,
+            &settings,
+            64,
+            af_nn::lm::logit_budget(Device::Cpu),
+            Device::Cpu,
+        );
         assert_eq!(check.items, 3);
         assert_eq!(
             (check.first_token_tv_mean, check.first_token_tv_max),

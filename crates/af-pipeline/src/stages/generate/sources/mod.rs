@@ -84,8 +84,11 @@ pub struct AfLms<'a> {
     pub settings: SampleSettings,
     /// Sampling and scoring under CUDA autocast.
     pub mixed: bool,
-    /// `[generate] batch-sequences`.
+    /// Rows per sampling and scoring batch: `[generate] batch-sequences`, or fewer where the
+    /// stage's memory plan says so.
     pub batch: usize,
+    /// Logit elements per LM scoring batch ([`af_nn::lm::logit_budget`], or the memory plan's).
+    pub logit_budget: usize,
 }
 
 /// What a source may read.
