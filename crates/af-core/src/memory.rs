@@ -248,6 +248,29 @@ pub fn lstm_lm_bytes(vocab: u64, embedding: u64, hidden: u64, layers: u64) -> u6
     4 * 2 * one_direction
 }
 
+/// The shape of a Llama-architecture generator, as [`llama_sampling_row_bytes`] reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct LlamaShape {
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub vocab: u64,
+}
+
+/// Estimated device bytes of one row of the pretrained generator's sampling: its key-value cache
+/// for the prompt and the ending (twice: a step's row selection copies it), the prompt pass's
+/// attention scores, bias and probabilities and its hidden activations (a feed-forward layer is
+/// about three times the width), and a step's `[rows, vocabulary]` f32 copies.
+pub fn llama_sampling_row_bytes(shape: LlamaShape, prompt_tokens: u64, max_tokens: u64) -> u64 {
+    let head_dim = shape.hidden / shape.heads.max(1);
+    let capacity = prompt_tokens + max_tokens;
+    let cache = 2 * 2 * shape.layers * shape.kv_heads * capacity * head_dim;
+    let attention = 3 * shape.heads * prompt_tokens * capacity;
+    let hidden = 12 * prompt_tokens * shape.hidden;
+    4 * (cache + attention + hidden + 6 * shape.vocab)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,5 +370,17 @@ mod tests {
         // A 512-d, 2-layer LM over 30k words: about 2 x (15M + 15M + 4M) floats.
         let lm = lstm_lm_bytes(30_000, 512, 512, 2);
         assert!(lm > 250_000_000 && lm < 300_000_000, "{lm}");
+        // SmolLM2-135M, a 150-token prompt with example captions, 25-token endings: the cache
+        // alone is 2 x 2 x 30 x 3 x 175 x 64 floats, 16 MB; with the rest about 20 MB a row.
+        let smol = LlamaShape {
+            layers: 30,
+            hidden: 576,
+            heads: 9,
+            kv_heads: 3,
+            vocab: 49_152,
+        };
+        let row = llama_sampling_row_bytes(smol, 150, 25);
+        assert!(row > 16_000_000 && row < 30_000_000, "{row}");
+        assert!(llama_sampling_row_bytes(smol, 300, 25) > row);
     }
 }

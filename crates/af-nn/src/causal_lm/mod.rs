@@ -189,6 +189,23 @@ impl CausalLm {
         self.model.parameters()
     }
 
+    /// The model's shape, as the device memory plan reads it.
+    pub fn shape(&self) -> af_core::memory::LlamaShape {
+        let c = &self.model.config;
+        af_core::memory::LlamaShape {
+            layers: c.layers as u64,
+            hidden: c.hidden as u64,
+            heads: c.heads as u64,
+            kv_heads: c.kv_heads as u64,
+            vocab: c.vocab as u64,
+        }
+    }
+
+    /// Tokens of `text` as a prompt (the width it takes in a sampling batch).
+    pub fn prompt_tokens(&self, text: &str) -> Result<usize, CausalLmError> {
+        Ok(self.token_ids(text)?.len())
+    }
+
     fn token_ids(&self, text: &str) -> Result<Vec<i64>, CausalLmError> {
         let e = self
             .tokenizer

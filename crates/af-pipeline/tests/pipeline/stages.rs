@@ -1058,6 +1058,17 @@ fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
         .map(|r| (r.item_index, r.candidate))
         .collect();
     assert_eq!(stored, listed);
+    // The generator's rows are in the stage's memory plan, as configured without a bound.
+    let plan = json(&generate.join("stage.json"))["memory_plan"].clone();
+    let rows_planned = plan["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["key"] == "[generate] pretrained-batch")
+        .unwrap_or_else(|| panic!("{plan}"))
+        .clone();
+    assert_eq!(rows_planned["planned"], rows_planned["configured"]);
+    assert!(rows_planned["bytes_per_unit"].as_u64().unwrap() > 0);
     let samples = std::fs::read_to_string(generate.join("samples.txt")).unwrap();
     assert!(
         samples.contains("  pretrained: ") && samples.contains("  gen:  "),

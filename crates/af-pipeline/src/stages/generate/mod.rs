@@ -112,14 +112,14 @@ impl Validity<'_> {
 }
 
 /// Sizes the device batches of af's LMs to `[run] device-memory` (rows sampled and scored
-/// together, logit elements per scoring batch), logs the plan and leaves it for `stage.json`.
-/// Without a bound (the CPU, `auto`) both are as configured. The pretrained generator and the
-/// scene check's encoder keep their own batch keys.
+/// together, logit elements per scoring batch) and logs the plan; the pretrained generator adds
+/// its rows to it when it loads. Without a bound (the CPU, `auto`) all are as configured. The
+/// scene check's encoder keeps its own batch size.
 fn plan_device_batches(
     ctx: &StageContext,
     vocab: u64,
     device: Device,
-) -> anyhow::Result<(usize, usize)> {
+) -> anyhow::Result<(usize, usize, af_core::memory::MemoryPlan)> {
     use af_core::memory;
     let (config, g, lm) = (ctx.config, &ctx.config.generate, &ctx.config.lm);
     let mut plan = crate::setup::memory_plan(config, device);
@@ -145,8 +145,7 @@ fn plan_device_batches(
         resident,
     )?;
     tracing::info!("generate: {}", plan.line());
-    ctx.record_memory_plan(plan);
-    Ok((rows as usize, logits as usize))
+    Ok((rows as usize, logits as usize, plan))
 }
 
 /// The pool is complete when every block is done; only then does the runner record the stage.
@@ -181,7 +180,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         reject: &g.reject,
     };
     // Sized before any source runs, so that a run that cannot fit stops before its work.
-    let (rows, logit_budget) = plan_device_batches(ctx, vocab.len() as u64, device)?;
+    let (rows, logit_budget, plan) = plan_device_batches(ctx, vocab.len() as u64, device)?;
+    let memory = std::sync::Mutex::new(plan);
     let mut sources: Vec<Box<dyn EndingSource>> = sources::sources()
         .into_iter()
         .filter(|s| s.enabled(g))
@@ -205,6 +205,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         all: &all,
         validity: &validity,
         device,
+        memory: &memory,
         lms: None,
     };
     for source in sources.iter_mut() {
@@ -223,6 +224,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         bar.finish();
         join(source.as_ref(), &mut before, endings)?;
     }
+    ctx.record_memory_plan(memory.lock().unwrap_or_else(|e| e.into_inner()).clone());
 
     let blocks: Vec<&[(usize, &Item)]> = items.chunks(g.block_items).collect();
     let (shard, shards) = ctx.shard.unwrap_or((0, 1));

@@ -102,6 +102,9 @@ pub struct SourceContext<'a> {
     /// The validity rules; `[generate] reject` turns endings away.
     pub validity: &'a Validity<'a>,
     pub device: Device,
+    /// The stage's device memory plan: a source that puts batches on the device sizes them with
+    /// it (the stage records it once the sources before the blocks are done).
+    pub memory: &'a std::sync::Mutex<af_core::memory::MemoryPlan>,
     /// af's LMs, for a source that streams.
     pub lms: Option<&'a AfLms<'a>>,
 }

@@ -510,6 +510,39 @@ impl EndingSource for Pretrained {
     }
 }
 
+/// The generator's rows per sampling batch under the stage's memory plan (`pretrained-batch`
+/// when it fits): sized for the widest prompt of the run, beside the generator's f32 weights.
+fn plan_rows(lm: &CausalLm, items: &[&Item], ctx: &SourceContext) -> anyhow::Result<usize> {
+    let (g, seed) = (&ctx.config.generate, ctx.config.run.seed);
+    let mut widest = 1;
+    for (i, item) in items.iter().enumerate() {
+        let text = prompt(
+            item,
+            &examples(ctx.all, items.len(), i, g.pretrained_examples, seed),
+        );
+        widest = widest.max(lm.prompt_tokens(&text)?);
+    }
+    let per_row =
+        af_core::memory::llama_sampling_row_bytes(lm.shape(), widest as u64, g.max_tokens as u64);
+    let mut plan = ctx.memory.lock().unwrap_or_else(|e| e.into_inner());
+    let rows = plan.size(
+        "pretrained generator rows",
+        "[generate] pretrained-batch",
+        "rows",
+        g.pretrained_batch as u64,
+        1,
+        per_row,
+        4 * lm.parameters().max(0) as u64,
+    )?;
+    if rows < g.pretrained_batch as u64 {
+        tracing::info!(
+            "generate: the pretrained generator samples {rows} rows at a time, not {} ([generate] pretrained-batch), to fit the device memory budget",
+            g.pretrained_batch
+        );
+    }
+    Ok(rows as usize)
+}
+
 /// Every item's pretrained endings (in item order), writing missing parts under `dir`.
 fn pretrained_endings(
     items: &[&Item],
@@ -526,7 +559,7 @@ fn pretrained_endings(
             anyhow::anyhow!("[generate] pretrained-endings needs a generator: set [generate] pretrained-model to a GGUF file, or run `source <(scripts/setup --env)` so that {} names the one scripts/setup installs", af_nn::causal_lm::CAUSAL_LM_ENV)
         })?,
     };
-    let mut model: Option<(CausalLm, Targets, HashMap<u32, Lora>)> = None;
+    let mut model: Option<(CausalLm, Targets, HashMap<u32, Lora>, usize)> = None;
     let mut adapters = Vec::new();
     let settings = CausalSampleSettings {
         length_bias: g.pretrained_length_bias,
@@ -572,9 +605,10 @@ fn pretrained_endings(
                     HashMap::new()
                 };
                 let targets = Targets::new(&lm, g, items, sources)?;
-                model = Some((lm, targets, by_fold));
+                let rows = plan_rows(&lm, items, ctx)?;
+                model = Some((lm, targets, by_fold, rows));
             }
-            let (lm, targets, by_fold) = model.as_mut().expect("loaded above");
+            let (lm, targets, by_fold, rows) = model.as_mut().expect("loaded above");
             let first = b * size;
             // With adapters, each fold's items are drawn under their fold's adapter; draws come
             // from per-item streams, so splitting a block changes no item's endings.
@@ -605,6 +639,7 @@ fn pretrained_endings(
                     settings: &settings,
                     validity: ctx.validity,
                     seed,
+                    rows: *rows,
                 };
                 let group = job.write(items, so_far, &prompts, &indices)?;
                 part.add(&group);
@@ -621,7 +656,7 @@ fn pretrained_endings(
         all.extend(part.endings);
     }
     let (name, parameters) = match &model {
-        Some((m, _, _)) => (m.name.clone(), m.parameters()),
+        Some((m, _, _, _)) => (m.name.clone(), m.parameters()),
         None => (String::new(), 0),
     };
     if adapters.is_empty() && g.pretrained_adapt_steps > 0 {
@@ -672,6 +707,8 @@ struct BlockJob<'a> {
     settings: &'a CausalSampleSettings,
     validity: &'a Validity<'a>,
     seed: u64,
+    /// Rows per sampling batch: `pretrained-batch`, or fewer where the memory plan says so.
+    rows: usize,
 }
 
 impl BlockJob<'_> {
@@ -722,7 +759,7 @@ impl BlockJob<'_> {
                     .into_iter();
                 let mut left = need;
                 while left > 0 {
-                    let count = left.min(g.pretrained_batch);
+                    let count = left.min(self.rows);
                     let uniforms: Vec<f32> = (0..count * s.max_tokens)
                         .map(|_| rng.random::<f32>())
                         .collect();
@@ -737,8 +774,7 @@ impl BlockJob<'_> {
             while start < jobs.len() {
                 let mut end = start;
                 let mut rows = 0;
-                while end < jobs.len() && (end == start || rows + jobs[end].1 <= g.pretrained_batch)
-                {
+                while end < jobs.len() && (end == start || rows + jobs[end].1 <= self.rows) {
                     rows += jobs[end].1;
                     end += 1;
                 }
