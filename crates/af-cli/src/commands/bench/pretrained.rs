@@ -1,4 +1,6 @@
-//! `af bench pretrained`: continuations per second of the pretrained generator.
+//! `af bench pretrained`: continuations per second of the pretrained generator, and where a
+//! draw's time goes: the same batches are run again to one token only, which costs the prompt
+//! pass (once per prompt, shared by its continuations) and one step; the rest is the steps.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,9 +68,11 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
     let lm = CausalLm::load(path, device)?;
     let load_seconds = start.elapsed().as_secs_f64();
     let settings = CausalSampleSettings::new(max_tokens, 1.0, 0, top_p);
+    let first_token = CausalSampleSettings::new(1, 1.0, 0, top_p);
     let sentences = caption_sentences((batches + 1) * prompts * (examples + 1) + 1);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
-    let (mut draws, mut words, mut seconds) = (0usize, 0usize, 0.0);
+    let (mut draws, mut words, mut seconds, mut prompt_seconds) = (0usize, 0usize, 0.0, 0.0);
+    let mut steps = 0usize;
     for batch in 0..=batches {
         let texts: Vec<String> = (0..prompts)
             .map(|p| {
@@ -108,6 +112,21 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
                 .flatten()
                 .map(|e| e.split_whitespace().count())
                 .sum::<usize>();
+            steps += out
+                .iter()
+                .flatten()
+                .map(|e| lm.prompt_tokens(e).unwrap_or(0))
+                .sum::<usize>();
+            let first: Vec<PromptJob> = jobs
+                .iter()
+                .map(|j| PromptJob {
+                    uniforms: &j.uniforms[..j.count],
+                    ..*j
+                })
+                .collect();
+            let start = Instant::now();
+            lm.sample(&first, &first_token)?;
+            prompt_seconds += start.elapsed().as_secs_f64();
         }
     }
     let out = json!({
@@ -125,6 +144,10 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
         "mean_words": words as f64 / draws.max(1) as f64,
         "seconds": seconds,
         "draws_per_second": draws as f64 / seconds,
+        // The same batches to one token: the prompt pass and a first step.
+        "prompt_and_first_step_seconds": prompt_seconds,
+        "prompt_share": prompt_seconds / seconds,
+        "mean_ending_tokens": steps as f64 / draws.max(1) as f64,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(ExitCode::SUCCESS)
