@@ -72,6 +72,14 @@ pub struct GenerateConfig {
     /// How a shared ending is kept to the item's scene; see [`SharedTopic`].
     #[serde(skip_serializing_if = "is_default")]
     pub shared_topic: SharedTopic,
+    /// Checks that set aside endings which could be right answers, before the pool is written
+    /// (the endings of every source but af's LM sampler); see [`CouldBeRight`]. Empty: none.
+    #[serde(skip_serializing_if = "is_default")]
+    pub could_be_right: Vec<CouldBeRight>,
+    /// `similar`: the cosine of an ending's and the gold's sentence vectors from which it is set
+    /// aside.
+    #[serde(skip_serializing_if = "is_default_could_be_right_similarity")]
+    pub could_be_right_similarity: f64,
     /// The pretrained generator's GGUF file (a Llama-architecture model with a byte-level BPE
     /// tokenizer); default: `AF_CAUSAL_LM`, which `scripts/setup --env` sets.
     #[serde(skip_serializing_if = "is_default")]
@@ -137,6 +145,13 @@ fn is_default_adapt_learning_rate(x: &f64) -> bool {
     *x == DEFAULT_ADAPT_LEARNING_RATE
 }
 
+fn is_default_could_be_right_similarity(x: &f64) -> bool {
+    *x == DEFAULT_COULD_BE_RIGHT_SIMILARITY
+}
+
+/// MiniLM's cosines of paraphrases sit above about 0.8; a different event seldom reaches it.
+pub const DEFAULT_COULD_BE_RIGHT_SIMILARITY: f64 = 0.8;
+
 fn is_default_near_copy_overlap(x: &f64) -> bool {
     *x == DEFAULT_NEAR_COPY_OVERLAP
 }
@@ -161,6 +176,8 @@ impl Default for GenerateConfig {
             pretrained_endings: 0,
             shared_endings: 0,
             shared_topic: SharedTopic::Encoder,
+            could_be_right: Vec::new(),
+            could_be_right_similarity: DEFAULT_COULD_BE_RIGHT_SIMILARITY,
             pretrained_model: None,
             pretrained_examples: 0,
             pretrained_batch: DEFAULT_PRETRAINED_BATCH,
@@ -267,6 +284,17 @@ impl GenerateConfig {
         if self.shared_endings > 0 && self.pretrained_endings == 0 {
             return Err("[generate] shared-endings shares other items' pretrained endings: it needs pretrained-endings = N (N > 0)".into());
         }
+        if !(self.could_be_right_similarity > 0.0 && self.could_be_right_similarity <= 1.0) {
+            return Err(format!(
+                "[generate] could-be-right-similarity = {}: must be in (0, 1]",
+                self.could_be_right_similarity
+            ));
+        }
+        if self.could_be_right_similarity != DEFAULT_COULD_BE_RIGHT_SIMILARITY
+            && !self.could_be_right.contains(&CouldBeRight::Similar)
+        {
+            return Err("[generate] could-be-right-similarity does nothing without the `similar` check: add \"similar\" to could-be-right, or remove it".into());
+        }
         if self.shared_topic != SharedTopic::default() && self.shared_endings == 0 {
             return Err("[generate] shared-topic does nothing without shared-endings: set shared-endings = N (N > 0), or remove shared-topic".into());
         }
@@ -298,6 +326,8 @@ impl GenerateConfig {
             pretrained_endings,
             shared_endings,
             shared_topic,
+            could_be_right,
+            could_be_right_similarity,
             pretrained_model,
             pretrained_examples,
             pretrained_batch,
@@ -340,6 +370,12 @@ impl GenerateConfig {
             fingerprint
         };
         fingerprint
+            .later("could-be-right", could_be_right, &d.could_be_right)
+            .later(
+                "could-be-right-similarity",
+                could_be_right_similarity,
+                &d.could_be_right_similarity,
+            )
             .later("pretrained-model", pretrained_model, &d.pretrained_model)
             .later(
                 "pretrained-examples",
@@ -400,6 +436,31 @@ pub enum SharedTopic {
     /// Any ending that agrees, whatever its scene: how shared endings were first measured
     /// (docs/notebook/2026-12-05-shared-endings.md), kept to reproduce it.
     Off,
+}
+
+/// A check that sets aside an ending which could be a right answer (`[generate] could-be-right`),
+/// read with the pretrained sentence encoder (all-MiniLM-L6-v2, `$AF_ENCODER_DIR`); each ending
+/// set aside is counted under its check and listed in `generate/set-aside.tsv`
+/// (docs/decisions/472-could-be-right-set-aside.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CouldBeRight {
+    /// The ending says what the gold ending says in other words: the cosine of their sentence
+    /// vectors reaches `could-be-right-similarity`.
+    Similar,
+    /// A right-answer scorer (a logistic regression on the context's and the second sentence's
+    /// vectors, trained on the run's items' golds against other videos' endings, cross-fitted by
+    /// fold) rates the ending at least as right as the item's own gold and a typical gold.
+    Scorer,
+}
+
+impl CouldBeRight {
+    pub fn name(self) -> &'static str {
+        match self {
+            CouldBeRight::Similar => "similar",
+            CouldBeRight::Scorer => "scorer",
+        }
+    }
 }
 
 /// What length a shaped pretrained ending aims at (`[generate] pretrained-length-target`).

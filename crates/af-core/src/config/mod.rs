@@ -41,7 +41,7 @@ pub use committee::{
 };
 pub use export::ExportConfig;
 pub use filter::{BudgetRule, FilterConfig, Phase, SwapChoice, SwapHead};
-pub use generate::{GenerateConfig, LengthTarget, SharedTopic, ValidityRule};
+pub use generate::{CouldBeRight, GenerateConfig, LengthTarget, SharedTopic, ValidityRule};
 pub use lm::LmConfig;
 pub use pairs::{AdverbSide, InputFormat, InputSpec, PairsConfig, RecordLayout, TextEncoding};
 pub use precision::Precision;

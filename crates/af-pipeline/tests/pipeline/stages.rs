@@ -989,6 +989,94 @@ fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
 /// context and noun phrase; its endings join the pool after the item's own, each listed in
 /// pretrained.tsv, counted apart in the report, and written per block so a resumed run reads them
 /// back instead of drawing again.
+/// The checks that read the pretrained encoder (all-MiniLM-L6-v2, which scripts/test installs):
+/// shared endings kept to the scene, and `could-be-right` setting endings aside before the pool
+/// is written, each one listed in set-aside.tsv and absent from its item's pool.
+#[test]
+fn generate_keeps_shared_endings_to_the_scene_and_sets_aside_what_could_be_right() {
+    let _lock = lock();
+    assert!(
+        std::env::var_os(af_nn::encoder::ENCODER_DIR_ENV).is_some(),
+        "AF_ENCODER_DIR is unset: run the tests with scripts/test, or `source scripts/env.sh` first"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("toy.gguf");
+    af_nn::causal_lm::toy::write_toy_llama(&model, 3).unwrap();
+    let cfg = config_in(d.path(), &format!("{TINY_MODELS}{}", captions_input()));
+    let with = |checks: &str| {
+        let extra = format!(
+            "[generate]\npretrained-endings = 4\nshared-endings = 4\npretrained-model = \"{}\"\nlimit-items = 20\n{checks}",
+            model.display()
+        );
+        let text = std::fs::read_to_string(d.path().join("base.toml"))
+            .unwrap()
+            .replace("[generate]\n", &extra)
+            .replace("block-items = 32", "block-items = 5");
+        std::fs::write(&cfg, text).unwrap();
+    };
+    std::fs::copy(&cfg, d.path().join("base.toml")).unwrap();
+    let generate = d.path().join("run/generate");
+    // Nearly everything is as near the gold as a cosine of 0.01: set aside, and out of the pool.
+    with("could-be-right = [\"similar\"]\ncould-be-right-similarity = 0.01\n");
+    run_stages(&load(&cfg), until(GENERATE), &[]);
+    let report = json(&generate.join("report.json"));
+    let topic = &report["shared"]["topic"];
+    assert!(topic["mean_passing"].as_f64().unwrap() >= 0.0, "{report}");
+    let checks = &report["could-be-right"];
+    let checked = checks["checked"].as_u64().unwrap();
+    let aside = checks["set_aside"].as_u64().unwrap();
+    assert_eq!(
+        checked,
+        80 + report["shared"]["endings"].as_u64().unwrap(),
+        "every pretrained and shared ending is checked: {checks}"
+    );
+    // Nearly every ending is flagged; each of the 20 items keeps k = 3 of them for AF.
+    let kept_for_k = checks["kept_for_k"].as_u64().unwrap();
+    assert!((aside + kept_for_k) * 2 > checked, "{checks}");
+    assert!(kept_for_k > 0 && kept_for_k <= 3 * 20, "{checks}");
+    assert_eq!(checks["by_check"]["similar"], aside);
+    let rows: Vec<af_core::Candidate> = af_io::pool::parts(&generate.join("pool"))
+        .unwrap()
+        .iter()
+        .flat_map(|p| af_io::pool::read_part(p).unwrap())
+        .collect();
+    let tsv = std::fs::read_to_string(generate.join("set-aside.tsv")).unwrap();
+    let listed: Vec<Vec<&str>> = tsv
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(listed.len() as u64, aside);
+    for l in &listed {
+        let item: u32 = l[0].parse().unwrap();
+        assert!(l[4].parse::<f32>().unwrap() >= 0.01, "{l:?}");
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r.item_index == item && r.ending == l[6]),
+            "set aside, yet in the pool: {l:?}"
+        );
+    }
+
+    // Both checks at their defaults: the scorer is trained, and its held-out accuracy reported.
+    with("could-be-right = [\"similar\", \"scorer\"]\n");
+    assert_eq!(
+        run_stages(&load(&cfg), &[GENERATE], &[]),
+        [(Some(GENERATE), "done")],
+        "other checks make another pool"
+    );
+    let checks = json(&generate.join("report.json"))["could-be-right"].clone();
+    let pairwise = checks["scorer_heldout_pairwise"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&pairwise), "{checks}");
+    let by_check: u64 = checks["by_check"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_check, checks["set_aside"].as_u64().unwrap());
+}
+
 #[test]
 fn generate_joins_a_pretrained_generators_endings_to_the_pool() {
     let _lock = lock();

@@ -19,6 +19,7 @@
 //! endings of the sources that run before the blocks), and the report needs no second pass over
 //! the pool (blocks done by an earlier run or another shard are read back for it).
 
+mod could_be_right;
 mod report;
 pub mod sources;
 
@@ -148,6 +149,20 @@ fn plan_device_batches(
     Ok((rows as usize, logits as usize, plan))
 }
 
+/// The pretrained sentence encoder a `[generate]` check reads with (`key` names the check in the
+/// error): `$AF_ENCODER_DIR`, else the first installed.
+pub(crate) fn encoder_dir(key: &str) -> anyhow::Result<std::path::PathBuf> {
+    af_nn::encoder::known_model_dirs()
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "[generate] {key} needs a pretrained sentence encoder and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {}",
+                af_nn::encoder::ENCODER_DIR_ENV
+            )
+        })
+}
+
 /// The pool is complete when every block is done; only then does the runner record the stage.
 pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;
@@ -211,6 +226,9 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     for source in sources.iter_mut() {
         source.prepare(&source_ctx)?;
     }
+    if !g.could_be_right.is_empty() {
+        encoder_dir("could-be-right")?;
+    }
     for source in sources.iter_mut().filter(|s| !s.streams()) {
         let bar = match source.bar_label() {
             Some(label) => ctx.progress.bar(label, questions as u64),
@@ -225,6 +243,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         join(source.as_ref(), &mut before, endings)?;
     }
     ctx.record_memory_plan(memory.lock().unwrap_or_else(|e| e.into_inner()).clone());
+    let question_refs: Vec<&Item> = all[..questions].iter().collect();
+    let set_aside = could_be_right::set_aside(&question_refs, &mut before, &source_ctx)?;
 
     let blocks: Vec<&[(usize, &Item)]> = items.chunks(g.block_items).collect();
     let (shard, shards) = ctx.shard.unwrap_or((0, 1));
@@ -380,6 +400,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let summaries = sources
         .iter()
         .filter_map(|s| s.summary().map(|summary| (s.name(), summary)))
+        .chain(set_aside.map(|summary| (could_be_right::NAME, summary)))
         .collect();
     let questions_only = &all[..questions];
     let report = stats.report(

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use af_core::config::{GenerateConfig, SharedTopic};
 use af_core::Item;
-use af_nn::encoder::{Encoder, EncoderOptions, ENCODER_DIR_ENV};
+use af_nn::encoder::{Encoder, EncoderOptions};
 use anyhow::Context;
 use rand::Rng;
 use serde::Serialize;
@@ -64,7 +64,7 @@ impl EndingSource for Shared {
 
     fn prepare(&mut self, ctx: &SourceContext) -> anyhow::Result<()> {
         if ctx.config.generate.shared_topic == SharedTopic::Encoder {
-            topic_encoder_dir()?;
+            crate::stages::generate::encoder_dir("shared-topic")?;
         }
         Ok(())
     }
@@ -81,7 +81,7 @@ impl EndingSource for Shared {
         let (topic, encoder) = match g.shared_topic {
             SharedTopic::Off => (None, None),
             SharedTopic::Encoder => {
-                let dir = topic_encoder_dir()?;
+                let dir = crate::stages::generate::encoder_dir("shared-topic")?;
                 let encoder = Encoder::load(&dir, ctx.device, &EncoderOptions::default())
                     .with_context(|| {
                         format!(
@@ -165,15 +165,6 @@ impl EndingSource for Shared {
             ),
         })
     }
-}
-
-/// The encoder directory the topic check reads with: `$AF_ENCODER_DIR`, else the first installed.
-fn topic_encoder_dir() -> anyhow::Result<std::path::PathBuf> {
-    af_nn::encoder::known_model_dirs().into_iter().next().ok_or_else(|| {
-        anyhow::anyhow!(
-            "[generate] shared-topic = \"encoder\" (the default with shared-endings) needs a pretrained sentence encoder and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {ENCODER_DIR_ENV}; or set shared-topic = \"off\" to share endings whatever their scene"
-        )
-    })
 }
 
 /// Every written ending there is to share, as (its question's position, its text), in the order
