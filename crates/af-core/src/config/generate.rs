@@ -448,17 +448,12 @@ pub enum CouldBeRight {
     /// The ending says what the gold ending says in other words: the cosine of their sentence
     /// vectors reaches `could-be-right-similarity`.
     Similar,
-    /// A right-answer scorer (a logistic regression on the context's and the second sentence's
-    /// vectors, trained on the run's items' golds against other videos' endings, cross-fitted by
-    /// fold) rates the ending at least as right as the item's own gold and a typical gold.
-    Scorer,
 }
 
 impl CouldBeRight {
     pub fn name(self) -> &'static str {
         match self {
             CouldBeRight::Similar => "similar",
-            CouldBeRight::Scorer => "scorer",
         }
     }
 }
