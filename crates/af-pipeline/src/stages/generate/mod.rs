@@ -163,6 +163,22 @@ pub(crate) fn encoder_dir(key: &str) -> anyhow::Result<std::path::PathBuf> {
         })
 }
 
+#[cfg(test)]
+impl<'a> Validity<'a> {
+    /// The rules the sources' tests read endings with: near copies from 0.8 of the gold's words,
+    /// length gaps over 5 tokens, `reject` turning endings away.
+    pub(crate) fn for_tests(tagger: &'a Tagger, reject: &'a [ValidityRule]) -> Self {
+        Self {
+            tagger,
+            rules: ValidityRules {
+                near_copy_overlap: 0.8,
+                max_length_gap: 5,
+            },
+            reject,
+        }
+    }
+}
+
 /// The pool is complete when every block is done; only then does the runner record the stage.
 pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let config = ctx.config;

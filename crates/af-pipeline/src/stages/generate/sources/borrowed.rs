@@ -141,7 +141,6 @@ pub(crate) fn borrowed_endings(
 #[cfg(test)]
 mod tests {
     use af_core::ValidityRule;
-    use af_text::validity::ValidityRules;
     use af_text::Tagger;
 
     use super::*;
@@ -192,14 +191,7 @@ mod tests {
         }
         let tagger = Tagger::builtin();
         let reject = [ValidityRule::LengthGap];
-        let validity = Validity {
-            tagger: &tagger,
-            rules: ValidityRules {
-                near_copy_overlap: 0.8,
-                max_length_gap: 5,
-            },
-            reject: &reject,
-        };
+        let validity = Validity::for_tests(&tagger, &reject);
         let questions = 12;
         let borrowed = borrowed_endings(&items, questions, 3, false, 7, &validity);
         assert_eq!(borrowed.len(), questions);
@@ -265,14 +257,7 @@ mod tests {
             .map(|i| item(i, 0, &format!("g{i}"), endings[i % endings.len()]))
             .collect();
         let tagger = Tagger::builtin();
-        let validity = Validity {
-            tagger: &tagger,
-            rules: ValidityRules {
-                near_copy_overlap: 0.8,
-                max_length_gap: 5,
-            },
-            reject: &[],
-        };
+        let validity = Validity::for_tests(&tagger, &[]);
         let onset =
             |e: &str| af_text::validity::onset(&tagger.tag(&af_text::tokenize_lowercase(e)));
         assert_ne!(

@@ -336,7 +336,6 @@ pub(crate) fn shared_endings(
 #[cfg(test)]
 mod tests {
     use af_core::ValidityRule;
-    use af_text::validity::ValidityRules;
     use af_text::Tagger;
 
     use super::*;
@@ -389,14 +388,7 @@ mod tests {
             .collect();
         let tagger = Tagger::builtin();
         let reject = [ValidityRule::LengthGap];
-        let validity = Validity {
-            tagger: &tagger,
-            rules: ValidityRules {
-                near_copy_overlap: 0.8,
-                max_length_gap: 5,
-            },
-            reject: &reject,
-        };
+        let validity = Validity::for_tests(&tagger, &reject);
         let onset =
             |e: &str| af_text::validity::onset(&tagger.tag(&af_text::tokenize_lowercase(e)));
         assert_ne!(
@@ -476,14 +468,7 @@ mod tests {
             endings,
         };
         let tagger = Tagger::builtin();
-        let validity = Validity {
-            tagger: &tagger,
-            rules: ValidityRules {
-                near_copy_overlap: 0.8,
-                max_length_gap: 5,
-            },
-            reject: &[],
-        };
+        let validity = Validity::for_tests(&tagger, &[]);
         let refs: Vec<&Item> = items.iter().collect();
         let picked = shared_endings(&refs, &so_far, 20, 3, &validity, Some(&topic));
         for q in 0..12 {
