@@ -5,8 +5,8 @@
 //!
 //! A batch's size is the configured one unless that would not fit: then the largest that fits
 //! within [`USABLE_SHARE`] of the budget, after what the stage holds for the whole time
-//! (weights, tables). A stage whose resident memory and smallest batch do not fit stops before
-//! its work, saying which batch, how much it needs and how much there is.
+//! (models' weights, the candidate table). A stage whose resident memory and smallest batch do
+//! not fit stops before its work, saying which batch, how much it needs and how much there is.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -87,7 +87,7 @@ impl<'de> Deserialize<'de> for DeviceMemory {
 
 /// A stage cannot fit in the budget even with its smallest batch.
 #[derive(Debug, Error, PartialEq)]
-#[error("{what} ({key}) cannot fit in the device memory budget: it needs {} ({} held for the stage and {} for the smallest batch of {minimum} {unit}) of the {} usable ({:.0}% of {}, {budget_from}); set [run] device-memory higher, use a larger device, or shrink the models", gb(*needs), gb(*resident), gb(needs - resident), gb(*usable), USABLE_SHARE * 100.0, gb(*budget))]
+#[error("{what} ({key}) cannot fit in the device memory budget: it needs {} ({} held for the stage and {} for the smallest batch of {minimum} {unit}) of the {} usable ({:.0}% of {}, {budget_from}); it fits with a smaller {key} (a training step's `[committee] batch-items` is never cut by the plan: it changes what AF trains), a larger [run] device-memory where the device has more free, a larger device, or smaller models", gb(*needs), gb(*resident), gb(needs - resident), gb(*usable), USABLE_SHARE * 100.0, gb(*budget))]
 pub struct CannotFit {
     pub what: String,
     pub key: String,
@@ -122,7 +122,8 @@ pub struct PlannedBatch {
     pub planned: u64,
     /// Estimated device bytes per unit at the batch's peak.
     pub bytes_per_unit: u64,
-    /// Estimated device bytes the stage holds while the batch runs (weights, tables).
+    /// Estimated device bytes the stage holds while the batch runs (models' weights, the
+    /// candidate table).
     pub resident_bytes: u64,
     /// `resident_bytes + planned * bytes_per_unit`.
     pub peak_bytes: u64,

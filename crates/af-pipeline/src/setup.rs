@@ -252,28 +252,44 @@ pub fn load_tagger(model: Option<&Path>) -> anyhow::Result<af_text::Tagger> {
 
 /// The device the config's `[run] device` asks for, checked against what libtorch can use.
 pub fn device(config: &Config) -> anyhow::Result<tch::Device> {
-    device_named(&config.run.device)
+    let device = device_named(&config.run.device)?;
+    // The `auto` budget is what was free before the run's first stage used the device.
+    first_free(device);
+    Ok(device)
+}
+
+/// What a CUDA device reported free the first time this process asked (per device): later
+/// readings would count the blocks earlier stages left in libtorch's cache as taken.
+fn first_free(device: tch::Device) -> Option<u64> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static FIRST: OnceLock<Mutex<HashMap<usize, Option<u64>>>> = OnceLock::new();
+    let tch::Device::Cuda(index) = device else {
+        return None;
+    };
+    let mut first = FIRST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *first
+        .entry(index)
+        .or_insert_with(|| af_nn::runtime::device_memory_info(device).map(|(free, _)| free))
 }
 
 /// An empty memory plan with the run's device memory budget (`[run] device-memory`): the size it
-/// names; with `auto`, what a CUDA device reported free the first time this process asked (later
-/// stages would otherwise see their predecessors' cached blocks as taken), and no bound on the
-/// CPU.
+/// names; with `auto`, what a CUDA device reported free when the run first selected it (before
+/// any stage put tensors there), and no bound on the CPU.
 pub fn memory_plan(config: &Config, device: tch::Device) -> af_core::memory::MemoryPlan {
     use af_core::memory::{DeviceMemory, MemoryPlan};
-    static FIRST_FREE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     match (config.run.device_memory, device) {
         (DeviceMemory::Bytes(b), _) => MemoryPlan::new(Some(b), "[run] device-memory"),
-        (DeviceMemory::Auto, tch::Device::Cuda(i)) => {
-            let free = *FIRST_FREE
-                .get_or_init(|| af_nn::runtime::device_memory_info(device).map(|(f, _)| f));
-            match free {
-                Some(f) => {
-                    MemoryPlan::new(Some(f), format!("free on cuda:{i} when af first asked"))
-                }
-                None => MemoryPlan::new(None, format!("cuda:{i} did not say what is free")),
-            }
-        }
+        (DeviceMemory::Auto, tch::Device::Cuda(i)) => match first_free(device) {
+            Some(f) => MemoryPlan::new(
+                Some(f),
+                format!("free on cuda:{i} when the run first used it"),
+            ),
+            None => MemoryPlan::new(None, format!("cuda:{i} did not say what is free")),
+        },
         (DeviceMemory::Auto, _) => MemoryPlan::new(None, "the CPU with device-memory = \"auto\""),
     }
 }

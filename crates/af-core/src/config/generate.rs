@@ -295,6 +295,15 @@ impl GenerateConfig {
         {
             return Err("[generate] could-be-right-similarity does nothing without the `similar` check: add \"similar\" to could-be-right, or remove it".into());
         }
+        let checked_sources = self.borrowed_endings > 0
+            || self.pretrained_endings > 0
+            || pairs
+                .inputs
+                .iter()
+                .any(|i| i.format == super::pairs::InputFormat::Questions);
+        if !self.could_be_right.is_empty() && !checked_sources {
+            return Err("[generate] could-be-right checks the endings of borrowed-endings, pretrained-endings, shared-endings and a questions input's own options (af's LM samples are not checked): with none of them it does nothing; remove it, or set one".into());
+        }
         if self.shared_topic != SharedTopic::default() && self.shared_endings == 0 {
             return Err("[generate] shared-topic does nothing without shared-endings: set shared-endings = N (N > 0), or remove shared-topic".into());
         }
@@ -550,6 +559,25 @@ mod tests {
                 .contains("shared"),
             "off, and not in the fingerprint of runs made before it"
         );
+    }
+
+    #[test]
+    fn could_be_right_needs_endings_it_can_check() {
+        let err = checked("[generate]\ncould-be-right = [\"similar\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("could-be-right") && err.contains("pretrained-endings"),
+            "{err}"
+        );
+        let c = checked("[generate]\npretrained-endings = 4\ncould-be-right = [\"similar\"]\n")
+            .unwrap();
+        assert_eq!(c.generate.could_be_right, [CouldBeRight::Similar]);
+        assert!(c.generate.fingerprint().get("could-be-right").is_some());
+        let err = checked("[generate]\npretrained-endings = 4\ncould-be-right-similarity = 0.9\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("similar"), "{err}");
     }
 
     #[test]

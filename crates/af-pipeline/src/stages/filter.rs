@@ -95,6 +95,15 @@ fn plan_committee_batches(
             resident,
         )?);
     }
+    // One committee scores every phase: each phase's entry says the batch it ran with.
+    for b in plan
+        .batches
+        .iter_mut()
+        .filter(|b| b.key == "[committee] score-batch")
+    {
+        b.planned = score;
+        b.peak_bytes = b.resident_bytes + score * b.bytes_per_unit;
+    }
     tracing::info!("filter: {}", plan.line());
     ctx.record_memory_plan(plan);
     let mut planned = c.clone();

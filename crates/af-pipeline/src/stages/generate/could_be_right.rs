@@ -19,8 +19,6 @@ use std::collections::BTreeMap;
 
 use af_core::config::CouldBeRight;
 use af_core::Item;
-use af_nn::encoder::{Encoder, EncoderOptions};
-use anyhow::Context;
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
@@ -54,14 +52,7 @@ pub fn set_aside(
     if g.could_be_right.is_empty() {
         return Ok(None);
     }
-    let dir = super::encoder_dir("could-be-right")?;
-    let encoder =
-        Encoder::load(&dir, ctx.device, &EncoderOptions::default()).with_context(|| {
-            format!(
-                "loading the encoder of [generate] could-be-right from {}",
-                dir.display()
-            )
-        })?;
+    let (encoder, dir) = super::load_encoder("could-be-right", ctx.device)?;
     let unit = |texts: &[&str]| -> anyhow::Result<Tensor> { Ok(encoder.encode(texts)?) };
     let golds = unit(
         &questions
@@ -80,7 +71,7 @@ pub fn set_aside(
         .flat_map(|(q, es)| std::iter::repeat_n(q as i64, es.len()))
         .collect();
 
-    let mut flags: Vec<Option<(CouldBeRight, f32, f32)>> = vec![None; texts.len()];
+    let mut flags: Vec<Flag> = vec![None; texts.len()];
     if g.could_be_right.contains(&CouldBeRight::Similar) && !texts.is_empty() {
         let cos = (&candidates * golds.index_select(0, &Tensor::from_slice(&owner)))
             .sum_dim_intlist(1, false, Kind::Float);
@@ -92,26 +83,10 @@ pub fn set_aside(
         }
     }
 
-    // Every item keeps at least k endings for AF's questions: where the checks would leave fewer,
-    // the flagged endings that passed their bar by least stay.
-    let k = ctx.config.filter.k;
-    let mut kept_for_k = 0;
-    let mut first = 0;
-    for es in endings.iter() {
-        let rows = first..first + es.len();
-        first += es.len();
-        let flagged = flags[rows.clone()].iter().filter(|f| f.is_some()).count();
-        let short = k.saturating_sub(es.len() - flagged).min(flagged);
-        let mut by_margin: Vec<usize> = rows.filter(|&r| flags[r].is_some()).collect();
-        by_margin.sort_by(|&a, &b| {
-            let margin = |r: usize| flags[r].map_or(0.0, |(_, score, bar)| score - bar);
-            margin(a).total_cmp(&margin(b)).then(a.cmp(&b))
-        });
-        for &r in &by_margin[..short] {
-            flags[r] = None;
-            kept_for_k += 1;
-        }
-    }
+    // Every item keeps enough endings for AF's questions (k, less what af's LMs will add).
+    let keep = ctx.config.filter.k.saturating_sub(g.endings);
+    let sizes: Vec<usize> = endings.iter().map(Vec::len).collect();
+    let kept_for_k = keep_at_least(&mut flags, &sizes, keep);
     let mut summary = Summary {
         checked: texts.len(),
         kept_for_k,
@@ -149,7 +124,7 @@ pub fn set_aside(
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     let line = format!(
-        "could be right: {} of {} endings set aside ({}; {} more kept so that every item has k = {k})",
+        "could be right: {} of {} endings set aside ({}; {} more kept so that every item keeps {keep} for AF's questions)",
         summary.set_aside,
         summary.checked,
         if by_check.is_empty() { "none".into() } else { by_check.join(", ") },
@@ -159,4 +134,75 @@ pub fn set_aside(
         json: serde_json::to_value(&summary)?,
         line,
     }))
+}
+
+/// A check's verdict on one ending: which check, its score and the bar it reached.
+type Flag = Option<(CouldBeRight, f32, f32)>;
+
+/// Unflags, item by item (`sizes[i]` consecutive rows of `flags`), the flagged endings that passed
+/// their bar by least, until the item keeps `keep` endings or has none flagged left; returns how
+/// many were unflagged.
+fn keep_at_least(flags: &mut [Flag], sizes: &[usize], keep: usize) -> usize {
+    let mut unflagged = 0;
+    let mut first = 0;
+    for &size in sizes {
+        let rows = first..first + size;
+        first += size;
+        let mut flagged: Vec<usize> = rows.filter(|&r| flags[r].is_some()).collect();
+        let short = keep.saturating_sub(size - flagged.len()).min(flagged.len());
+        let margin = |r: usize| flags[r].map_or(0.0, |(_, score, bar)| score - bar);
+        flagged.sort_by(|&a, &b| margin(a).total_cmp(&margin(b)).then(a.cmp(&b)));
+        for &r in &flagged[..short] {
+            flags[r] = None;
+            unflagged += 1;
+        }
+    }
+    unflagged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An item short of `keep` gets back its flagged endings that passed their bar by least;
+    /// one with enough, or with nothing flagged, is left as it is.
+    #[test]
+    fn items_keep_enough_endings_the_least_flagged_first() {
+        let flag = |margin: f32| Some((CouldBeRight::Similar, 0.8 + margin, 0.8));
+        let mut flags = vec![
+            // Item 0: one kept, three flagged by margins 0.3, 0.1, 0.2.
+            None,
+            flag(0.3),
+            flag(0.1),
+            flag(0.2),
+            // Item 1: both flagged, by 0.05 and 0.01.
+            flag(0.05),
+            flag(0.01),
+            // Item 2: nothing flagged.
+            None,
+            None,
+            None,
+            // Item 3: three kept, one flagged.
+            None,
+            None,
+            None,
+            flag(0.4),
+        ];
+        let unflagged = keep_at_least(&mut flags, &[4, 2, 3, 4], 2);
+        assert_eq!(unflagged, 3);
+        let kept: Vec<bool> = flags.iter().map(Option::is_none).collect();
+        assert_eq!(
+            kept,
+            [
+                true, false, true, false, // the 0.1 one is back
+                true, true, // both back: the item has only two
+                true, true, true, //
+                true, true, true, false, // enough already
+            ]
+        );
+        // Nothing to keep: nothing unflagged.
+        let mut again = flags.clone();
+        assert_eq!(keep_at_least(&mut again, &[4, 2, 3, 4], 0), 0);
+        assert_eq!(again, flags);
+    }
 }

@@ -26,6 +26,8 @@ pub mod sources;
 use std::collections::HashMap;
 use std::time::Instant;
 
+use anyhow::Context;
+
 use af_core::{Candidate, Item, ValidityRule, GOLD_ORIGIN};
 use af_nn::lm::BiLm;
 use af_nn::lm_files::{load_fold, load_vocab, token_ids};
@@ -126,12 +128,18 @@ fn plan_device_batches(
     let mut plan = crate::setup::memory_plan(config, device);
     let (e, h, l) = (lm.embedding as u64, lm.hidden as u64, lm.layers as u64);
     let resident = u64::from(config.pairs.folds) * memory::lstm_lm_bytes(vocab, e, h, l);
+    // The sampler draws an item's first round whole, whatever the batch: its rows are the least.
+    let first_round = if g.endings > 0 {
+        g.endings + g.endings / 4 + 8
+    } else {
+        1
+    };
     let rows = plan.size(
         "af's LM sampling and scoring rows",
         "[generate] batch-sequences",
         "rows",
         g.batch_sequences as u64,
-        1,
+        first_round as u64,
         memory::lstm_sampling_row_bytes(vocab, h, l, g.max_tokens as u64),
         resident,
     )?;
@@ -150,9 +158,10 @@ fn plan_device_batches(
 }
 
 /// The pretrained sentence encoder a `[generate]` check reads with (`key` names the check in the
-/// error): `$AF_ENCODER_DIR`, else the first installed.
+/// error): `$AF_ENCODER_DIR`, else the first installed; its files checked (not its weights
+/// loaded), so that a run stops before any source runs rather than when the check comes.
 pub(crate) fn encoder_dir(key: &str) -> anyhow::Result<std::path::PathBuf> {
-    af_nn::encoder::known_model_dirs()
+    let dir = af_nn::encoder::known_model_dirs()
         .into_iter()
         .next()
         .ok_or_else(|| {
@@ -160,7 +169,31 @@ pub(crate) fn encoder_dir(key: &str) -> anyhow::Result<std::path::PathBuf> {
                 "[generate] {key} needs a pretrained sentence encoder and none was found: `scripts/setup` installs all-MiniLM-L6-v2 and sets {}",
                 af_nn::encoder::ENCODER_DIR_ENV
             )
-        })
+        })?;
+    af_nn::encoder::inspect(&dir).with_context(|| {
+        format!(
+            "[generate] {key} reads with the sentence encoder in {}",
+            dir.display()
+        )
+    })?;
+    Ok(dir)
+}
+
+/// The encoder of [`encoder_dir`], loaded on `device`, and its directory.
+pub(crate) fn load_encoder(
+    key: &str,
+    device: Device,
+) -> anyhow::Result<(af_nn::encoder::Encoder, std::path::PathBuf)> {
+    let dir = encoder_dir(key)?;
+    let encoder =
+        af_nn::encoder::Encoder::load(&dir, device, &af_nn::encoder::EncoderOptions::default())
+            .with_context(|| {
+                format!(
+                    "loading the encoder of [generate] {key} from {}",
+                    dir.display()
+                )
+            })?;
+    Ok((encoder, dir))
 }
 
 #[cfg(test)]
@@ -234,6 +267,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         config,
         dir: &ctx.dir,
         all: &all,
+        questions,
         validity: &validity,
         device,
         memory: &memory,

@@ -99,6 +99,8 @@ pub struct SourceContext<'a> {
     pub dir: &'a Path,
     /// Every item of the run, the questions first (others' golds, prompts' examples).
     pub all: &'a [Item],
+    /// How many of `all` are questions (`[generate] limit-items`).
+    pub questions: usize,
     /// The validity rules; `[generate] reject` turns endings away.
     pub validity: &'a Validity<'a>,
     pub device: Device,

@@ -427,6 +427,8 @@ const ADAPT_SALT: u64 = 0x6164_6170_7465_7273;
 #[derive(Default)]
 pub struct Pretrained {
     summary: Option<PretrainedSummary>,
+    /// Rows per sampling batch, as the stage's memory plan sized them in `prepare`.
+    rows: Option<usize>,
 }
 
 pub const NAME: &str = "pretrained";
@@ -444,6 +446,17 @@ impl EndingSource for Pretrained {
         Some("items (pretrained generator)")
     }
 
+    /// Sizes the generator's batches before any source runs (its shape and the prompts' widths
+    /// from the file, read on the CPU), so that a run that cannot fit stops before any work and
+    /// every run's plan has the generator's rows, resumed or not.
+    fn prepare(&mut self, ctx: &SourceContext) -> anyhow::Result<()> {
+        let path = model_path(&ctx.config.generate)?;
+        let lm = CausalLm::load(&path, tch::Device::Cpu)?;
+        let questions: Vec<&Item> = ctx.all[..ctx.questions].iter().collect();
+        self.rows = Some(plan_rows(&lm, &questions, ctx)?);
+        Ok(())
+    }
+
     /// Every item's pretrained endings (in item order), writing missing parts under
     /// `generate/pretrained/`; prompts' examples come from all the run's items.
     fn endings(
@@ -454,7 +467,8 @@ impl EndingSource for Pretrained {
         bar: &dyn Bar,
     ) -> anyhow::Result<Vec<Vec<Ending>>> {
         let items: Vec<&Item> = items.items.iter().map(|(_, item)| *item).collect();
-        let (written, summary) = pretrained_endings(&items, so_far, ctx, bar)?;
+        let rows = self.rows.unwrap_or(ctx.config.generate.pretrained_batch);
+        let (written, summary) = pretrained_endings(&items, so_far, rows, ctx, bar)?;
         let mut tsv = String::from("item_index\titem_id\tcandidate\n");
         for (index, ((item, endings), before)) in items.iter().zip(&written).zip(so_far).enumerate()
         {
@@ -510,6 +524,16 @@ impl EndingSource for Pretrained {
     }
 }
 
+/// The generator's GGUF file: `[generate] pretrained-model`, else the one `scripts/setup` installs.
+fn model_path(g: &GenerateConfig) -> anyhow::Result<PathBuf> {
+    match &g.pretrained_model {
+        Some(p) => Ok(p.clone()),
+        None => af_nn::causal_lm::default_path().ok_or_else(|| {
+            anyhow::anyhow!("[generate] pretrained-endings needs a generator: set [generate] pretrained-model to a GGUF file, or run `source <(scripts/setup --env)` so that {} names the one scripts/setup installs", af_nn::causal_lm::CAUSAL_LM_ENV)
+        }),
+    }
+}
+
 /// The generator's rows per sampling batch under the stage's memory plan (`pretrained-batch`
 /// when it fits): sized for the widest prompt of the run, beside the generator's f32 weights.
 fn plan_rows(lm: &CausalLm, items: &[&Item], ctx: &SourceContext) -> anyhow::Result<usize> {
@@ -547,19 +571,15 @@ fn plan_rows(lm: &CausalLm, items: &[&Item], ctx: &SourceContext) -> anyhow::Res
 fn pretrained_endings(
     items: &[&Item],
     so_far: &[Vec<Ending>],
+    rows: usize,
     ctx: &SourceContext,
     bar: &dyn Bar,
 ) -> anyhow::Result<(Vec<Vec<String>>, PretrainedSummary)> {
     let (g, seed, sources) = (&ctx.config.generate, ctx.config.run.seed, ctx.all);
     let dir = ctx.dir.join("pretrained");
     std::fs::create_dir_all(&dir)?;
-    let model_path = match &g.pretrained_model {
-        Some(p) => p.clone(),
-        None => af_nn::causal_lm::default_path().ok_or_else(|| {
-            anyhow::anyhow!("[generate] pretrained-endings needs a generator: set [generate] pretrained-model to a GGUF file, or run `source <(scripts/setup --env)` so that {} names the one scripts/setup installs", af_nn::causal_lm::CAUSAL_LM_ENV)
-        })?,
-    };
-    let mut model: Option<(CausalLm, Targets, HashMap<u32, Lora>, usize)> = None;
+    let model_path = model_path(g)?;
+    let mut model: Option<(CausalLm, Targets, HashMap<u32, Lora>)> = None;
     let mut adapters = Vec::new();
     let settings = CausalSampleSettings {
         length_bias: g.pretrained_length_bias,
@@ -605,10 +625,9 @@ fn pretrained_endings(
                     HashMap::new()
                 };
                 let targets = Targets::new(&lm, g, items, sources)?;
-                let rows = plan_rows(&lm, items, ctx)?;
-                model = Some((lm, targets, by_fold, rows));
+                model = Some((lm, targets, by_fold));
             }
-            let (lm, targets, by_fold, rows) = model.as_mut().expect("loaded above");
+            let (lm, targets, by_fold) = model.as_mut().expect("loaded above");
             let first = b * size;
             // With adapters, each fold's items are drawn under their fold's adapter; draws come
             // from per-item streams, so splitting a block changes no item's endings.
@@ -639,7 +658,7 @@ fn pretrained_endings(
                     settings: &settings,
                     validity: ctx.validity,
                     seed,
-                    rows: *rows,
+                    rows,
                 };
                 let group = job.write(items, so_far, &prompts, &indices)?;
                 part.add(&group);
@@ -656,7 +675,7 @@ fn pretrained_endings(
         all.extend(part.endings);
     }
     let (name, parameters) = match &model {
-        Some((m, _, _, _)) => (m.name.clone(), m.parameters()),
+        Some((m, _, _)) => (m.name.clone(), m.parameters()),
         None => (String::new(), 0),
     };
     if adapters.is_empty() && g.pretrained_adapt_steps > 0 {

@@ -14,8 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use af_core::config::{GenerateConfig, SharedTopic};
 use af_core::Item;
-use af_nn::encoder::{Encoder, EncoderOptions};
-use anyhow::Context;
+use af_nn::encoder::Encoder;
 use rand::Rng;
 use serde::Serialize;
 
@@ -39,7 +38,7 @@ struct SharedSummary {
     /// The other items' written endings there were to share.
     donors: usize,
     /// With the topic check: the encoder that read the scenes, and the mean over items of the
-    /// endings that passed it (before the group, repeat and reject checks) and of the floor.
+    /// endings that passed it (from other videos, before the repeat and reject checks) and of the floor.
     #[serde(skip_serializing_if = "Option::is_none")]
     topic: Option<TopicSummary>,
 }
@@ -81,14 +80,8 @@ impl EndingSource for Shared {
         let (topic, encoder) = match g.shared_topic {
             SharedTopic::Off => (None, None),
             SharedTopic::Encoder => {
-                let dir = crate::stages::generate::encoder_dir("shared-topic")?;
-                let encoder = Encoder::load(&dir, ctx.device, &EncoderOptions::default())
-                    .with_context(|| {
-                        format!(
-                            "loading the encoder of [generate] shared-topic from {}",
-                            dir.display()
-                        )
-                    })?;
+                let (encoder, dir) =
+                    crate::stages::generate::load_encoder("shared-topic", ctx.device)?;
                 (
                     Some(Topic::encode(&encoder, &questions, so_far)?),
                     Some(dir),
@@ -234,8 +227,8 @@ pub(crate) struct Picked {
     /// With the topic check: the upper median of the similarities of the question's own written
     /// endings to its context (`None`: it has none, and shares nothing).
     pub floors: Vec<Option<f32>>,
-    /// Endings that agree and are near enough to the scene, before the group, repeat and reject
-    /// checks.
+    /// Endings of other videos that agree and are near enough to the scene, before the repeat and
+    /// reject checks (with the topic check; without it, every ending that agrees).
     pub passing: Vec<usize>,
 }
 
