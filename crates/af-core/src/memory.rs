@@ -15,9 +15,9 @@ use thiserror::Error;
 /// fragmentation, cuBLAS and cuDNN workspaces, and the estimates' own error.
 pub const USABLE_SHARE: f64 = 0.85;
 
-/// `[run] device-memory`: `"auto"` (what the device reports free when af first asks; on the CPU,
-/// no bound), or a number of bytes, written as an integer or with a unit (`"40GB"`, `"24 GiB"`,
-/// `"512MB"`).
+/// `[run] device-memory`: `"auto"` (what the device reports free when the run first selects it;
+/// on the CPU, no bound), or a number of bytes, written as an integer or with a unit (`"40GB"`,
+/// `"24 GiB"`, `"512MB"`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceMemory {
     #[default]

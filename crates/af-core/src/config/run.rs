@@ -23,7 +23,7 @@ pub struct RunConfig {
     /// "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
     pub device: String,
     /// The device memory the run's batches are sized to ([`DeviceMemory`]): "auto" (what a CUDA
-    /// device reports free when af first asks; no bound on the CPU) or a size ("40GB").
+    /// device reports free when the run first selects it; no bound on the CPU) or a size ("40GB").
     #[serde(skip_serializing_if = "super::is_default")]
     pub device_memory: DeviceMemory,
 }
