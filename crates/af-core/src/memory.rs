@@ -87,7 +87,7 @@ impl<'de> Deserialize<'de> for DeviceMemory {
 
 /// A stage cannot fit in the budget even with its smallest batch.
 #[derive(Debug, Error, PartialEq)]
-#[error("{what} ({key}) cannot fit in the device memory budget: it needs {} ({} held for the stage and {} for the smallest batch of {minimum} {unit}) of the {} usable ({:.0}% of {}, {budget_from}); it fits with a smaller {key} (a training step's `[committee] batch-items` is never cut by the plan: it changes what AF trains), a larger [run] device-memory where the device has more free, a larger device, or smaller models", gb(*needs), gb(*resident), gb(needs - resident), gb(*usable), USABLE_SHARE * 100.0, gb(*budget))]
+#[error("{what} ({key}) cannot fit in the device memory budget: it needs {} ({} held for the stage and {} for the smallest batch of {minimum} {unit}) of the {} usable ({:.0}% of {}, {budget_from}); it fits with a smaller {key} (a training step's `[committee] batch-items` is never cut by the plan: it changes what AF trains), a larger [run] device-memory where the device has more free, a larger device, or smaller models", human_bytes(*needs), human_bytes(*resident), human_bytes(needs - resident), human_bytes(*usable), USABLE_SHARE * 100.0, human_bytes(*budget))]
 pub struct CannotFit {
     pub what: String,
     pub key: String,
@@ -101,7 +101,7 @@ pub struct CannotFit {
 }
 
 /// Bytes as a person reads them: GB, MB or kB, whichever keeps the number short.
-pub fn gb(bytes: u64) -> String {
+pub fn human_bytes(bytes: u64) -> String {
     match bytes {
         b if b >= 1_000_000_000 => format!("{:.2} GB", b as f64 / 1e9),
         b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
@@ -204,7 +204,7 @@ impl MemoryPlan {
     /// One line for the log: the budget, and each batch that the budget made smaller.
     pub fn line(&self) -> String {
         let budget = match self.budget_bytes {
-            Some(b) => format!("{} ({})", gb(b), self.budget_from),
+            Some(b) => format!("{} ({})", human_bytes(b), self.budget_from),
             None => format!("no bound ({})", self.budget_from),
         };
         let cut: Vec<String> = self
@@ -215,7 +215,7 @@ impl MemoryPlan {
             .collect();
         format!(
             "device memory {budget}: estimated peak {}{}",
-            gb(self.peak_bytes()),
+            human_bytes(self.peak_bytes()),
             if cut.is_empty() {
                 ", every batch as configured".to_string()
             } else {
