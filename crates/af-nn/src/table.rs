@@ -256,6 +256,28 @@ impl CandidateTable {
     }
 
     /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
+    /// `rows` (table row ids) on the table's device, for [`Batch::gather`](crate::committee).
+    pub fn upload(&self, rows: &[i64]) -> Tensor {
+        Tensor::from_slice(rows).to(self.device)
+    }
+
+    /// Every batch's rows on the device in one copy: a view per batch of one tensor. On a GPU a
+    /// copy from the host's pageable memory waits for the device's queue to drain, so a loop
+    /// that uploaded each batch's rows would stop the device once per batch.
+    pub fn upload_all<'a>(&self, batches: impl IntoIterator<Item = &'a [i64]>) -> Vec<Tensor> {
+        let mut flat = Vec::new();
+        let mut spans = Vec::new();
+        for b in batches {
+            spans.push((flat.len() as i64, b.len() as i64));
+            flat.extend_from_slice(b);
+        }
+        let all = self.upload(&flat);
+        spans
+            .into_iter()
+            .map(|(start, len)| all.narrow(0, start, len))
+            .collect()
+    }
+
     pub(crate) fn width_of(&self, rows: &[i64]) -> i64 {
         let longest = rows
             .iter()

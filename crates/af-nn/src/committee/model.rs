@@ -116,7 +116,7 @@ impl CommitteeModel {
     /// # Shapes
     /// -> [N, sum of member widths]
     pub fn represent(&self, table: &CandidateTable, rows: &[i64]) -> Tensor {
-        let batches = self.gather(table, rows);
+        let batches = self.gather(table, rows, &table.upload(rows));
         // fp32 whatever autocast made of each member (the bag of words has no matrix product).
         let reps: Vec<Tensor> = self
             .members
@@ -128,25 +128,37 @@ impl CommitteeModel {
     }
 
     /// The rows as each view's members read them: the table's rows, and its full-view rows when
-    /// a member reads those.
-    fn gather(&self, table: &CandidateTable, rows: &[i64]) -> Batches {
-        let index = Tensor::from_slice(rows).to(table.device);
+    /// a member reads those. `index`: the same rows on the table's device.
+    fn gather(&self, table: &CandidateTable, rows: &[i64], index: &Tensor) -> Batches {
         let full = self.full_view.iter().any(|&f| f).then(|| {
             let view = table
                 .full_view
                 .as_deref()
                 .expect("checked when the committee was built");
-            Batch::gather(view, &index, view.width_of(rows))
+            Batch::gather(view, index, view.width_of(rows))
         });
         Batches {
-            given: Batch::gather(table, &index, table.width_of(rows)),
+            given: Batch::gather(table, index, table.width_of(rows)),
             full,
         }
     }
 
     /// Every head's score for the candidates at `rows` (table rows).
     pub fn forward(&self, table: &CandidateTable, rows: &[i64], train: bool) -> Vec<HeadOutput> {
-        let batches = self.gather(table, rows);
+        self.forward_uploaded(table, rows, &table.upload(rows), train)
+    }
+
+    /// [`Self::forward`] with the rows already on the table's device (`index`, the same rows as
+    /// `rows`): a loop over many batches uploads them all at once ([`CandidateTable::upload_all`]),
+    /// since on a GPU each upload from the host waits for the device to finish what it was given.
+    pub fn forward_uploaded(
+        &self,
+        table: &CandidateTable,
+        rows: &[i64],
+        index: &Tensor,
+        train: bool,
+    ) -> Vec<HeadOutput> {
+        let batches = self.gather(table, rows, index);
         let mut reps = Vec::with_capacity(self.members.len());
         let mut out = Vec::with_capacity(self.members.len() + 1);
         for ((name, net, score), &full) in self.members.iter().zip(&self.full_view) {

@@ -63,10 +63,14 @@ pub fn score(
     tch::no_grad(|| {
         // Every batch's scores stay on the device until the end: one host copy per head.
         let mut on_device: Vec<Vec<Tensor>> = heads.iter().map(|_| Vec::new()).collect();
-        for chunk in order.chunks(batch.max(1)) {
-            let r: Vec<i64> = chunk.iter().map(|&i| rows[i]).collect();
+        let passes: Vec<Vec<i64>> = order
+            .chunks(batch.max(1))
+            .map(|chunk| chunk.iter().map(|&i| rows[i]).collect())
+            .collect();
+        let uploaded = table.upload_all(passes.iter().map(Vec::as_slice));
+        for (r, index) in passes.iter().zip(&uploaded) {
             let heads = crate::runtime::in_precision(model.mixed, table.device, || {
-                model.forward(table, &r, false)
+                model.forward_uploaded(table, r, index, false)
             });
             for (h, o) in heads.into_iter().zip(on_device.iter_mut()) {
                 o.push(h.scores.to_kind(Kind::Float));

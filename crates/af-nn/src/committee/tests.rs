@@ -868,3 +868,36 @@ fn swags_committee_at_256_tokens_is_a_few_megabytes_a_row() {
     let pos_lstm = registry.get("pos-lstm").unwrap().joint().unwrap();
     assert!(pos_lstm.row_bytes(&c, 256, true) > training / 2);
 }
+
+#[test]
+fn clipping_on_the_device_is_tchs_clipping_bit_for_bit() {
+    use tch::nn::OptimizerConfig;
+    let _torch_rng = crate::torch_rng_lock();
+    // Two variables with known gradients: their joint norm far above the bound (clipped), then
+    // far below it (left as they are).
+    for (scale, max) in [(1e3, 1.0), (1e-3, 100.0)] {
+        let grads = |vs: &nn::VarStore| {
+            tch::manual_seed(11);
+            let root = vs.root();
+            let a = root.var("a", &[7, 5], nn::Init::Randn { mean: 0.0, stdev: 1.0 });
+            let b = root.var("b", &[3], nn::Init::Randn { mean: 0.0, stdev: 1.0 });
+            ((&a * &a).sum(Kind::Float) * scale + (&b * 3.0).sum(Kind::Float)).backward();
+        };
+        let (ours, theirs) = (nn::VarStore::new(Device::Cpu), nn::VarStore::new(Device::Cpu));
+        grads(&ours);
+        grads(&theirs);
+        train::clip_grad_norm(&ours, max);
+        let opt = nn::Sgd::default().build(&theirs, 0.1).unwrap();
+        opt.clip_grad_norm(max);
+        for (name, v) in ours.variables() {
+            let mine = Vec::<f32>::try_from(v.grad().flatten(0, -1)).unwrap();
+            let tchs =
+                Vec::<f32>::try_from(theirs.variables()[&name].grad().flatten(0, -1)).unwrap();
+            assert_eq!(
+                mine.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                tchs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "{name} at scale {scale}"
+            );
+        }
+    }
+}

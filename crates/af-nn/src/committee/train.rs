@@ -80,39 +80,49 @@ pub fn train_observed(
         ..TrainReport::default()
     };
     let mut best: Option<(f64, HashMap<String, Tensor>)> = None;
+    // Nothing in a step reads the device back (the rows go up once an epoch, the loss is summed
+    // and checked where it is, the gradient's norm clipped there): on a GPU the host queues step
+    // after step without waiting for one to finish.
+    let dev = table.device;
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
-        let (mut loss_sum, mut steps) = (0.0, 0usize);
-        for chunk in batches_by_width(&fit, questions, config.batch_items.max(1), &mut rng) {
-            let chunk = chunk.as_slice();
-            let (rows, width) = question_rows(questions, chunk);
-            let heads = model.forward(table, &rows, true);
-            let target = Tensor::zeros([chunk.len() as i64], (Kind::Int64, table.device));
+        let batches: Vec<(Vec<i64>, i64, usize)> =
+            batches_by_width(&fit, questions, config.batch_items.max(1), &mut rng)
+                .iter()
+                .map(|chunk| {
+                    let (rows, width) = question_rows(questions, chunk);
+                    (rows, width, chunk.len())
+                })
+                .collect();
+        let uploaded = table.upload_all(batches.iter().map(|(rows, _, _)| rows.as_slice()));
+        // The loss in f64, added step by step as the host once did: the same sum, bit for bit.
+        let mut loss_sum = Tensor::zeros([], (Kind::Double, dev));
+        let steps = batches.len();
+        for ((rows, width, questions_in_batch), index) in batches.iter().zip(&uploaded) {
+            let (width, n) = (*width, *questions_in_batch as i64);
+            let heads = model.forward_uploaded(table, rows, index, true);
+            let target = Tensor::zeros([n], (Kind::Int64, dev));
             let loss = heads
                 .iter()
-                .map(|h| {
-                    h.scores
-                        .view([chunk.len() as i64, width])
-                        .cross_entropy_for_logits(&target)
-                })
+                .map(|h| h.scores.view([n, width]).cross_entropy_for_logits(&target))
                 .reduce(|a, b| a + b)
                 .expect("a committee has at least one head");
-            let value = loss.double_value(&[]);
-            if !value.is_finite() {
-                return Err(NnError::NonFinite {
-                    what: format!("the committee's training loss (epoch {})", epoch + 1),
-                    value,
-                    kept: "nothing of this iteration is kept (a NaN LM feature or too high a learning rate are the usual causes)".into(),
-                });
-            }
             opt.zero_grad();
             loss.backward();
-            opt.clip_grad_norm(config.clip_norm);
+            clip_grad_norm(vs, config.clip_norm);
             opt.step();
-            loss_sum += value;
-            steps += 1;
+            loss_sum += loss.detach().to_kind(Kind::Double);
         }
-        report.train_loss.push(loss_sum / steps.max(1) as f64);
+        // A non-finite loss in any step makes the sum non-finite: read once an epoch.
+        let sum = loss_sum.double_value(&[]);
+        if !sum.is_finite() {
+            return Err(NnError::NonFinite {
+                what: format!("the committee's training loss (epoch {})", epoch + 1),
+                value: sum,
+                kept: "nothing of this iteration is kept (a NaN LM feature or too high a learning rate are the usual causes)".into(),
+            });
+        }
+        report.train_loss.push(sum / steps.max(1) as f64);
         report.epochs = epoch + 1;
         on_epoch(epoch, model)?;
         if valid.is_empty() {
@@ -141,6 +151,33 @@ pub fn train_observed(
         });
     }
     Ok(report)
+}
+
+/// Scales the gradients of `vs`'s trainable variables so that their joint norm is at most `max`,
+/// as tch's `Optimizer::clip_grad_norm` does (the same arithmetic: the norm of the per-variable
+/// norms, the factor `max / (norm + 1e-6)` in f64, applied when below 1), but with the factor
+/// kept on the device: tch reads the norm back to the host, a wait for the device every step.
+pub(super) fn clip_grad_norm(vs: &nn::VarStore, max: f64) {
+    tch::no_grad(|| {
+        let grads: Vec<Tensor> = vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect();
+        if grads.is_empty() {
+            return;
+        }
+        let norm = Tensor::stack(&grads.iter().map(Tensor::norm).collect::<Vec<_>>(), 0).norm();
+        let device = norm.device();
+        // A factor of exactly 1 leaves every gradient as it was, as tch's skipped multiply does.
+        let factor = (Tensor::full([], max, (Kind::Double, device))
+            / (norm.to_kind(Kind::Double) + 1e-6))
+            .clamp_max(1.0);
+        for mut g in grads {
+            let _ = g.g_mul_(&factor);
+        }
+    })
 }
 
 /// Batches of at most `size` questions, each of one width (number of options). AF's questions all
