@@ -14,6 +14,7 @@ use af_nn::runtime::in_precision;
 use af_nn::sample::{sample, SampleJob};
 use af_text::detokenize;
 use rand::Rng;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{Ending, EndingSource, Items, SourceContext};
@@ -31,6 +32,23 @@ pub(crate) struct Rejected {
     pub(crate) by_rule: BTreeMap<ValidityRule, usize>,
 }
 
+impl Rejected {
+    /// One draw turned away for breaking `rules`.
+    fn add(&mut self, rules: Vec<ValidityRule>) {
+        self.draws += 1;
+        for r in rules {
+            *self.by_rule.entry(r).or_default() += 1;
+        }
+    }
+
+    fn merge(&mut self, other: Rejected) {
+        self.draws += other.draws;
+        for (rule, n) in other.by_rule {
+            *self.by_rule.entry(rule).or_default() += n;
+        }
+    }
+}
+
 fn rejected_path(dir: &Path, block: usize) -> PathBuf {
     dir.join("rejected").join(format!("part-{block:05}.json"))
 }
@@ -46,10 +64,7 @@ pub(crate) fn rejected_draws(dir: &Path, blocks: usize) -> anyhow::Result<Reject
         };
         let block: Rejected =
             serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        rejected.draws += block.draws;
-        for (rule, n) in block.by_rule {
-            *rejected.by_rule.entry(rule).or_default() += n;
-        }
+        rejected.merge(block);
     }
     Ok(rejected)
 }
@@ -158,31 +173,53 @@ impl EndingSource for Sampled {
                         })
                         .collect();
                     let drawn = in_precision(lms.mixed, ctx.device, || sample(lm, &jobs, settings));
-                    for (&i, endings_drawn) in members[start..end].iter().zip(drawn) {
-                        for e in endings_drawn {
-                            if found[i].len() == target[i] {
-                                break;
-                            }
-                            if !seen[i].insert(e.clone()) {
-                                continue;
-                            }
-                            if !validity.reject.is_empty() {
-                                // The ending as the pool will hold it, read back as the report
-                                // reads it.
-                                let words: Vec<&str> =
-                                    e.iter().map(|&id| vocab.word(id as u32)).collect();
-                                let ending = af_text::tokenize_lowercase(&detokenize(&words));
-                                let broken = validity.broken(&ending, Some(&gold_tokens[i]));
-                                if broken.iter().any(|r| validity.reject.contains(r)) {
-                                    rejected.draws += 1;
-                                    for r in broken {
-                                        *rejected.by_rule.entry(r).or_default() += 1;
-                                    }
+                    // Each item's draws are checked in their order against its own pool, and no
+                    // item's checks read another's: items in parallel, the same endings as in
+                    // sequence. On a GPU the checks are most of the host's share of a batch.
+                    let checked: Vec<(usize, Vec<Vec<i64>>, HashSet<Vec<i64>>, Rejected)> = members
+                        [start..end]
+                        .iter()
+                        .zip(drawn)
+                        .map(|(&i, d)| {
+                            (
+                                i,
+                                d,
+                                std::mem::take(&mut found[i]),
+                                std::mem::take(&mut seen[i]),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .into_par_iter()
+                        .map(|(i, drawn, mut found, mut seen)| {
+                            let mut turned_away = Rejected::default();
+                            for e in drawn {
+                                if found.len() == target[i] {
+                                    break;
+                                }
+                                if !seen.insert(e.clone()) {
                                     continue;
                                 }
+                                if !validity.reject.is_empty() {
+                                    // The ending as the pool will hold it, read back as the
+                                    // report reads it.
+                                    let words: Vec<&str> =
+                                        e.iter().map(|&id| vocab.word(id as u32)).collect();
+                                    let ending = af_text::tokenize_lowercase(&detokenize(&words));
+                                    let broken = validity.broken(&ending, Some(&gold_tokens[i]));
+                                    if broken.iter().any(|r| validity.reject.contains(r)) {
+                                        turned_away.add(broken);
+                                        continue;
+                                    }
+                                }
+                                found.push(e);
                             }
-                            found[i].push(e);
-                        }
+                            (i, found, seen, turned_away)
+                        })
+                        .collect();
+                    for (i, f, s, turned_away) in checked {
+                        found[i] = f;
+                        seen[i] = s;
+                        rejected.merge(turned_away);
                     }
                     start = end;
                 }
