@@ -879,11 +879,28 @@ fn clipping_on_the_device_is_tchs_clipping_bit_for_bit() {
         let grads = |vs: &nn::VarStore| {
             tch::manual_seed(11);
             let root = vs.root();
-            let a = root.var("a", &[7, 5], nn::Init::Randn { mean: 0.0, stdev: 1.0 });
-            let b = root.var("b", &[3], nn::Init::Randn { mean: 0.0, stdev: 1.0 });
+            let a = root.var(
+                "a",
+                &[7, 5],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0,
+                },
+            );
+            let b = root.var(
+                "b",
+                &[3],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0,
+                },
+            );
             ((&a * &a).sum(Kind::Float) * scale + (&b * 3.0).sum(Kind::Float)).backward();
         };
-        let (ours, theirs) = (nn::VarStore::new(Device::Cpu), nn::VarStore::new(Device::Cpu));
+        let (ours, theirs) = (
+            nn::VarStore::new(Device::Cpu),
+            nn::VarStore::new(Device::Cpu),
+        );
         grads(&ours);
         grads(&theirs);
         train::clip_grad_norm(&ours, max);

@@ -175,9 +175,8 @@ impl EndingSource for Sampled {
                     let drawn = in_precision(lms.mixed, ctx.device, || sample(lm, &jobs, settings));
                     // Each item's draws are checked in their order against its own pool, and no
                     // item's checks read another's: items in parallel, the same endings as in
-                    // sequence. On a GPU the checks are most of the host's share of a batch.
-                    let checked: Vec<(usize, Vec<Vec<i64>>, HashSet<Vec<i64>>, Rejected)> = members
-                        [start..end]
+                    // sequence. The device waits while the host checks, so they are kept short.
+                    let checked: Vec<_> = members[start..end]
                         .iter()
                         .zip(drawn)
                         .map(|(&i, d)| {
