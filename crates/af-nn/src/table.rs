@@ -255,8 +255,7 @@ impl CandidateTable {
         }
     }
 
-    /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
-    /// `rows` (table row ids) on the table's device, for [`Batch::gather`](crate::committee).
+    /// `rows` (table row ids) on the table's device, where the committee's batches gather them.
     pub fn upload(&self, rows: &[i64]) -> Tensor {
         Tensor::from_slice(rows).to(self.device)
     }
@@ -278,6 +277,7 @@ impl CandidateTable {
             .collect()
     }
 
+    /// The width a batch of `rows` is cut to: its longest row, at least `min_len`.
     pub(crate) fn width_of(&self, rows: &[i64]) -> i64 {
         let longest = rows
             .iter()

@@ -158,6 +158,11 @@ impl CommitteeModel {
         index: &Tensor,
         train: bool,
     ) -> Vec<HeadOutput> {
+        debug_assert_eq!(
+            index.size()[0],
+            rows.len() as i64,
+            "the same rows, uploaded"
+        );
         let batches = self.gather(table, rows, index);
         let mut reps = Vec::with_capacity(self.members.len());
         let mut out = Vec::with_capacity(self.members.len() + 1);

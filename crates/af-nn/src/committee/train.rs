@@ -81,8 +81,8 @@ pub fn train_observed(
     };
     let mut best: Option<(f64, HashMap<String, Tensor>)> = None;
     // Nothing in a step reads the device back (the rows go up once an epoch, the loss is summed
-    // and checked where it is, the gradient's norm clipped there): on a GPU the host queues step
-    // after step without waiting for one to finish.
+    // on the device and read once an epoch, the gradients clipped there): on a GPU the host queues
+    // step after step without waiting for one to finish.
     let dev = table.device;
     for epoch in 0..config.epochs.max(1) {
         fit.shuffle(&mut rng);
@@ -113,7 +113,8 @@ pub fn train_observed(
             opt.step();
             loss_sum += loss.detach().to_kind(Kind::Double);
         }
-        // A non-finite loss in any step makes the sum non-finite: read once an epoch.
+        // A non-finite loss in any step makes the sum non-finite: read once an epoch (the error
+        // gives the sum, not the first bad step's loss).
         let sum = loss_sum.double_value(&[]);
         if !sum.is_finite() {
             return Err(NnError::NonFinite {
@@ -170,10 +171,11 @@ pub(super) fn clip_grad_norm(vs: &nn::VarStore, max: f64) {
         }
         let norm = Tensor::stack(&grads.iter().map(Tensor::norm).collect::<Vec<_>>(), 0).norm();
         let device = norm.device();
-        // A factor of exactly 1 leaves every gradient as it was, as tch's skipped multiply does.
-        let factor = (Tensor::full([], max, (Kind::Double, device))
-            / (norm.to_kind(Kind::Double) + 1e-6))
-            .clamp_max(1.0);
+        let factor =
+            Tensor::full([], max, (Kind::Double, device)) / (norm.to_kind(Kind::Double) + 1e-6);
+        // tch scales only when the factor is below 1 (a NaN factor, from a NaN gradient, scales
+        // nothing): elsewhere a factor of exactly 1 leaves every gradient as it was.
+        let factor = factor.where_self(&factor.lt(1.0), &Tensor::ones([], (Kind::Double, device)));
         for mut g in grads {
             let _ = g.g_mul_(&factor);
         }
