@@ -235,7 +235,7 @@ fn features(p: &Path, _: u64) -> Read {
 const NOT_LINE_BASED: &[&str] = &["features-npy", "config"];
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/fuzz")
+    af_test_support::crate_dir().join("../../fixtures/fuzz")
 }
 
 fn seed_bytes(name: &str) -> Vec<u8> {

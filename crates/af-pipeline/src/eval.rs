@@ -732,7 +732,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> QuestionFile {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        let path = af_test_support::crate_dir()
             .join("../../fixtures/eval")
             .join(name);
         read_questions(&path, None, false).unwrap()

@@ -17,12 +17,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+/// The directory of the crate whose test is running, as cargo says when it runs the test (every
+/// crate is `crates/<name>`). Read at run time, not compiled in: checkouts that share one
+/// `CARGO_TARGET_DIR` (as scripts/env.sh arranges) can reuse a test binary another checkout
+/// built, and a compiled-in path would point the test at that checkout's files.
+pub fn crate_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    crate_dir().join("../..").canonicalize().unwrap()
 }
 
 /// What a test may need from outside the repository, as `AF_TEST_REQUIRE` names it.

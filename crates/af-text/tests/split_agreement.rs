@@ -7,9 +7,12 @@ use af_text::split::{split_sentence, AdverbSide};
 use af_text::{tokenize, Tagger};
 
 fn fixture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/text")
-        .join(name);
+    // Read at run time: a test binary another checkout built into a shared target directory
+    // would carry that checkout's path.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let p = crate_dir.join("../../fixtures/text").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

@@ -352,7 +352,7 @@ mod tests {
     /// as keys are added and renamed (the member names are af-nn's to check, at run time).
     #[test]
     fn every_shipped_config_loads() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let dir = crate_dir().join("../../configs");
         let mut files = Vec::new();
         collect_toml(&dir, &dir, &mut files);
         for (path, _) in &files {
@@ -384,7 +384,7 @@ mod tests {
     /// purpose; shown on the every-key fixture, where each key is away from its default.
     #[test]
     fn fingerprints_record_every_key_a_section_prints() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/configs");
+        let dir = crate_dir().join("testdata/configs");
         for name in ["every-key.toml", "every-key-pretrain.toml"] {
             let c = Config::load(&dir.join(name)).unwrap();
             let printed: toml::Table = toml::from_str(&c.to_toml()).unwrap();
@@ -412,7 +412,7 @@ mod tests {
     /// `AF_BLESS=1` writes the files anew, after a change meant to move them.
     #[test]
     fn every_config_prints_and_fingerprints_as_recorded() {
-        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let crate_dir = crate_dir();
         let golden = crate_dir.join("testdata/config-golden");
         let bless = std::env::var_os("AF_BLESS").is_some();
         let mut files = Vec::new();
@@ -488,6 +488,14 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    /// This crate's directory as cargo says when it runs the tests: read at run time, since a
+    /// test binary another checkout built into a shared target directory may be reused here.
+    fn crate_dir() -> PathBuf {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
     }
 
     /// `*.toml` under `dir`, each with the directory its paths resolve against: `base` and the

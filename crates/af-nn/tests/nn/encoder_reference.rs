@@ -6,7 +6,7 @@
 //! (and anything that sources scripts/env.sh, which every af build needs) sets it. Without it this
 //! test fails and says so: it never skips, because then the comparison would silently not run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use af_nn::encoder::{Encoder, EncoderError, EncoderOptions, ENCODER_DIR_ENV};
 use serde::Deserialize;
@@ -47,7 +47,7 @@ fn model_dir() -> PathBuf {
 }
 
 fn fixture() -> Fixture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm-reference.json");
+    let path = af_test_support::crate_dir().join("tests/fixtures/minilm-reference.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 

@@ -492,7 +492,7 @@ fn reference() -> (Vec<String>, Vec<Vec<f32>>) {
         sentence: String,
         embedding: Vec<f32>,
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm-reference.json");
+    let path = af_test_support::crate_dir().join("tests/fixtures/minilm-reference.json");
     let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     fixture
         .items
