@@ -31,10 +31,20 @@ pub struct SampleSettings {
     pub device: Device,
 }
 
+/// One drawn ending: its tokens, and the forward LM's log-probability of each given the prefix
+/// and the tokens before it, under the model's own distribution (no temperature, bans or
+/// truncation): what [`items_features`] computes for these tokens, read from the sampling pass's
+/// logits instead of a second pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drawn {
+    pub tokens: Vec<i64>,
+    pub logprobs: Vec<f32>,
+}
+
 /// Samples `count` endings for every job. An ending ends with its first stop token (kept) or at
 /// `max_tokens`; `<pad>`, `<unk>` and `<bos>` are never drawn, nor `<eos>` or a stop token as the
 /// first token (an empty ending). Returns per job its endings, in draw order.
-pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Vec<i64>>> {
+pub fn sample(lm: &BiLm, jobs: &[SampleJob], s: &SampleSettings) -> Vec<Vec<Drawn>> {
     // On the CPU, a row whose ending is over leaves the batch: a step costs in proportion to the
     // rows still drawing, and most endings stop long before `max_tokens`. On a GPU every row
     // stays: its steps are latency-bound, and the loop stays free of host syncs.
@@ -47,7 +57,7 @@ fn sample_dropping_finished(
     jobs: &[SampleJob],
     s: &SampleSettings,
     compact: bool,
-) -> Vec<Vec<Vec<i64>>> {
+) -> Vec<Vec<Drawn>> {
     let _guard = tch::no_grad_guard();
     let total: usize = jobs.iter().map(|j| j.count).sum();
     if total == 0 {
@@ -83,17 +93,28 @@ fn sample_dropping_finished(
     let _ = ends.index_fill_(0, &bans.not_first, 1);
 
     let drawn = Tensor::full([total as i64, t_max as i64], EOS, (Kind::Int64, dev));
+    let logprobs = Tensor::zeros([total as i64, t_max as i64], (Kind::Float, dev));
     let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
     for t in 0..t_max {
+        let logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float);
         let mut token = draw(
-            bans.logits(lm, &top, s.temperature, t == 0),
+            bans.apply(&logits, s.temperature, t == 0),
             s.top_k,
             s.top_p,
             &uniforms.narrow(1, t as i64, 1),
         );
+        // The feature pass's log-probability, from logits this step has anyway: one fused
+        // log-softmax over the vocabulary (cheaper than a log-sum-exp's separate passes), not a
+        // second LM pass over every ending.
+        let picked = logits
+            .log_softmax(1, Kind::Float)
+            .gather(1, &token.unsqueeze(1), false);
         let _ = drawn
             .narrow(1, t as i64, 1)
             .index_copy_(0, &alive, &token.unsqueeze(1));
+        let _ = logprobs
+            .narrow(1, t as i64, 1)
+            .index_copy_(0, &alive, &picked);
         if t + 1 == t_max {
             break;
         }
@@ -117,26 +138,29 @@ fn sample_dropping_finished(
         state = lm.step(&lm.forward, &token, &state);
         top = state.h().select(0, lm.shape.layers - 1);
     }
-    // One host copy for the whole batch.
+    // One host copy of each for the whole batch.
     let flat: Vec<i64> =
         Vec::<i64>::try_from(drawn.to_device(Device::Cpu).flatten(0, -1)).expect("int64 tokens");
+    let flat_lp: Vec<f32> = Vec::<f32>::try_from(logprobs.to_device(Device::Cpu).flatten(0, -1))
+        .expect("f32 log-probabilities");
 
-    let mut out: Vec<Vec<Vec<i64>>> = jobs.iter().map(|j| Vec::with_capacity(j.count)).collect();
+    let mut out: Vec<Vec<Drawn>> = jobs.iter().map(|j| Vec::with_capacity(j.count)).collect();
     let mut row = 0;
     for (j, job) in jobs.iter().enumerate() {
         for _ in 0..job.count {
             let seq = &flat[row * t_max..(row + 1) * t_max];
-            let mut ending = Vec::with_capacity(t_max);
+            let mut tokens = Vec::with_capacity(t_max);
             for &tok in seq {
                 if tok == EOS {
                     break;
                 }
-                ending.push(tok);
+                tokens.push(tok);
                 if s.stop.contains(&tok) {
                     break;
                 }
             }
-            out[j].push(ending);
+            let logprobs = flat_lp[row * t_max..row * t_max + tokens.len()].to_vec();
+            out[j].push(Drawn { tokens, logprobs });
             row += 1;
         }
     }
@@ -283,11 +307,11 @@ impl Bans {
         }
     }
 
-    /// Next-token logits (fp32, over the temperature) with the banned tokens at -inf.
+    /// Next-token logits (fp32) over the temperature, with the banned tokens at -inf.
     /// # Shapes
-    /// `top`: [B, H] -> [B, V]
-    fn logits(&self, lm: &BiLm, top: &Tensor, temperature: f64, first: bool) -> Tensor {
-        let mut logits = lm.logits(&lm.forward, top).to_kind(Kind::Float) / temperature;
+    /// [B, V] -> [B, V]
+    fn apply(&self, logits: &Tensor, temperature: f64, first: bool) -> Tensor {
+        let mut logits = logits / temperature;
         let _ = logits.index_fill_(1, &self.never, f64::NEG_INFINITY);
         if first {
             let _ = logits.index_fill_(1, &self.not_first, f64::NEG_INFINITY);
@@ -382,12 +406,36 @@ pub fn features(lm: &BiLm, inputs: &[FeatureInput], batch: usize, device: Device
 pub struct ItemEndings<'a> {
     pub s: &'a [i64],
     pub n: &'a [i64],
-    pub endings: Vec<&'a [i64]>,
+    pub endings: Vec<EndingToScore<'a>>,
+}
+
+/// An ending's ids and, when this LM drew it after the same prefix, the log-probabilities it
+/// drew them with ([`Drawn::logprobs`]): the forward pass is then not run for it.
+#[derive(Clone, Copy, Debug)]
+pub struct EndingToScore<'a> {
+    pub ids: &'a [i64],
+    pub forward: Option<&'a [f32]>,
+}
+
+impl<'a> From<&'a [i64]> for EndingToScore<'a> {
+    fn from(ids: &'a [i64]) -> Self {
+        Self { ids, forward: None }
+    }
+}
+
+impl<'a> From<&'a Drawn> for EndingToScore<'a> {
+    fn from(d: &'a Drawn) -> Self {
+        Self {
+            ids: &d.tokens,
+            forward: Some(&d.logprobs),
+        }
+    }
 }
 
 /// The same features as [`features`] for many endings of several contexts, faster:
 /// - the forward pass over `<bos> s n` runs once per item, and its state is shared by the item's
-///   endings, so the forward model reads only the endings' tokens;
+///   endings, so the forward model reads only the endings' tokens, and not even those of an
+///   ending whose log-probabilities the sampler gave ([`EndingToScore::forward`]);
 /// - the endings of all items are scored together, shortest backward sequence first, in batches of
 ///   `batch` rows within `logit_budget` logit elements ([`crate::lm::logit_budget`], or a memory
 ///   plan's) (the GPU sees large batches of similar lengths, not one item's at a time).
@@ -436,7 +484,7 @@ pub fn items_features(
     let tch::nn::LSTMState((h, c)) = &state;
 
     let backward_len = |&(i, e): &(usize, usize)| {
-        items[i].s.len() + items[i].n.len() + items[i].endings[e].len() + 1
+        items[i].s.len() + items[i].n.len() + items[i].endings[e].ids.len() + 1
     };
     let mut order: Vec<(usize, usize)> = items
         .iter()
@@ -449,44 +497,69 @@ pub fn items_features(
     let chunks =
         crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, logit_budget);
     for chunk in chunks {
-        let rows = Tensor::from_slice(&chunk.iter().map(|&(i, _)| i as i64).collect::<Vec<_>>())
-            .to_device(device);
-        let endings: Vec<&[i64]> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
-        let v = pad_batch(&endings, device);
-        let lv = v.size()[1];
-        // Outputs that predict v[0], v[1], ...: the prefix's last output, then one per ending token.
-        let first = top.index_select(0, &rows).unsqueeze(1);
-        let outputs = if lv > 1 {
-            let expanded = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
-            let (rest, _) = tch::nn::RNN::seq_init(
-                &lm.forward.lstm,
-                &lm.embed(&v.narrow(1, 0, lv - 1), false),
-                &expanded,
-            );
-            // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
-            Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
+        let endings: Vec<EndingToScore> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
+        // The forward pass for the endings the sampler did not score.
+        let unscored: Vec<usize> = (0..chunk.len())
+            .filter(|&r| endings[r].forward.is_none())
+            .collect();
+        let (lp, lv) = if unscored.is_empty() {
+            (Vec::new(), 0)
         } else {
-            first
+            let rows = Tensor::from_slice(
+                &unscored
+                    .iter()
+                    .map(|&r| chunk[r].0 as i64)
+                    .collect::<Vec<_>>(),
+            )
+            .to_device(device);
+            let ids: Vec<&[i64]> = unscored.iter().map(|&r| endings[r].ids).collect();
+            let v = pad_batch(&ids, device);
+            let lv = v.size()[1];
+            // Outputs that predict v[0], v[1], ...: the prefix's last output, then one per ending
+            // token.
+            let first = top.index_select(0, &rows).unsqueeze(1);
+            let outputs = if lv > 1 {
+                let expanded =
+                    tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
+                let (rest, _) = tch::nn::RNN::seq_init(
+                    &lm.forward.lstm,
+                    &lm.embed(&v.narrow(1, 0, lv - 1), false),
+                    &expanded,
+                );
+                // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
+                Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
+            } else {
+                first
+            };
+            let lp = lm
+                .logits(&lm.forward, &outputs)
+                .log_softmax(-1, Kind::Float)
+                .gather(2, &v.unsqueeze(2), false)
+                .squeeze_dim(2);
+            (
+                Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1))
+                    .expect("f32 log-probabilities"),
+                lv as usize,
+            )
         };
-        let lp = lm
-            .logits(&lm.forward, &outputs)
-            .log_softmax(-1, Kind::Float)
-            .gather(2, &v.unsqueeze(2), false)
-            .squeeze_dim(2);
-        let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1))
-            .expect("f32 log-probabilities");
+        let mut computed = unscored.iter().enumerate();
         let bwd: Vec<Vec<i64>> = chunk
             .iter()
-            .map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e]))
+            .map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e].ids))
             .collect();
         let (blp, bw) = logprob_rows(lm, &lm.backward, &bwd, device);
         for (r, &(i, e)) in chunk.iter().enumerate() {
-            let (ls, ln, nv) = (
-                items[i].s.len(),
-                items[i].n.len(),
-                items[i].endings[e].len(),
-            );
-            let frow = &lp[r * lv as usize..r * lv as usize + nv];
+            let (ls, ln, nv) = (items[i].s.len(), items[i].n.len(), endings[r].ids.len());
+            let frow = match endings[r].forward {
+                Some(given) => {
+                    assert_eq!(given.len(), nv, "one log-probability per ending token");
+                    given
+                }
+                None => {
+                    let (k, _) = computed.find(|&(_, &u)| u == r).expect("computed above");
+                    &lp[k * lv..k * lv + nv]
+                }
+            };
             let brow = &blp[r * bw..(r + 1) * bw];
             out[i][e] = [
                 mean_nll(frow),
@@ -514,7 +587,11 @@ pub fn first_token_distribution(
     let lengths = Tensor::from_slice(&prefixes.iter().map(|p| p.len() as i64).collect::<Vec<_>>());
     let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
     let vocab = lm.shape.vocab;
-    let logits = Bans::new(vocab, &s.stop, s.device).logits(lm, &top, s.temperature, true);
+    let logits = Bans::new(vocab, &s.stop, s.device).apply(
+        &lm.logits(&lm.forward, &top).to_kind(Kind::Float),
+        s.temperature,
+        true,
+    );
     let p = truncate(logits, s.top_k, s.top_p)
         .softmax(-1, Kind::Float)
         .to_device(Device::Cpu);
@@ -542,6 +619,14 @@ mod tests {
             },
         );
         (vs, lm)
+    }
+
+    /// The tokens of each job's endings.
+    fn tokens(drawn: &[Vec<Drawn>]) -> Vec<Vec<Vec<i64>>> {
+        drawn
+            .iter()
+            .map(|job| job.iter().map(|d| d.tokens.clone()).collect())
+            .collect()
     }
 
     fn settings() -> SampleSettings {
@@ -593,10 +678,11 @@ mod tests {
             &settings(),
         );
         assert_eq!(
-            together[1], alone[0],
+            tokens(&together)[1],
+            tokens(&alone)[0],
             "an item's samples do not depend on its batch mates"
         );
-        for e in together.iter().flatten() {
+        for e in tokens(&together).iter().flatten() {
             assert!(!e.is_empty() && e.len() <= 6);
             assert!(e.iter().all(|&t| t > EOS), "no special token in {e:?}");
             assert!(e[0] != 4, "no stop token first");
@@ -635,7 +721,7 @@ mod tests {
         );
         let mut counts = [0f64; 20];
         for e in &drawn[0] {
-            counts[e[0] as usize] += 1.0;
+            counts[e.tokens[0] as usize] += 1.0;
         }
         // The model's own first-token distribution, with the banned tokens removed.
         let (_, top) = lm.encode_prefixes(
@@ -730,7 +816,7 @@ mod tests {
         );
         assert!(drawn[0]
             .iter()
-            .all(|e| ranked[..3].contains(&(e[0] as usize))));
+            .all(|e| ranked[..3].contains(&(e.tokens[0] as usize))));
     }
 
     #[test]
@@ -792,16 +878,18 @@ mod tests {
                 ..settings()
             };
             let dropping = sample_dropping_finished(&lm, &jobs, &s, true);
-            let lengths: Vec<usize> = dropping.iter().flatten().map(Vec::len).collect();
+            let lengths: Vec<usize> = dropping.iter().flatten().map(|d| d.tokens.len()).collect();
             assert!(
                 lengths.iter().any(|&l| l < 4) && lengths.contains(&12),
                 "{lengths:?}"
             );
-            assert_eq!(
-                dropping,
-                sample_dropping_finished(&lm, &jobs, &s, false),
-                "top-p {top_p}"
-            );
+            let keeping = sample_dropping_finished(&lm, &jobs, &s, false);
+            assert_eq!(tokens(&dropping), tokens(&keeping), "top-p {top_p}");
+            for (a, b) in dropping.iter().flatten().zip(keeping.iter().flatten()) {
+                for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                    assert!((x - y).abs() < 1e-5, "{a:?} vs {b:?}");
+                }
+            }
         }
     }
 
@@ -836,12 +924,12 @@ mod tests {
             ItemEndings {
                 s,
                 n,
-                endings: endings.clone(),
+                endings: endings.iter().map(|&v| v.into()).collect(),
             },
             ItemEndings {
                 s: s2,
                 n: n2,
-                endings: endings2.clone(),
+                endings: endings2.iter().map(|&v| v.into()).collect(),
             },
         ];
         let fast = items_features(
@@ -859,7 +947,7 @@ mod tests {
                 .map(|v| FeatureInput {
                     s: item.s,
                     n: item.n,
-                    v,
+                    v: v.ids,
                 })
                 .collect();
             let general = features(lm, &inputs, 8, Device::Cpu);
@@ -867,6 +955,69 @@ mod tests {
                 for (x, y) in a.iter().zip(b) {
                     assert!((x - y).abs() < 1e-4, "{a:?} vs {b:?}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_sampler_log_probabilities_are_the_feature_pass_ones() {
+        let _torch_rng = crate::torch_rng_lock();
+        let (_vs, lm) = model();
+        let u: Vec<f32> = (0..12 * 6)
+            .map(|i| ((i * 41) % 100) as f32 / 100.0)
+            .collect();
+        let (s, n): (&[i64], &[i64]) = (&[5, 6, 7], &[8]);
+        let prefix: Vec<i64> = [&[BOS][..], s, n].concat();
+        // Temperature, top-k and the nucleus change what is drawn, not the model's own
+        // log-probabilities of it, which are what the features are made of.
+        let settings = SampleSettings {
+            temperature: 0.7,
+            top_k: 12,
+            top_p: 0.9,
+            ..settings()
+        };
+        let drawn = sample(
+            &lm,
+            &[SampleJob {
+                prefix: &prefix,
+                count: 12,
+                uniforms: &u,
+            }],
+            &settings,
+        )
+        .remove(0);
+        // `given(k)`: the k-th ending comes with the sampler's log-probabilities.
+        let score = |given: fn(usize) -> bool| {
+            items_features(
+                &lm,
+                &[ItemEndings {
+                    s,
+                    n,
+                    endings: drawn
+                        .iter()
+                        .enumerate()
+                        .map(|(k, d)| {
+                            if given(k) {
+                                d.into()
+                            } else {
+                                d.tokens.as_slice().into()
+                            }
+                        })
+                        .collect(),
+                }],
+                5,
+                crate::lm::logit_budget(Device::Cpu),
+                Device::Cpu,
+            )
+            .remove(0)
+        };
+        // Batches of 5 that mix endings with and without them.
+        let (from_sampling, from_a_pass) = (score(|k| k % 3 != 1), score(|_| false));
+        for (d, (a, b)) in drawn.iter().zip(from_sampling.iter().zip(&from_a_pass)) {
+            assert_eq!(d.logprobs.len(), d.tokens.len());
+            assert!(d.logprobs.iter().all(|&lp| lp < 0.0), "{d:?}");
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-5, "{d:?}: {a:?} vs {b:?}");
             }
         }
     }

@@ -32,7 +32,9 @@ use af_core::{Candidate, Item, ValidityRule, GOLD_ORIGIN};
 use af_nn::lm::BiLm;
 use af_nn::lm_files::{load_fold, load_vocab, token_ids};
 use af_nn::runtime::in_precision;
-use af_nn::sample::{first_token_distribution, items_features, ItemEndings, SampleSettings};
+use af_nn::sample::{
+    first_token_distribution, items_features, EndingToScore, ItemEndings, SampleSettings,
+};
 use af_text::validity::ValidityRules;
 use af_text::{Tagger, Vocab};
 use rand::SeedableRng;
@@ -82,7 +84,10 @@ pub(crate) fn endings_ids(vocab: &Vocab, endings: &[Vec<Ending>]) -> Vec<Vec<Vec
         .map(|endings| {
             endings
                 .iter()
-                .map(|e| e.ids.clone().unwrap_or_else(|| token_ids(vocab, &e.text)))
+                .map(|e| match &e.drawn {
+                    Some(d) => d.tokens.clone(),
+                    None => token_ids(vocab, &e.text),
+                })
                 .collect()
         })
         .collect()
@@ -521,8 +526,12 @@ fn score_block(
             .map(|&i| ItemEndings {
                 s: &item_ids[i].s,
                 n: &item_ids[i].n,
-                endings: std::iter::once(item_ids[i].v.as_slice())
-                    .chain(ids[i].iter().map(Vec::as_slice))
+                endings: std::iter::once(item_ids[i].v.as_slice().into())
+                    .chain(ids[i].iter().zip(&endings[i]).map(|(ids, e)| {
+                        e.drawn
+                            .as_ref()
+                            .map_or_else(|| ids.as_slice().into(), EndingToScore::from)
+                    }))
                     .collect(),
             })
             .collect();
@@ -616,7 +625,7 @@ fn precision_check(
             .map(|e| ItemEndings {
                 s: &e.s,
                 n: &e.n,
-                endings: vec![e.v.as_slice()],
+                endings: vec![e.v.as_slice().into()],
             })
             .collect();
         let full_features = items_features(lm, &jobs, batch, logit_budget, device);

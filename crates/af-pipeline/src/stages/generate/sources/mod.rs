@@ -25,7 +25,7 @@ use std::path::Path;
 use af_core::config::GenerateConfig;
 use af_core::{Config, Item};
 use af_nn::lm::BiLm;
-use af_nn::sample::SampleSettings;
+use af_nn::sample::{Drawn, SampleSettings};
 use af_text::Vocab;
 use tch::{nn, Device};
 
@@ -47,9 +47,11 @@ pub fn sources() -> Vec<Box<dyn EndingSource>> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ending {
     pub text: String,
-    /// Its af LM ids when the source drew them (the sampler): the pool scores these rather than
-    /// the text turned into ids again, and counts its tokens. Others get ids from their text.
-    pub ids: Option<Vec<i64>>,
+    /// Its af LM ids, and their forward log-probabilities, when the source drew them (the
+    /// sampler): the pool scores these ids rather than the text turned into ids again, counts
+    /// its tokens, and takes the forward LM's features from the draw. Others get ids from their
+    /// text.
+    pub drawn: Option<Drawn>,
     /// Cut at the token limit rather than ended by punctuation.
     pub truncated: bool,
     /// The source that gave it (set by the stage): the pool's `origin`.
@@ -61,7 +63,7 @@ impl Ending {
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            ids: None,
+            drawn: None,
             truncated: false,
             origin: "",
         }

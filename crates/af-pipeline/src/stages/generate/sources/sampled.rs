@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use af_core::config::GenerateConfig;
 use af_core::ValidityRule;
 use af_nn::runtime::in_precision;
-use af_nn::sample::{sample, SampleJob};
+use af_nn::sample::{sample, Drawn, SampleJob};
 use af_text::detokenize;
 use rand::Rng;
 use rayon::prelude::*;
@@ -109,19 +109,18 @@ impl EndingSource for Sampled {
             .map(|e| HashSet::from([e.v.clone()]))
             .collect();
         // The endings of the sources before come first, as they are; sampled ones repeat none.
-        let mut found = endings_ids(vocab, so_far);
-        for (seen, found) in seen.iter_mut().zip(&found) {
-            seen.extend(found.iter().cloned());
+        for (seen, before) in seen.iter_mut().zip(endings_ids(vocab, so_far)) {
+            seen.extend(before);
         }
-        let before: Vec<usize> = found.iter().map(Vec::len).collect();
-        let target: Vec<usize> = before.iter().map(|n| n + g.endings).collect();
+        // Each item's new endings, `[generate] endings` of them once it has them all.
+        let mut found: Vec<Vec<Drawn>> = vec![Vec::new(); block.len()];
+        let target = g.endings;
         let t = settings.max_tokens;
         for round in 0..g.max_rounds {
             // Duplicates are common for short contexts: ask for more than is missing.
             let wanted: Vec<usize> = found
                 .iter()
-                .zip(&target)
-                .map(|(f, &target)| {
+                .map(|f| {
                     let missing = target - f.len();
                     if missing == 0 {
                         0
@@ -192,17 +191,17 @@ impl EndingSource for Sampled {
                         .map(|(i, drawn, mut found, mut seen)| {
                             let mut turned_away = Rejected::default();
                             for e in drawn {
-                                if found.len() == target[i] {
+                                if found.len() == target {
                                     break;
                                 }
-                                if !seen.insert(e.clone()) {
+                                if !seen.insert(e.tokens.clone()) {
                                     continue;
                                 }
                                 if !validity.reject.is_empty() {
                                     // The ending as the pool will hold it, read back as the
                                     // report reads it.
                                     let words: Vec<&str> =
-                                        e.iter().map(|&id| vocab.word(id as u32)).collect();
+                                        e.tokens.iter().map(|&id| vocab.word(id as u32)).collect();
                                     let ending = af_text::tokenize_lowercase(&detokenize(&words));
                                     let broken = validity.broken(&ending, Some(&gold_tokens[i]));
                                     if broken.iter().any(|r| validity.reject.contains(r)) {
@@ -232,18 +231,17 @@ impl EndingSource for Sampled {
         }
         Ok(found
             .into_iter()
-            .zip(before)
-            .map(|(found, before)| {
+            .map(|found| {
                 found
                     .into_iter()
-                    .skip(before)
-                    .map(|v| {
+                    .map(|d| {
+                        let v = &d.tokens;
                         let words: Vec<&str> = v.iter().map(|&id| vocab.word(id as u32)).collect();
                         Ending {
                             text: detokenize(&words),
                             truncated: v.len() == t
                                 && !settings.stop.contains(v.last().unwrap_or(&0)),
-                            ids: Some(v),
+                            drawn: Some(d),
                             origin: NAME,
                         }
                     })
