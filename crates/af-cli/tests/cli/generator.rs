@@ -127,7 +127,17 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
         b.path(),
     ));
     assert!(b.path().join("run/generate/stage.json").exists());
-    assert!(b.path().join("run/generate/report.json").exists());
+    let report = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.join("run/generate/report.json")).unwrap(),
+        )
+        .unwrap()
+    };
+    // Its time split covers its own blocks only.
+    assert_eq!(
+        report(b.path())["block_time"]["blocks"].as_u64().unwrap() as usize,
+        (0..items.len().div_ceil(8)).filter(|b| b % 3 == 1).count()
+    );
     assert_eq!(
         pool(&b.path().join("run")),
         reference,
@@ -161,6 +171,27 @@ fn generation_is_cross_fitted_shardable_and_resumable() {
         done_before >= 3 && done_before < total_blocks,
         "killed after {done_before} of {total_blocks} blocks"
     );
+    // The resumed run's time split covers the blocks it wrote, and adds up.
+    let time = &report(c.path())["block_time"];
+    assert_eq!(
+        time["blocks"].as_u64().unwrap() as usize,
+        total_blocks - done_before
+    );
+    let (sampling, scoring) = (
+        time["sources"]["sampled"].as_f64().unwrap(),
+        time["scoring"].as_f64().unwrap(),
+    );
+    assert!(sampling > 0.0 && scoring > 0.0 && time["writing"].as_f64().unwrap() > 0.0);
+    assert!(
+        sampling + scoring <= time["seconds"].as_f64().unwrap(),
+        "{time}"
+    );
+    let sampled = &report(c.path())["sampled"];
+    assert!(
+        sampled["draw_seconds"].as_f64().unwrap() <= sampling,
+        "{sampled}"
+    );
+    assert!(sampled["draws"].as_u64().unwrap() > 0, "{sampled}");
     // Blocks of 2 items instead of 8 draw the same endings (randomness is per item); the
     // features are computed in other batches, which moves only their float rounding.
     assert_same_but_rounding(&resumed, &reference);

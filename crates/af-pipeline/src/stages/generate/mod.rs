@@ -42,7 +42,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tch::{nn, Device};
 
-pub use report::{GenerateOutcome, GenerateReport, RuleCount, ValidityReport};
+pub use report::{BlockTime, GenerateOutcome, GenerateReport, RuleCount, ValidityReport};
 use report::{PoolStats, PrecisionReport};
 use sources::{AfLms, Ending, EndingSource, Items, SourceContext};
 
@@ -367,21 +367,28 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let todo_items: usize = todo.iter().map(|&b| blocks[b].len()).sum();
     let bar = ctx.progress.bar("items", todo_items as u64);
     let start = Instant::now();
+    let mut time = BlockTime {
+        blocks: todo.len(),
+        ..BlockTime::default()
+    };
     // The writer: writes each block's part and counts it, while the device goes on.
     let (sender, receiver) = std::sync::mpsc::sync_channel::<(usize, Vec<Candidate>)>(1);
-    let mut stats = std::thread::scope(|scope| -> anyhow::Result<PoolStats> {
-        let writer = scope.spawn(|| -> anyhow::Result<PoolStats> {
+    let (mut stats, writing) = std::thread::scope(|scope| -> anyhow::Result<(PoolStats, f64)> {
+        let writer = scope.spawn(|| -> anyhow::Result<(PoolStats, f64)> {
             let mut stats = PoolStats::default();
+            let mut writing = 0.0;
             for (b, rows) in receiver {
+                let began = Instant::now();
                 af_io::pool::write_part(&af_io::pool::part_path(&pool, b), &rows)?;
                 stats.add(b, &rows, &validity);
+                writing += began.elapsed().as_secs_f64();
                 bar.inc(blocks[b].len() as u64);
                 bar.set_message(format!(
                     "{:.0} endings/s",
                     stats.generated as f64 / start.elapsed().as_secs_f64()
                 ));
             }
-            Ok(stats)
+            Ok((stats, writing))
         });
         let produced = (|| -> anyhow::Result<()> {
             for &b in &todo {
@@ -393,15 +400,20 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
                         block: Some(b),
                         items: block,
                     };
+                    let began = Instant::now();
                     let new = source.endings(
                         &these,
                         &endings,
                         &source_ctx,
                         crate::progress::NoProgress.bar("", 0).as_ref(),
                     )?;
+                    *time.sources.entry(source.name()).or_default() +=
+                        began.elapsed().as_secs_f64();
                     join(source.as_ref(), &mut endings, new)?;
                 }
+                let began = Instant::now();
                 let rows = score_block(block, &endings, &lms, device);
+                time.scoring += began.elapsed().as_secs_f64();
                 if sender.send((b, rows)).is_err() {
                     break; // the writer failed: its error is reported below
                 }
@@ -416,13 +428,16 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         written
     })?;
     bar.finish();
+    time.seconds = start.elapsed().as_secs_f64();
+    time.writing = writing;
     if !todo.is_empty() {
         let generated = stats.generated;
         tracing::info!(
             "generate: {generated} endings for {todo_items} items in {:.1} s ({:.0} endings/s)",
-            start.elapsed().as_secs_f64(),
-            generated as f64 / start.elapsed().as_secs_f64()
+            time.seconds,
+            generated as f64 / time.seconds
         );
+        tracing::info!("generate: {}", time.line());
     }
     let missing = (0..blocks.len())
         .filter(|&b| !af_io::pool::part_path(&pool, b).exists())
@@ -458,13 +473,14 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
         .chain(set_aside.map(|summary| (could_be_right::NAME, summary)))
         .collect();
     let questions_only = &all[..questions];
-    let report = stats.report(
+    let mut report = stats.report(
         questions_only,
         g.endings,
         summaries,
         precision,
         validity_report,
     )?;
+    report.block_time = (!todo.is_empty()).then_some(time);
     af_core::atomic::write(
         ctx.dir.join("report.json"),
         serde_json::to_string_pretty(&report)?.as_bytes(),

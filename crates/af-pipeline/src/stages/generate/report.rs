@@ -50,6 +50,44 @@ pub struct GenerateReport {
     /// earlier run of the stage).
     pub precision_check: Option<serde_json::Value>,
     pub validity: ValidityReport,
+    /// Where this run's time in the blocks went; absent when earlier runs wrote every block.
+    pub block_time: Option<BlockTime>,
+}
+
+/// Where the time of the blocks a run wrote went, in seconds of wall time. The sources and the
+/// scoring run one after the other on the stage's thread; the writing runs on its own thread,
+/// beside them, so it adds to the whole only when it is the slower.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BlockTime {
+    pub blocks: usize,
+    /// From the first block's start to the last part written.
+    pub seconds: f64,
+    /// Per streaming source (`sampled`: af's LMs drawing, with their deduplication and validity
+    /// checks; its own summary splits the two).
+    pub sources: BTreeMap<&'static str, f64>,
+    /// The LM features of every row of the blocks (af's LMs, both directions where needed).
+    pub scoring: f64,
+    /// Writing the parts (Parquet) and counting them for this report.
+    pub writing: f64,
+}
+
+impl BlockTime {
+    /// One line for the log.
+    pub fn line(&self) -> String {
+        let sources: Vec<String> = self
+            .sources
+            .iter()
+            .map(|(name, s)| format!("{name} {s:.1} s"))
+            .collect();
+        format!(
+            "{} blocks in {:.1} s: {}, scoring {:.1} s, writing {:.1} s (beside them)",
+            self.blocks,
+            self.seconds,
+            sources.join(", "),
+            self.scoring,
+            self.writing
+        )
+    }
 }
 
 /// What a run of the stage did: the whole pool, or its shard with blocks of others missing.
@@ -248,6 +286,7 @@ impl PoolStats {
             precision: precision.0,
             precision_check: precision.1,
             validity,
+            block_time: None,
         })
     }
 

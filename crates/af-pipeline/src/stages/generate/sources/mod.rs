@@ -39,7 +39,7 @@ pub fn sources() -> Vec<Box<dyn EndingSource>> {
         Box::new(borrowed::Borrowed),
         Box::new(pretrained::Pretrained::default()),
         Box::new(shared::Shared::default()),
-        Box::new(sampled::Sampled),
+        Box::new(sampled::Sampled::default()),
     ]
 }
 

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use af_core::config::GenerateConfig;
 use af_core::ValidityRule;
@@ -17,13 +18,21 @@ use rand::Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Ending, EndingSource, Items, SourceContext};
+use super::{Ending, EndingSource, Items, SourceContext, SourceSummary};
 use crate::progress::Bar;
 use crate::stages::generate::{endings_ids, item_rng, ItemIds};
 
 pub const NAME: &str = "sampled";
 
-pub struct Sampled;
+/// The sampler, with what this run's blocks cost it.
+#[derive(Default)]
+pub struct Sampled {
+    draws: usize,
+    /// Drawing, the host copy of the tokens included (the device has finished by then).
+    draw_seconds: f64,
+    /// Deduplication and the validity rules, on the host.
+    check_seconds: f64,
+}
 
 /// Draws an item's sampling rejected, per rule broken (a draw may break several), and in all.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
@@ -80,6 +89,23 @@ impl EndingSource for Sampled {
 
     fn streams(&self) -> bool {
         true
+    }
+
+    fn summary(&self) -> Option<SourceSummary> {
+        (self.draws > 0).then(|| SourceSummary {
+            json: serde_json::json!({
+                "draws": self.draws,
+                "draw_seconds": self.draw_seconds,
+                "check_seconds": self.check_seconds,
+            }),
+            line: format!(
+                "sampled: {} draws in {:.1} s ({:.0}/s), deduplicated and checked in {:.1} s (this run's blocks)",
+                self.draws,
+                self.draw_seconds,
+                self.draws as f64 / self.draw_seconds.max(1e-9),
+                self.check_seconds
+            ),
+        })
     }
 
     fn endings(
@@ -171,7 +197,11 @@ impl EndingSource for Sampled {
                             uniforms: &uniforms[i],
                         })
                         .collect();
+                    let began = Instant::now();
                     let drawn = in_precision(lms.mixed, ctx.device, || sample(lm, &jobs, settings));
+                    self.draw_seconds += began.elapsed().as_secs_f64();
+                    self.draws += drawn.iter().map(Vec::len).sum::<usize>();
+                    let began = Instant::now();
                     // Each item's draws are checked in their order against its own pool, and no
                     // item's checks read another's: items in parallel, the same endings as in
                     // sequence. The device waits while the host checks, so they are kept short.
@@ -219,6 +249,7 @@ impl EndingSource for Sampled {
                         seen[i] = s;
                         rejected.merge(turned_away);
                     }
+                    self.check_seconds += began.elapsed().as_secs_f64();
                     start = end;
                 }
             }
