@@ -136,6 +136,43 @@ impl std::fmt::Display for GenerateOutcome {
     }
 }
 
+/// Distinct-1 and distinct-2 of the generated endings: the distinct words and word pairs over
+/// all of them. Words are numbered as they first come, so a pair is two numbers and a word seen
+/// before costs a lookup, not a copy.
+#[derive(Default)]
+struct DistinctNgrams {
+    words: HashMap<String, u32>,
+    pairs: HashSet<(u32, u32)>,
+    n_words: usize,
+    n_pairs: usize,
+}
+
+impl DistinctNgrams {
+    fn add(&mut self, tokens: &[String]) {
+        let ids: Vec<u32> = tokens.iter().map(|t| self.id(t)).collect();
+        self.n_words += ids.len();
+        self.n_pairs += ids.len().saturating_sub(1);
+        self.pairs.extend(ids.windows(2).map(|w| (w[0], w[1])));
+    }
+
+    fn id(&mut self, word: &str) -> u32 {
+        if let Some(&id) = self.words.get(word) {
+            return id;
+        }
+        let id = self.words.len() as u32;
+        self.words.insert(word.to_owned(), id);
+        id
+    }
+
+    fn distinct_1(&self) -> f64 {
+        self.words.len() as f64 / self.n_words.max(1) as f64
+    }
+
+    fn distinct_2(&self) -> f64 {
+        self.pairs.len() as f64 / self.n_pairs.max(1) as f64
+    }
+}
+
 /// The pool statistics, added to one part at a time (in any order). Counts and sets do not
 /// depend on the order; the log-perplexity sums are kept per block and added in block order, so
 /// the report is the same whether a block was counted as it was written or read back later.
@@ -148,10 +185,7 @@ pub(super) struct PoolStats {
     by_origin: BTreeMap<String, usize>,
     pub(super) generated: usize,
     truncated: usize,
-    unigrams: HashSet<String>,
-    bigrams: HashSet<(String, String)>,
-    n_unigrams: usize,
-    n_bigrams: usize,
+    distinct: DistinctNgrams,
     /// Per block: the sums of gold and of generated endings' forward log-perplexity.
     pub(super) logppl: BTreeMap<usize, (f64, f64)>,
     /// The pool's endings that break each validity rule, and that break none.
@@ -165,9 +199,22 @@ pub(super) struct PoolStats {
 
 impl PoolStats {
     pub(super) fn add(&mut self, block: usize, rows: &[Candidate], validity: &Validity) {
+        use rayon::prelude::*;
         self.count_validity(rows, validity);
+        // Tokenised in parallel: on a GPU this thread counts a block while the device draws
+        // the next, and a serial pass over every ending was slower than the drawing.
+        let tokens: Vec<Vec<String>> = rows
+            .par_iter()
+            .map(|row| {
+                if row.is_gold() {
+                    Vec::new()
+                } else {
+                    af_text::tokenize::tokenize_owned(&row.ending)
+                }
+            })
+            .collect();
         let (mut gold, mut generated) = (0.0, 0.0);
-        for row in rows {
+        for (row, toks) in rows.iter().zip(&tokens) {
             let entry = self.per_item.entry(row.item_index).or_default();
             if row.is_gold() {
                 gold += f64::from(row.features[0]);
@@ -175,20 +222,19 @@ impl PoolStats {
             }
             *entry += 1;
             let origin = row.origin.as_deref().unwrap_or("unknown");
-            *self.by_origin.entry(origin.to_string()).or_default() += 1;
+            match self.by_origin.get_mut(origin) {
+                Some(n) => *n += 1,
+                None => {
+                    self.by_origin.insert(origin.to_string(), 1);
+                }
+            }
             if origin == sampled::NAME {
                 *self.sampled_per_item.entry(row.item_index).or_default() += 1;
             }
             self.generated += 1;
             self.truncated += usize::from(row.truncated);
             generated += f64::from(row.features[0]);
-            let toks = af_text::tokenize::tokenize_owned(&row.ending);
-            self.n_unigrams += toks.len();
-            self.n_bigrams += toks.len().saturating_sub(1);
-            for w in toks.windows(2) {
-                self.bigrams.insert((w[0].clone(), w[1].clone()));
-            }
-            self.unigrams.extend(toks);
+            self.distinct.add(toks);
         }
         self.logppl.insert(block, (gold, generated));
     }
@@ -279,8 +325,8 @@ impl PoolStats {
             items_short: n_items - full,
             share_with_all_endings: full as f64 / n_items.max(1) as f64,
             truncated_share: self.truncated as f64 / self.generated.max(1) as f64,
-            distinct_1: self.unigrams.len() as f64 / self.n_unigrams.max(1) as f64,
-            distinct_2: self.bigrams.len() as f64 / self.n_bigrams.max(1) as f64,
+            distinct_1: self.distinct.distinct_1(),
+            distinct_2: self.distinct.distinct_2(),
             mean_gold_fwd_logppl_v_given_sn: gold_ppl / n_items.max(1) as f64,
             mean_generated_fwd_logppl_v_given_sn: generated_ppl / self.generated.max(1) as f64,
             precision: precision.0,
@@ -393,4 +439,36 @@ pub(super) fn samples(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DistinctNgrams;
+    use std::collections::HashSet;
+
+    #[test]
+    fn distinct_ngrams_count_what_sets_of_strings_count() {
+        let endings = [
+            "the man walks to the car .",
+            "the man walks away",
+            "a dog runs to the car",
+            "",
+            "walks walks walks",
+        ];
+        let mut distinct = DistinctNgrams::default();
+        let (mut words, mut pairs) = (HashSet::new(), HashSet::new());
+        let (mut n_words, mut n_pairs) = (0, 0);
+        for e in endings {
+            let toks: Vec<String> = e.split_whitespace().map(String::from).collect();
+            distinct.add(&toks);
+            n_words += toks.len();
+            n_pairs += toks.len().saturating_sub(1);
+            pairs.extend(toks.windows(2).map(|w| (w[0].clone(), w[1].clone())));
+            words.extend(toks);
+        }
+        assert_eq!(distinct.distinct_1(), words.len() as f64 / n_words as f64);
+        assert_eq!(distinct.distinct_2(), pairs.len() as f64 / n_pairs as f64);
+        assert!(distinct.distinct_2() < 1.0 && distinct.distinct_1() < 1.0);
+        assert_eq!(DistinctNgrams::default().distinct_1(), 0.0);
+    }
 }
