@@ -226,12 +226,12 @@ impl MemoryPlan {
 }
 
 /// Estimated device bytes of one row of af's LSTM LM sampler at its peak step: the live
-/// `[rows, vocab]` f32 copies of one step (logits, tempered logits, the nucleus's mask and
-/// scatter, softmax, cumulative sum), the recurrent state of every layer (h, c and the gates), and
-/// the row's drawn ids and uniforms.
+/// `[rows, vocab]` f32 copies of one step (logits, their log-softmax for the features, tempered
+/// logits, the nucleus's mask and scatter, softmax, cumulative sum), the recurrent state of every
+/// layer (h, c and the gates), and the row's drawn ids, log-probabilities and uniforms.
 pub fn lstm_sampling_row_bytes(vocab: u64, hidden: u64, layers: u64, max_tokens: u64) -> u64 {
-    const STEP_COPIES: u64 = 6;
-    4 * (STEP_COPIES * vocab + (6 * layers + 4) * hidden) + 12 * max_tokens
+    const STEP_COPIES: u64 = 7;
+    4 * (STEP_COPIES * vocab + (6 * layers + 4) * hidden) + 16 * max_tokens
 }
 
 /// Estimated device bytes per logit element of af's LM feature pass: the logits, their log-softmax
