@@ -97,18 +97,17 @@ fn sample_dropping_finished(
     let mut alive = Tensor::arange(total as i64, (Kind::Int64, dev));
     for t in 0..t_max {
         let logits = lm.logits(&lm.forward, &top).to_kind(Kind::Float);
+        // The feature pass's log-probabilities, from logits this step has anyway: one fused
+        // log-softmax over the vocabulary (cheaper than a log-sum-exp's separate passes), not a
+        // second LM pass over every ending. Taken before the bans change the logits in place.
+        let log_probs = logits.log_softmax(1, Kind::Float);
         let mut token = draw(
-            bans.apply(&logits, s.temperature, t == 0),
+            bans.apply(logits, s.temperature, t == 0),
             s.top_k,
             s.top_p,
             &uniforms.narrow(1, t as i64, 1),
         );
-        // The feature pass's log-probability, from logits this step has anyway: one fused
-        // log-softmax over the vocabulary (cheaper than a log-sum-exp's separate passes), not a
-        // second LM pass over every ending.
-        let picked = logits
-            .log_softmax(1, Kind::Float)
-            .gather(1, &token.unsqueeze(1), false);
+        let picked = log_probs.gather(1, &token.unsqueeze(1), false);
         let _ = drawn
             .narrow(1, t as i64, 1)
             .index_copy_(0, &alive, &token.unsqueeze(1));
@@ -310,8 +309,13 @@ impl Bans {
     /// Next-token logits (fp32) over the temperature, with the banned tokens at -inf.
     /// # Shapes
     /// [B, V] -> [B, V]
-    fn apply(&self, logits: &Tensor, temperature: f64, first: bool) -> Tensor {
-        let mut logits = logits / temperature;
+    fn apply(&self, logits: Tensor, temperature: f64, first: bool) -> Tensor {
+        // At temperature 1 the division would copy the logits to change nothing.
+        let mut logits = if temperature == 1.0 {
+            logits
+        } else {
+            logits / temperature
+        };
         let _ = logits.index_fill_(1, &self.never, f64::NEG_INFINITY);
         if first {
             let _ = logits.index_fill_(1, &self.not_first, f64::NEG_INFINITY);
@@ -588,7 +592,7 @@ pub fn first_token_distribution(
     let (_, top) = lm.encode_prefixes(&lm.forward, &pad_batch(prefixes, s.device), &lengths);
     let vocab = lm.shape.vocab;
     let logits = Bans::new(vocab, &s.stop, s.device).apply(
-        &lm.logits(&lm.forward, &top).to_kind(Kind::Float),
+        lm.logits(&lm.forward, &top).to_kind(Kind::Float),
         s.temperature,
         true,
     );
