@@ -1,4 +1,6 @@
-//! `af bench generate`: sampling throughput of af's own LM, and the LM features of what it drew.
+//! `af bench generate`: sampling throughput of af's own LM, and the LM features of what it drew
+//! as the generate stage computes them (the forward LM's from the draw, decision 474, so
+//! `features_per_second` times the backward LM's pass), and the two one after the other.
 
 use std::process::ExitCode;
 use std::time::Instant;
