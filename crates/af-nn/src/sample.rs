@@ -3,7 +3,7 @@
 //! Sampling draws each token by inverse CDF from one uniform number per sequence and step,
 //! which the caller supplies from per-item seeds: the randomness of an item does not depend on
 //! which other items share its batch, and the whole loop stays on the device (one copy of the
-//! sampled tokens to the host per batch, none per token).
+//! sampled tokens and one of their log-probabilities to the host per batch, none per token).
 
 use tch::{Device, Kind, Tensor};
 
@@ -306,7 +306,8 @@ impl Bans {
         }
     }
 
-    /// Next-token logits (fp32) over the temperature, with the banned tokens at -inf.
+    /// Next-token logits (fp32) over the temperature, with the banned tokens at -inf: at
+    /// temperature 1 the logits given, changed in place.
     /// # Shapes
     /// [B, V] -> [B, V]
     fn apply(&self, logits: Tensor, temperature: f64, first: bool) -> Tensor {
@@ -973,27 +974,47 @@ mod tests {
         let (s, n): (&[i64], &[i64]) = (&[5, 6, 7], &[8]);
         let prefix: Vec<i64> = [&[BOS][..], s, n].concat();
         // Temperature, top-k and the nucleus change what is drawn, not the model's own
-        // log-probabilities of it, which are what the features are made of.
-        let settings = SampleSettings {
-            temperature: 0.7,
-            top_k: 12,
-            top_p: 0.9,
-            ..settings()
-        };
+        // log-probabilities of it, which are what the features are made of; at temperature 1
+        // the bans change the step's logits in place, after the log-softmax is taken.
+        for settings in [
+            SampleSettings {
+                temperature: 0.7,
+                top_k: 12,
+                top_p: 0.9,
+                ..settings()
+            },
+            settings(),
+        ] {
+            check_sampler_log_probabilities(&lm, s, n, &prefix, &u, &settings);
+        }
+    }
+
+    fn check_sampler_log_probabilities(
+        lm: &BiLm,
+        s: &[i64],
+        n: &[i64],
+        prefix: &[i64],
+        u: &[f32],
+        settings: &SampleSettings,
+    ) {
         let drawn = sample(
-            &lm,
+            lm,
             &[SampleJob {
-                prefix: &prefix,
+                prefix,
                 count: 12,
-                uniforms: &u,
+                uniforms: u,
             }],
-            &settings,
+            settings,
         )
         .remove(0);
+        assert!(
+            drawn.iter().any(|d| d.tokens.len() < settings.max_tokens),
+            "some rows finished early and left the batch"
+        );
         // `given(k)`: the k-th ending comes with the sampler's log-probabilities.
         let score = |given: fn(usize) -> bool| {
             items_features(
-                &lm,
+                lm,
                 &[ItemEndings {
                     s,
                     n,

@@ -246,30 +246,39 @@ fn check_features_come_from_the_heldout_lm(
             .find(|c| c.is_gold() && c.fold == fold)
             .expect("an item in every fold");
         let item = &items[gold.item_index as usize];
-        let (s, n, v) = (
-            ids(&item.context),
-            ids(&item.noun_phrase),
-            ids(&item.ending),
-        );
-        for (k, (_, lm)) in models.iter().enumerate() {
-            let f = af_nn::sample::features(
-                lm,
-                &[af_nn::sample::FeatureInput {
-                    s: &s,
-                    n: &n,
-                    v: &v,
-                }],
-                8,
-                tch::Device::Cpu,
-            )[0];
-            let same = (f[0] - gold.features[0]).abs() < 1e-4;
-            assert_eq!(
-                same,
-                k as u32 == fold,
-                "fold {fold} scored by LM {k}: {} vs pool {}",
-                f[0],
-                gold.features[0]
-            );
+        let (s, n) = (ids(&item.context), ids(&item.noun_phrase));
+        // A sampled ending of the same item too: its forward features come from the draw
+        // (decision 474), its backward ones from the feature pass; both must be the fold's LM's.
+        let sampled = pool
+            .iter()
+            .find(|c| {
+                c.item_index == gold.item_index
+                    && c.origin.as_deref() == Some("sampled")
+                    && ids(&c.ending).len() == c.tokens as usize
+            })
+            .expect("a sampled ending whose text gives its ids back");
+        for row in [gold, sampled] {
+            let v = ids(&row.ending);
+            for (k, (_, lm)) in models.iter().enumerate() {
+                let f = af_nn::sample::features(
+                    lm,
+                    &[af_nn::sample::FeatureInput {
+                        s: &s,
+                        n: &n,
+                        v: &v,
+                    }],
+                    8,
+                    tch::Device::Cpu,
+                )[0];
+                let same = (0..8).all(|j| (f[j] - row.features[j]).abs() < 1e-4);
+                assert_eq!(
+                    same,
+                    k as u32 == fold,
+                    "fold {fold}, candidate {} scored by LM {k}: {f:?} vs pool {:?}",
+                    row.candidate,
+                    row.features
+                );
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `af bench generate`: sampling throughput of af's own LM, and the LM features of what it drew
 //! as the generate stage computes them (the forward LM's from the draw, decision 474, so
-//! `features_per_second` times the backward LM's pass), and the two one after the other.
+//! `features_per_second` times the backward LM's pass and the forward LM's one pass over each
+//! context), and the two one after the other.
 
 use std::process::ExitCode;
 use std::time::Instant;
