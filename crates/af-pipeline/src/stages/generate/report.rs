@@ -148,8 +148,8 @@ struct DistinctNgrams {
 }
 
 impl DistinctNgrams {
-    fn add(&mut self, tokens: &[String]) {
-        let ids: Vec<u32> = tokens.iter().map(|t| self.id(t)).collect();
+    fn add<S: AsRef<str>>(&mut self, tokens: &[S]) {
+        let ids: Vec<u32> = tokens.iter().map(|t| self.id(t.as_ref())).collect();
         self.n_words += ids.len();
         self.n_pairs += ids.len().saturating_sub(1);
         self.pairs.extend(ids.windows(2).map(|w| (w[0], w[1])));
@@ -200,21 +200,16 @@ pub(super) struct PoolStats {
 impl PoolStats {
     pub(super) fn add(&mut self, block: usize, rows: &[Candidate], validity: &Validity) {
         use rayon::prelude::*;
-        self.count_validity(rows, validity);
-        // Tokenised in parallel: on a GPU this thread counts a block while the device draws
-        // the next, and a serial pass over every ending was slower than the drawing.
-        let tokens: Vec<Vec<String>> = rows
+        // Tokenised once, in parallel, for the validity rules and distinct-n both: on a GPU this
+        // thread counts a block while the device draws the next, and a serial pass over every
+        // ending was slower than the drawing.
+        let words: Vec<Vec<&str>> = rows
             .par_iter()
-            .map(|row| {
-                if row.is_gold() {
-                    Vec::new()
-                } else {
-                    af_text::tokenize::tokenize_owned(&row.ending)
-                }
-            })
+            .map(|row| af_text::tokenize(&row.ending).to_vec())
             .collect();
+        self.count_validity(rows, &words, validity);
         let (mut gold, mut generated) = (0.0, 0.0);
-        for (row, toks) in rows.iter().zip(&tokens) {
+        for (row, toks) in rows.iter().zip(&words) {
             let entry = self.per_item.entry(row.item_index).or_default();
             if row.is_gold() {
                 gold += f64::from(row.features[0]);
@@ -240,12 +235,13 @@ impl PoolStats {
     }
 
     /// Every row's validity: a generated ending against its item's gold (the row before it with
-    /// candidate 0), a gold ending by the rules of the ending alone.
-    fn count_validity(&mut self, rows: &[Candidate], validity: &Validity) {
+    /// candidate 0), a gold ending by the rules of the ending alone. `words`: each row's tokens.
+    fn count_validity(&mut self, rows: &[Candidate], words: &[Vec<&str>], validity: &Validity) {
         use rayon::prelude::*;
-        let tokens: Vec<Vec<String>> = rows
+        // As `af_text::tokenize_lowercase` gives them.
+        let tokens: Vec<Vec<String>> = words
             .par_iter()
-            .map(|r| af_text::tokenize_lowercase(&r.ending))
+            .map(|w| w.iter().map(|t| t.to_lowercase()).collect())
             .collect();
         let mut gold_of = Vec::with_capacity(rows.len());
         let mut gold = 0;
