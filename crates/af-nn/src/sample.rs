@@ -437,6 +437,46 @@ impl<'a> From<&'a Drawn> for EndingToScore<'a> {
     }
 }
 
+/// The forward LM's log-probability of each token of `ids` (ending `k` after the prefix of item
+/// `rows[k]`, whose last output and LSTM state are `prefix`'s rows), on the host, row-major, with
+/// the row width (the longest ending).
+fn ending_logprobs_after_prefix(
+    lm: &BiLm,
+    prefix: (&Tensor, &Tensor, &Tensor),
+    rows: &[i64],
+    ids: &[&[i64]],
+    device: Device,
+) -> (Vec<f32>, usize) {
+    let (top, h, c) = prefix;
+    let rows = Tensor::from_slice(rows).to_device(device);
+    let v = pad_batch(ids, device);
+    let lv = v.size()[1];
+    // Outputs that predict v[0], v[1], ...: the prefix's last output, then one per ending token.
+    let first = top.index_select(0, &rows).unsqueeze(1);
+    let outputs = if lv > 1 {
+        let expanded = tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
+        let (rest, _) = tch::nn::RNN::seq_init(
+            &lm.forward.lstm,
+            &lm.embed(&v.narrow(1, 0, lv - 1), false),
+            &expanded,
+        );
+        // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
+        Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
+    } else {
+        first
+    };
+    let lp = lm
+        .logits(&lm.forward, &outputs)
+        .log_softmax(-1, Kind::Float)
+        .gather(2, &v.unsqueeze(2), false)
+        .squeeze_dim(2);
+    (
+        Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1))
+            .expect("f32 log-probabilities"),
+        lv as usize,
+    )
+}
+
 /// The same features as [`features`] for many endings of several contexts, faster:
 /// - the forward pass over `<bos> s n` runs once per item, and its state is shared by the item's
 ///   endings, so the forward model reads only the endings' tokens, and not even those of an
@@ -503,51 +543,19 @@ pub fn items_features(
         crate::lm::budgeted_batches(&order, backward_len, batch, lm.shape.vocab, logit_budget);
     for chunk in chunks {
         let endings: Vec<EndingToScore> = chunk.iter().map(|&(i, e)| items[i].endings[e]).collect();
-        // The forward pass for the endings the sampler did not score.
+        // The forward pass for the endings the sampler did not score, in chunk order.
         let unscored: Vec<usize> = (0..chunk.len())
             .filter(|&r| endings[r].forward.is_none())
             .collect();
         let (lp, lv) = if unscored.is_empty() {
             (Vec::new(), 0)
         } else {
-            let rows = Tensor::from_slice(
-                &unscored
-                    .iter()
-                    .map(|&r| chunk[r].0 as i64)
-                    .collect::<Vec<_>>(),
-            )
-            .to_device(device);
+            let rows: Vec<i64> = unscored.iter().map(|&r| chunk[r].0 as i64).collect();
             let ids: Vec<&[i64]> = unscored.iter().map(|&r| endings[r].ids).collect();
-            let v = pad_batch(&ids, device);
-            let lv = v.size()[1];
-            // Outputs that predict v[0], v[1], ...: the prefix's last output, then one per ending
-            // token.
-            let first = top.index_select(0, &rows).unsqueeze(1);
-            let outputs = if lv > 1 {
-                let expanded =
-                    tch::nn::LSTMState((h.index_select(1, &rows), c.index_select(1, &rows)));
-                let (rest, _) = tch::nn::RNN::seq_init(
-                    &lm.forward.lstm,
-                    &lm.embed(&v.narrow(1, 0, lv - 1), false),
-                    &expanded,
-                );
-                // Under autocast the LSTM's outputs may be fp16 and the prefix's fp32.
-                Tensor::cat(&[first.to_kind(rest.kind()), rest], 1)
-            } else {
-                first
-            };
-            let lp = lm
-                .logits(&lm.forward, &outputs)
-                .log_softmax(-1, Kind::Float)
-                .gather(2, &v.unsqueeze(2), false)
-                .squeeze_dim(2);
-            (
-                Vec::<f32>::try_from(lp.to_device(Device::Cpu).flatten(0, -1))
-                    .expect("f32 log-probabilities"),
-                lv as usize,
-            )
+            ending_logprobs_after_prefix(lm, (&top, h, c), &rows, &ids, device)
         };
-        let mut computed = unscored.iter().enumerate();
+        // The k-th ending without log-probabilities is row k of `lp`.
+        let mut computed = 0;
         let bwd: Vec<Vec<i64>> = chunk
             .iter()
             .map(|&(i, e)| backward_sequence(items[i].s, items[i].n, items[i].endings[e].ids))
@@ -561,8 +569,8 @@ pub fn items_features(
                     given
                 }
                 None => {
-                    let (k, _) = computed.find(|&(_, &u)| u == r).expect("computed above");
-                    &lp[k * lv..k * lv + nv]
+                    computed += 1;
+                    &lp[(computed - 1) * lv..(computed - 1) * lv + nv]
                 }
             };
             let brow = &blp[r * bw..(r + 1) * bw];
