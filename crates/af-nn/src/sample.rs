@@ -5,6 +5,7 @@
 //! which other items share its batch, and the whole loop stays on the device (one copy of the
 //! sampled tokens and one of their log-probabilities to the host per batch, none per token).
 
+use rayon::prelude::*;
 use tch::{Device, Kind, Tensor};
 
 use crate::lm::{pad_batch, BiLm, BOS, EOS, PAD, UNK};
@@ -224,11 +225,126 @@ fn truncate(logits: Tensor, top_k: usize, top_p: f64) -> Tensor {
         logits = logits.masked_fill(&logits.lt_tensor(&kth), f64::NEG_INFINITY);
     }
     if top_p < 1.0 {
-        // On every device: a GPU sorting the whole vocabulary per step made nucleus sampling
-        // 7x slower than plain sampling on an H200 (docs/benchmarks.md).
-        logits = nucleus_among_top(logits, top_p, NUCLEUS_CANDIDATES);
+        logits = if logits.device() == Device::Cpu {
+            nucleus_on_host(logits, top_p)
+        } else {
+            // A GPU sorting the whole vocabulary per step made nucleus sampling 7x slower than
+            // plain sampling on an H200 (docs/benchmarks.md).
+            nucleus_among_top(logits, top_p, NUCLEUS_CANDIDATES)
+        };
     }
     logits
+}
+
+/// The nucleus without ordering the vocabulary (decision 475), for logits on the CPU: a trained
+/// LM's nuclei hold a median of 1,500 of 6,000 tokens, too many for [`nucleus_among_top`]'s
+/// candidates, and the sort it falls back to was most of a sampling step. Each row's
+/// probabilities are summed into buckets by their bit pattern (monotone in the value), which
+/// finds the bucket where the mass reaches `top_p`; only that bucket's few tokens are sorted.
+/// The kept tokens are those at or above the last one the nucleus needs, which is
+/// [`nucleus_by_sort`]'s set but for two roundings: the mass is summed in f64 here (in f32
+/// there), and a token tied with the last one is kept here (the sort's order decides there).
+/// # Shapes
+/// [B, V] -> [B, V]
+fn nucleus_on_host(logits: Tensor, top_p: f64) -> Tensor {
+    let (rows, vocab) = logits.size2().expect("[B, V] logits");
+    if rows == 0 {
+        return logits;
+    }
+    let logits = logits.to_kind(Kind::Float).contiguous();
+    let probs = logits.softmax(-1, Kind::Float);
+    let mut out = Tensor::empty([rows, vocab], (Kind::Float, Device::Cpu));
+    // Torch compares an f32 tensor with a scalar in f32: so does this, as the sort does.
+    let top_p = top_p as f32 as f64;
+    // SAFETY: `logits` and `probs` are only read, `out` is new (no other tensor shares its
+    // storage), and no torch operation runs while the slices live.
+    let (logits_in, probs_in, kept) =
+        unsafe { (host_f32(&logits), host_f32(&probs), host_f32_mut(&mut out)) };
+    kept.par_chunks_mut(vocab as usize)
+        .zip(logits_in.par_chunks(vocab as usize))
+        .zip(probs_in.par_chunks(vocab as usize))
+        .for_each(|((kept, logits), probs)| {
+            let floor = nucleus_floor(probs, top_p);
+            for ((k, &l), &p) in kept.iter_mut().zip(logits).zip(probs) {
+                *k = if p < floor { f32::NEG_INFINITY } else { l };
+            }
+        });
+    out
+}
+
+/// The elements of a contiguous f32 tensor on the CPU, without a copy.
+/// # Safety
+/// Nothing may write to the tensor's storage while the slice lives.
+unsafe fn host_f32(t: &Tensor) -> &[f32] {
+    assert!(t.kind() == Kind::Float && t.device() == Device::Cpu && t.is_contiguous());
+    std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
+}
+
+/// [`host_f32`], to write.
+/// # Safety
+/// Nothing else may read or write the tensor's storage while the slice lives.
+unsafe fn host_f32_mut(t: &mut Tensor) -> &mut [f32] {
+    assert!(t.kind() == Kind::Float && t.device() == Device::Cpu && t.is_contiguous());
+    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
+}
+
+/// The probability of the least likely token of a row's nucleus: walking the tokens from the
+/// most likely, the last one before whose turn the mass already taken is still below `top_p`.
+fn nucleus_floor(probs: &[f32], top_p: f64) -> f32 {
+    // A probability's bit pattern orders it, and is at most 0x3F80_0000 (1.0). First the row in
+    // 4 buckets per octave (at most 509), then the bucket where the mass reaches `top_p` in 256
+    // by the next 8 bits: what is left to sort is a few tokens, not the hundreds of a trained
+    // LM's crowded tail.
+    // (A NaN, from an LM gone wrong, lands in the last bucket and keeps the row whole.)
+    let coarse = |p: f32| ((p.to_bits() >> 21) as usize).min(511);
+    let fine = |p: f32| ((p.to_bits() >> 13) & 0xFF) as usize;
+    let mut before = 0.0;
+    let Some(edge) = bucket_reaching(probs, coarse, top_p, &mut before) else {
+        // The row's summed probabilities fall short of `top_p` by rounding: every token is in.
+        return 0.0;
+    };
+    let in_edge: Vec<f32> = probs
+        .iter()
+        .copied()
+        .filter(|&p| coarse(p) == edge)
+        .collect();
+    let Some(edge) = bucket_reaching(&in_edge, fine, top_p, &mut before) else {
+        // Summed in another order, the bucket fell short of `top_p` by rounding: all of it is in.
+        return in_edge.into_iter().fold(f32::INFINITY, f32::min);
+    };
+    let mut last: Vec<f32> = in_edge.into_iter().filter(|&p| fine(p) == edge).collect();
+    last.sort_unstable_by(|a, b| b.total_cmp(a));
+    let mut floor = last[0];
+    for p in last {
+        if before >= top_p {
+            break;
+        }
+        floor = p;
+        before += f64::from(p);
+    }
+    floor
+}
+
+/// Of `values` summed into buckets by `bucket` (under 512, higher for larger values), the highest
+/// bucket with which the mass taken reaches `top_p`, starting from `before` and adding to it the
+/// mass of the buckets above that one. `None` if all of it stays below `top_p`.
+fn bucket_reaching(
+    values: &[f32],
+    bucket: impl Fn(f32) -> usize,
+    top_p: f64,
+    before: &mut f64,
+) -> Option<usize> {
+    let mut mass = [0f64; 512];
+    for &p in values {
+        mass[bucket(p)] += f64::from(p);
+    }
+    for b in (0..mass.len()).rev() {
+        if *before + mass[b] >= top_p {
+            return Some(b);
+        }
+        *before += mass[b];
+    }
+    None
 }
 
 /// How many of each row's most likely tokens the nucleus is looked for among first.
@@ -850,6 +966,8 @@ mod tests {
             let sorted = nucleus_by_sort(logits.shallow_clone(), top_p).isfinite();
             let kept_16 = nucleus_among_top(logits.shallow_clone(), top_p, 16).isfinite();
             assert!(sorted.equal(&kept_16), "top-p {top_p}");
+            let on_host = nucleus_on_host(logits.shallow_clone(), top_p).isfinite();
+            assert!(sorted.equal(&on_host), "top-p {top_p}");
             let sizes =
                 Vec::<i64>::try_from(sorted.sum_dim_intlist(1, false, Kind::Int64)).unwrap();
             if top_p == 0.9 {
@@ -859,6 +977,48 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_nucleus_found_on_the_host_is_the_sorted_nucleus_at_a_vocabulary_s_size() {
+        let _torch_rng = crate::torch_rng_lock();
+        tch::manual_seed(11);
+        // Rows shaped like a trained LM's (a few likely tokens, a long tail) and flat ones, at
+        // the ActivityNet vocabulary's size: nuclei from a handful of tokens to thousands, their
+        // edges in buckets of every crowding.
+        let scale = Tensor::from_slice(&[0.5f32, 1.5, 3.0, 6.0])
+            .repeat([64])
+            .unsqueeze(1);
+        let logits = Tensor::randn([256, 5949], (Kind::Float, Device::Cpu)) * scale;
+        let mut sizes = Vec::new();
+        for top_p in [0.1, 0.5, 0.9, 0.95] {
+            let sorted = nucleus_by_sort(logits.shallow_clone(), top_p).isfinite();
+            let on_host = nucleus_on_host(logits.shallow_clone(), top_p).isfinite();
+            let differ = sorted.ne_tensor(&on_host).any_dim(1, false);
+            assert_eq!(
+                i64::try_from(differ.sum(Kind::Int64)).unwrap(),
+                0,
+                "top-p {top_p}"
+            );
+            sizes.extend(
+                Vec::<i64>::try_from(sorted.sum_dim_intlist(1, false, Kind::Int64)).unwrap(),
+            );
+        }
+        let (least, most) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(
+            *least <= 5 && *most >= 3000,
+            "nuclei of {least} to {most} tokens"
+        );
+    }
+
+    #[test]
+    fn a_row_whose_mass_falls_short_of_top_p_by_rounding_keeps_every_token() {
+        let row = [0.25f32; 4];
+        assert_eq!(nucleus_floor(&row, 1.0 + 1e-9), 0.0);
+        // Ties with the last token the nucleus needs are kept, whatever their order.
+        assert_eq!(nucleus_floor(&row, 0.3), 0.25);
+        assert_eq!(nucleus_floor(&[0.5, 0.3, 0.2, 0.0], 0.5), 0.5);
+        assert_eq!(nucleus_floor(&[0.5, 0.3, 0.2, 0.0], 0.50001), 0.3);
     }
 
     #[test]

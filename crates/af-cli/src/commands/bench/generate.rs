@@ -44,8 +44,9 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 16_384)]
     feature_batch: usize,
     /// Nucleus sampling, as `[generate] top-p` (1: off). The weights are random, so the
-    /// nucleus is nearly the whole vocabulary: this times the truncation's worst case (on the
-    /// CPU every row is sorted whole; a trained LM's nuclei mostly fit in its top 512 tokens).
+    /// nucleus holds thousands of tokens, more than a trained LM's (a median of about 1,500 of
+    /// 6,000 for af's 256-d LMs): on a GPU, where the nucleus is looked for among the top 512
+    /// tokens first, this times the truncation's worst case.
     #[arg(long, default_value_t = 1.0)]
     top_p: f64,
 }
