@@ -11,6 +11,11 @@
 //! Several annotators per item: each ending's label by majority (a tie goes to the worse label:
 //! gibberish before unlikely before likely); best and second by plurality, and an item whose best
 //! is tied goes to the re-annotation queue.
+//!
+//! [`DistractorRule::Unlikely`] is the stricter rule of a validated benchmark (HellaSwag's
+//! validation removed endings people found plausible): a distractor must also have been labelled
+//! unlikely by more than half of the item's annotators, so that no ending people judged a likely
+//! next event stays as a wrong answer (decision 476).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,6 +26,30 @@ use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
 
 /// Distractors a kept item needs (a four-way question, as SWAG's).
 pub const MIN_DISTRACTORS: usize = 3;
+
+/// Which shown endings may stay as distractors (always: not the found one, not ranked best).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DistractorRule {
+    /// SWAG's: any ending the majority did not call gibberish, likely ones included.
+    #[default]
+    Swag,
+    /// Only endings more than half of the annotators called unlikely: grammatical and not a
+    /// likely next event, so not a second right answer.
+    Unlikely,
+}
+
+impl DistractorRule {
+    /// What a usable distractor is, for the re-annotation queue's reason.
+    fn describes(self) -> &'static str {
+        match self {
+            DistractorRule::Swag => "not found, not best, not gibberish",
+            DistractorRule::Unlikely => {
+                "not found, not best, labelled unlikely by more than half of the annotators"
+            }
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
@@ -46,6 +75,9 @@ pub struct Decided {
     pub labels: Vec<Label>,
     pub best: Option<usize>,
     pub second: Option<usize>,
+    /// The shown endings that may be distractors under the rule: neither the found one nor the
+    /// best (a kept item's distractors; for the re-annotation queue, what is left to build on).
+    pub usable: Vec<usize>,
     pub outcome: Outcome,
 }
 
@@ -83,7 +115,7 @@ fn worse(l: Label) -> u8 {
 }
 
 /// Applies the rules to every key item (in key order) given the good annotations.
-pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
+pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRule) -> Assembled {
     let mut by_item: HashMap<&str, Vec<&Annotation>> = HashMap::new();
     for a in annotations {
         by_item.entry(a.item.as_str()).or_default().push(a);
@@ -109,7 +141,15 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
             }
             best_units.push(votes.iter().map(|a| a.best).collect::<Vec<_>>());
             if votes.is_empty() {
-                return Decided { item: k.item.clone(), annotators: 0, labels: vec![], best: None, second: None, outcome: Outcome::Unannotated };
+                return Decided {
+                    item: k.item.clone(),
+                    annotators: 0,
+                    labels: vec![],
+                    best: None,
+                    second: None,
+                    usable: vec![],
+                    outcome: Outcome::Unannotated,
+                };
             }
             let labels: Vec<Label> = (0..n)
                 .map(|s| {
@@ -118,7 +158,12 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
                         *count.entry(worse(a.labels[s])).or_default() += 1;
                     }
                     let top = *count.values().max().expect("votes");
-                    let w = count.iter().filter(|(_, c)| **c == top).map(|(w, _)| *w).max().expect("a winner");
+                    let w = count
+                        .iter()
+                        .filter(|(_, c)| **c == top)
+                        .map(|(w, _)| *w)
+                        .max()
+                        .expect("a winner");
                     [Label::Likely, Label::Unlikely, Label::Gibberish][w as usize]
                 })
                 .collect();
@@ -133,23 +178,58 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation]) -> Assembled {
             };
             let best = plurality(&|a| a.best);
             let second = plurality(&|a| a.second).filter(|s| Some(*s) != best);
-            let found = k.slots.iter().position(|s| s.source == SlotSource::Found).expect("the key has the found ending");
+            let found = k
+                .slots
+                .iter()
+                .position(|s| s.source == SlotSource::Found)
+                .expect("the key has the found ending");
+            let usable: Vec<usize> = (0..n)
+                .filter(|&s| s != found && Some(s) != best)
+                .filter(|&s| match rule {
+                    DistractorRule::Swag => labels[s] != Label::Gibberish,
+                    DistractorRule::Unlikely => {
+                        2 * votes
+                            .iter()
+                            .filter(|a| a.labels[s] == Label::Unlikely)
+                            .count()
+                            > votes.len()
+                    }
+                })
+                .collect();
             let outcome = match best {
-                None => Outcome::Reannotate { reason: "annotators disagree on the best ending (tie)".into() },
+                None => Outcome::Reannotate {
+                    reason: "annotators disagree on the best ending (tie)".into(),
+                },
                 Some(b) if b == found || second == Some(found) => {
-                    let distractors: Vec<usize> = (0..n).filter(|&s| s != found && s != b && labels[s] != Label::Gibberish).collect();
-                    if distractors.len() < MIN_DISTRACTORS {
+                    if usable.len() < MIN_DISTRACTORS {
                         Outcome::Reannotate {
-                            reason: format!("{} usable distractors (not found, not best, not gibberish), fewer than {MIN_DISTRACTORS}", distractors.len()),
+                            reason: format!(
+                                "{} usable distractors ({}), fewer than {MIN_DISTRACTORS}",
+                                usable.len(),
+                                rule.describes()
+                            ),
                         }
                     } else {
                         let extra_gold = (b != found && k.split == "train").then_some(b);
-                        Outcome::Kept { distractors, extra_gold }
+                        Outcome::Kept {
+                            distractors: usable.clone(),
+                            extra_gold,
+                        }
                     }
                 }
-                Some(_) => Outcome::Dropped { reason: "the found ending was ranked neither best nor second best".into() },
+                Some(_) => Outcome::Dropped {
+                    reason: "the found ending was ranked neither best nor second best".into(),
+                },
             };
-            Decided { item: k.item.clone(), annotators: votes.len(), labels, best, second, outcome }
+            Decided {
+                item: k.item.clone(),
+                annotators: votes.len(),
+                labels,
+                best,
+                second,
+                usable,
+                outcome,
+            }
         })
         .collect();
     let type_stats = |source: SlotSource| -> TypeStats {
@@ -250,7 +330,7 @@ mod tests {
             ann("a", "few", "ggluug", 2, 3),
             ann("a", "dropped", "llulll", 0, 1),
         ];
-        let r = assemble(&keys, &anns);
+        let r = assemble(&keys, &anns, DistractorRule::Swag);
         let outcome = |i: usize| r.decided[i].outcome.clone();
         assert_eq!(
             outcome(0),
@@ -288,6 +368,43 @@ mod tests {
     }
 
     #[test]
+    fn the_unlikely_rule_keeps_no_ending_most_annotators_found_likely() {
+        let keys = vec![key("x", "train"), key("few", "train")];
+        let anns = vec![
+            // Slot 0: u, u, l -> usable; 1: l, l, u -> not; 3: u, l, g -> not (no majority for
+            // unlikely, though the vote's label is gibberish by the tie rule); 4, 5: unlikely.
+            ann("a", "x", "ulluuu", 2, 0),
+            ann("b", "x", "ullluu", 2, 1),
+            ann("c", "x", "lulguu", 2, 0),
+            // Two annotators: an ending both call unlikely is usable, one they split on is not
+            // (the vote's tie rule would call it unlikely).
+            ann("a", "few", "uuuluu", 2, 0),
+            ann("b", "few", "ululul", 2, 0),
+        ];
+        let swag = assemble(&keys, &anns, DistractorRule::Swag);
+        assert_eq!(
+            swag.decided[0].outcome,
+            Outcome::Kept {
+                distractors: vec![0, 1, 4, 5],
+                extra_gold: None
+            }
+        );
+        let strict = assemble(&keys, &anns, DistractorRule::Unlikely);
+        assert_eq!(
+            strict.decided[0].outcome,
+            Outcome::Kept {
+                distractors: vec![0, 4, 5],
+                extra_gold: None
+            }
+        );
+        assert!(
+            matches!(&strict.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors (not found, not best, labelled unlikely")),
+            "{:?}",
+            strict.decided[1].outcome
+        );
+    }
+
+    #[test]
     fn majority_vote_and_ties() {
         let keys = vec![key("x", "train"), key("tie", "train")];
         let anns = vec![
@@ -297,7 +414,7 @@ mod tests {
             ann("a", "tie", "llllll", 0, 2),
             ann("b", "tie", "llllll", 2, 0),
         ];
-        let r = assemble(&keys, &anns);
+        let r = assemble(&keys, &anns, DistractorRule::Swag);
         let x = &r.decided[0];
         assert_eq!(x.best, Some(2));
         // Slot 1: l, g, l -> likely; slot 5: g, g, l -> gibberish; slot 3: u, u, l -> unlikely.

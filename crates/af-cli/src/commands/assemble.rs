@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use af_annotate::{assemble, KeyItem, Outcome};
+use af_annotate::{assemble, DistractorRule, KeyItem, Outcome};
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
@@ -30,6 +30,26 @@ pub struct AssembleArgs {
     /// Replace what is in the output directory.
     #[arg(long)]
     force: bool,
+    /// Which shown endings stay as distractors: `swag` (SWAG's rule: any the majority did not
+    /// call gibberish, endings people found likely included) or `unlikely` (only those more than
+    /// half of the annotators called unlikely: no second right answers, fewer items kept).
+    #[arg(long, value_enum, default_value = "swag")]
+    distractors: DistractorsArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DistractorsArg {
+    Swag,
+    Unlikely,
+}
+
+impl From<DistractorsArg> for DistractorRule {
+    fn from(a: DistractorsArg) -> Self {
+        match a {
+            DistractorsArg::Swag => DistractorRule::Swag,
+            DistractorsArg::Unlikely => DistractorRule::Unlikely,
+        }
+    }
 }
 
 pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
@@ -68,7 +88,8 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             .join("assembled")
     });
     super::empty_out_dir(&out, a.force)?;
-    let result = assemble(&key, &annotations);
+    let rule = DistractorRule::from(a.distractors);
+    let result = assemble(&key, &annotations, rule);
 
     let item_line = |k: &KeyItem, gold: usize, distractors: &[usize], split: &str| {
         json!({
@@ -106,14 +127,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             }
             Outcome::Reannotate { reason } => {
                 *counts.entry("reannotate").or_default() += 1;
-                let usable: Vec<usize> = (0..k.slots.len())
-                    .filter(|&s| {
-                        d.labels
-                            .get(s)
-                            .is_some_and(|l| *l != af_annotate::Label::Gibberish)
-                    })
-                    .collect();
-                reannotate.push_str(&json!({"item": k.item, "reason": reason, "sheet": k.sheet, "row": k.row, "usable_slots": usable, "slots": k.slots, "replacements": k.replacements}).to_string());
+                reannotate.push_str(&json!({"item": k.item, "reason": reason, "sheet": k.sheet, "row": k.row, "usable_slots": d.usable, "slots": k.slots, "replacements": k.replacements}).to_string());
                 reannotate.push('\n');
             }
             Outcome::Dropped { reason } => {
@@ -135,7 +149,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     write("decisions.jsonl", decisions.as_bytes())?;
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let stats = json!({
-        "key": key_path, "sheets": a.sheets, "items": key.len(),
+        "key": key_path, "sheets": a.sheets, "items": key.len(), "distractor_rule": rule,
         "kept": count("kept"), "extra_train": count("extra_train"), "reannotate": count("reannotate"),
         "dropped": count("dropped"), "unannotated": count("unannotated"),
         "annotations": result.annotations, "annotators": result.annotators,
@@ -165,10 +179,11 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         )
     };
     let md = format!(
-        "# Assembly of {} items\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
+        "# Assembly of {} items ({} rule for distractors)\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
          | ending type | judgements | likely | unlikely | gibberish | ranked best | ranked second |\n|---|---:|---:|---:|---:|---:|---:|\n{}{}\n\
          Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n",
         key.len(),
+        serde_json::to_value(rule)?.as_str().unwrap_or_default(),
         count("kept"),
         count("extra_train"),
         count("reannotate"),

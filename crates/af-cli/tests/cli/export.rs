@@ -261,6 +261,29 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
     let best = stats["found"]["best"].as_f64().unwrap();
     assert!((best - 0.5).abs() < 0.06, "{best}");
 
+    // The stricter rule: every annotator called the shown endings likely (but for one's noise),
+    // so no item keeps three distractors; those SWAG's rule kept wait for re-annotation.
+    let mut strict = args.clone();
+    strict[4] = "asm-unlikely".into();
+    strict.splice(1..1, ["--distractors".to_string(), "unlikely".into()]);
+    let strict_ref: Vec<&str> = strict.iter().map(String::as_str).collect();
+    ok(&af(&strict_ref, d.path()));
+    let asm = d.path().join("asm-unlikely");
+    assert!(jsonl(&asm.join("dataset.jsonl")).is_empty());
+    let waiting = jsonl(&asm.join("reannotate.jsonl"));
+    assert_eq!(
+        waiting.len(),
+        kept.len() + queue.len(),
+        "kept by SWAG's rule, or short of distractors already"
+    );
+    assert!(waiting
+        .iter()
+        .all(|v| v["usable_slots"].as_array().unwrap().is_empty()
+            || v["reason"].as_str().unwrap().contains("tie")));
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(asm.join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["distractor_rule"], "unlikely");
+
     // Bad sheets: each fails with its file and line, and nothing is written.
     let bad = |edit: &dyn Fn(&mut Vec<Vec<String>>), expect: &str, name: &str| {
         let mut rows: Vec<Vec<String>> = csv::Reader::from_path(&sheets[0])
