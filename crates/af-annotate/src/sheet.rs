@@ -101,17 +101,17 @@ pub enum SheetError {
 
 /// The key of a set of questions (gold first, then the AF distractors with their candidate ids):
 /// each item gets the found ending and `shown` distractors (the first ones of its assignment) in
-/// an order drawn from `seed` and the item id; the rest are its replacements.
+/// an order drawn from `seed` and the item id; the rest are its replacements. Items are laid out
+/// on sheets by [`lay_out`]; the key lists them sheet by sheet, row by row.
 pub fn build_key(
     items: &[(af_core::Question, Vec<u32>)],
     shown: usize,
     sheet_items: usize,
     seed: u64,
 ) -> Vec<KeyItem> {
-    items
+    let key = items
         .iter()
-        .enumerate()
-        .map(|(i, (q, candidates))| {
+        .map(|(q, candidates)| {
             let generated: Vec<Slot> = q.endings[1..]
                 .iter()
                 .zip(candidates)
@@ -133,8 +133,8 @@ pub fn build_key(
             );
             slots.shuffle(&mut rng);
             KeyItem {
-                sheet: format!("sheet-{:03}", i / sheet_items + 1),
-                row: i % sheet_items + 1,
+                sheet: String::new(),
+                row: 0,
                 item: q.id.clone(),
                 group: q.group.clone(),
                 split: q.split.clone().unwrap_or_else(|| "train".into()),
@@ -144,7 +144,46 @@ pub fn build_key(
                 replacements: generated[n..].to_vec(),
             }
         })
-        .collect()
+        .collect();
+    lay_out(key, sheet_items, seed)
+}
+
+/// Sheets of at most `sheet_items` rows, as even as they can be, such that no sheet holds two
+/// items of one group; rows in an order drawn from `seed` (decision 477). An item's context is
+/// often the found ending of the item before it in its video, and the item ids name the video:
+/// a sheet holding both items of such a pair tells the annotator which ending is the found one
+/// (three annotators of the first real sheets said they had used it).
+fn lay_out(items: Vec<KeyItem>, sheet_items: usize, seed: u64) -> Vec<KeyItem> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5EE7_1A70);
+    let mut groups: Vec<Vec<KeyItem>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for k in items {
+        let g = *group_of.entry(k.group.clone()).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(k);
+    }
+    groups.shuffle(&mut rng);
+    let total: usize = groups.iter().map(Vec::len).sum();
+    let largest = groups.iter().map(Vec::len).max().unwrap_or(0);
+    let sheets = total.div_ceil(sheet_items.max(1)).max(largest);
+    // Dealt in turn: a group's items are consecutive in the deal and no more than the sheets,
+    // so each lands on a sheet of its own; the sheets' sizes differ by at most one.
+    let mut dealt: Vec<Vec<KeyItem>> = (0..sheets).map(|_| Vec::new()).collect();
+    for (i, k) in groups.into_iter().flatten().enumerate() {
+        dealt[i % sheets].push(k);
+    }
+    let mut key = Vec::with_capacity(total);
+    for (s, mut rows) in dealt.into_iter().enumerate() {
+        rows.shuffle(&mut rng);
+        for (r, mut k) in rows.into_iter().enumerate() {
+            k.sheet = format!("sheet-{:03}", s + 1);
+            k.row = r + 1;
+            key.push(k);
+        }
+    }
+    key
 }
 
 fn width(items: &[&KeyItem]) -> usize {
@@ -424,5 +463,80 @@ fn parse_row(
             "two endings are ranked second (endings {})",
             endings(s)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn question(group: usize, n: usize) -> (af_core::Question, Vec<u32>) {
+        let q = af_core::Question {
+            id: format!("v{group}-{n}"),
+            group: format!("v{group}"),
+            context: format!("context {group} {n}"),
+            prefix: "He".into(),
+            endings: (0..4).map(|e| format!("ending {e}")).collect(),
+            label: 0,
+            split: None,
+            blank: None,
+            line: 1,
+        };
+        (q, vec![3, 5, 7])
+    }
+
+    #[test]
+    fn no_sheet_holds_two_items_of_one_group_and_sheets_are_even() {
+        // 27 videos of 1 to 6 items: 90 items, at most 10 a sheet, so 9 sheets of 10.
+        let items: Vec<_> = (0..27)
+            .flat_map(|g| (0..1 + (g * 7) % 6).map(move |n| question(g, n)))
+            .collect();
+        assert_eq!(items.len(), 90);
+        let key = build_key(&items, 2, 10, 13);
+        let mut sheets: BTreeMap<&str, Vec<&KeyItem>> = BTreeMap::new();
+        for k in &key {
+            sheets.entry(k.sheet.as_str()).or_default().push(k);
+        }
+        assert_eq!(sheets.len(), 9);
+        for (name, rows) in &sheets {
+            assert_eq!(rows.len(), 10, "{name}");
+            let groups: BTreeSet<&str> = rows.iter().map(|k| k.group.as_str()).collect();
+            assert_eq!(groups.len(), rows.len(), "{name}: a group twice");
+            let numbers: Vec<usize> = rows.iter().map(|k| k.row).collect();
+            assert_eq!(
+                numbers,
+                (1..=10).collect::<Vec<_>>(),
+                "{name}: rows in key order"
+            );
+        }
+        let ids: BTreeSet<&str> = key.iter().map(|k| k.item.as_str()).collect();
+        assert_eq!(ids.len(), 90, "every item once");
+        // Not in input order (the order gave pairs away), and the same for the same seed.
+        let input: Vec<&str> = items.iter().map(|(q, _)| q.id.as_str()).collect();
+        let laid_out: Vec<&str> = key.iter().map(|k| k.item.as_str()).collect();
+        assert_ne!(laid_out, input);
+        assert_eq!(build_key(&items, 2, 10, 13), key);
+        assert_ne!(build_key(&items, 2, 10, 14), key);
+    }
+
+    #[test]
+    fn a_group_larger_than_the_sheets_needed_opens_more_sheets() {
+        let items: Vec<_> = (0..7)
+            .map(|n| question(0, n))
+            .chain((1..4).map(|g| question(g, 0)))
+            .collect();
+        let key = build_key(&items, 1, 100, 1);
+        let sheets: BTreeSet<&str> = key.iter().map(|k| k.sheet.as_str()).collect();
+        assert_eq!(sheets.len(), 7, "one sheet per item of the video with 7");
+        for s in &sheets {
+            let groups: Vec<&str> = key
+                .iter()
+                .filter(|k| k.sheet == *s)
+                .map(|k| k.group.as_str())
+                .collect();
+            let distinct: BTreeSet<&&str> = groups.iter().collect();
+            assert_eq!(distinct.len(), groups.len());
+        }
     }
 }

@@ -26,7 +26,7 @@ pub struct ExportConfig {
     pub annotation: bool,
     /// AF distractors shown beside the found ending on an annotation sheet (the paper: 5).
     pub annotation_distractors: usize,
-    /// Items per annotation sheet.
+    /// At most this many items per annotation sheet (no sheet holds two items of one group).
     pub sheet_items: usize,
     /// Score the random assignment and the AF dataset with a pretrained causal LM, zero-shot, as
     /// `af eval` does (into `export/eval/`). Unset: when one is installed (`eval-model`, else
