@@ -293,6 +293,14 @@ mod tests {
         }
     }
 
+    /// A kept item's outcome with no extra training item.
+    fn kept(distractors: &[usize]) -> Outcome {
+        Outcome::Kept {
+            distractors: distractors.to_vec(),
+            extra_gold: None,
+        }
+    }
+
     fn ann(who: &str, item: &str, labels: &str, best: usize, second: usize) -> Annotation {
         let labels = labels
             .chars()
@@ -332,14 +340,7 @@ mod tests {
         ];
         let r = assemble(&keys, &anns, DistractorRule::Swag);
         let outcome = |i: usize| r.decided[i].outcome.clone();
-        assert_eq!(
-            outcome(0),
-            Outcome::Kept {
-                distractors: vec![0, 1, 3, 4],
-                extra_gold: None
-            },
-            "slot 5 is gibberish"
-        );
+        assert_eq!(outcome(0), kept(&[0, 1, 3, 4]), "slot 5 is gibberish");
         assert_eq!(
             outcome(1),
             Outcome::Kept {
@@ -349,10 +350,7 @@ mod tests {
         );
         assert_eq!(
             outcome(2),
-            Outcome::Kept {
-                distractors: vec![1, 3, 4, 5],
-                extra_gold: None
-            },
+            kept(&[1, 3, 4, 5]),
             "no extra item from a test item"
         );
         assert!(
@@ -382,21 +380,9 @@ mod tests {
             ann("b", "few", "ululul", 2, 0),
         ];
         let swag = assemble(&keys, &anns, DistractorRule::Swag);
-        assert_eq!(
-            swag.decided[0].outcome,
-            Outcome::Kept {
-                distractors: vec![0, 1, 4, 5],
-                extra_gold: None
-            }
-        );
+        assert_eq!(swag.decided[0].outcome, kept(&[0, 1, 4, 5]));
         let strict = assemble(&keys, &anns, DistractorRule::Unlikely);
-        assert_eq!(
-            strict.decided[0].outcome,
-            Outcome::Kept {
-                distractors: vec![0, 4, 5],
-                extra_gold: None
-            }
-        );
+        assert_eq!(strict.decided[0].outcome, kept(&[0, 4, 5]));
         assert!(
             matches!(&strict.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors (not found, not best, labelled unlikely")),
             "{:?}",
@@ -422,13 +408,7 @@ mod tests {
             (x.labels[1], x.labels[5], x.labels[3]),
             (Label::Likely, Label::Gibberish, Label::Unlikely)
         );
-        assert_eq!(
-            x.outcome,
-            Outcome::Kept {
-                distractors: vec![0, 1, 3, 4],
-                extra_gold: None
-            }
-        );
+        assert_eq!(x.outcome, kept(&[0, 1, 3, 4]));
         assert!(
             matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.contains("tie"))
         );
