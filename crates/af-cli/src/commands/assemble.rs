@@ -1,11 +1,13 @@
 //! `af assemble SHEETS...`: filled annotation sheets in, the final dataset out (af-annotate's
 //! rules). Writes into `--out` (docs/formats.md): `dataset.jsonl`, `extra-train.jsonl`,
-//! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`.
+//! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`, and the kept
+//! items in the export's published layouts (`swag/`, `hellaswag/`, `hf/`, `lm-eval/`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use af_annotate::assemble::MIN_DISTRACTORS;
 use af_annotate::{assemble, DistractorRule, KeyItem, Outcome};
 use anyhow::Context;
 use clap::Args;
@@ -35,6 +37,15 @@ pub struct AssembleArgs {
     /// half of the annotators called unlikely: no second right answers, fewer items kept).
     #[arg(long, value_enum, default_value = "swag")]
     distractors: DistractorsArg,
+    /// Options per question in the published layouts (swag/, hellaswag/, hf/, lm-eval/): the
+    /// found ending and the first usable distractors in sheet order (itself drawn per item).
+    /// dataset.jsonl keeps every usable distractor.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=(MIN_DISTRACTORS as u64 + 1)))]
+    options: u64,
+    /// The lm-evaluation-harness task's name (its files are lm-eval/TASK.yaml and
+    /// lm-eval/TASK_SPLIT.jsonl).
+    #[arg(long, default_value = "af_assembled")]
+    task: String,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -141,6 +152,34 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             Outcome::Unannotated => *counts.entry("unannotated").or_default() += 1,
         }
     }
+    // The published layouts take questions of one width: the found ending first (each layout
+    // shuffles the options per question id), then the first usable distractors.
+    let published: Vec<af_core::Question> = key
+        .iter()
+        .zip(&result.decided)
+        .filter_map(|(k, d)| match &d.outcome {
+            Outcome::Kept { distractors, .. } => Some((k, distractors)),
+            _ => None,
+        })
+        .enumerate()
+        .map(|(i, (k, distractors))| af_core::Question {
+            id: k.item.clone(),
+            group: k.group.clone(),
+            context: k.context.clone(),
+            prefix: k.prefix.clone(),
+            endings: std::iter::once(found(k))
+                .chain(distractors.iter().copied().take(a.options as usize - 1))
+                .map(|s| k.slots[s].ending.clone())
+                .collect(),
+            label: 0,
+            split: Some(k.split.clone()),
+            blank: None,
+            line: i + 1,
+        })
+        .collect();
+    if !published.is_empty() {
+        af_pipeline::stages::export::write_layouts(&out, &published, &a.task)?;
+    }
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes);
     write("dataset.jsonl", dataset.as_bytes())?;
     write("extra-train.jsonl", extra.as_bytes())?;
@@ -150,6 +189,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let stats = json!({
         "key": key_path, "sheets": a.sheets, "items": key.len(), "distractor_rule": rule,
+        "published": {"options": a.options, "task": a.task, "questions": published.len()},
         "kept": count("kept"), "extra_train": count("extra_train"), "reannotate": count("reannotate"),
         "dropped": count("dropped"), "unannotated": count("unannotated"),
         "annotations": result.annotations, "annotators": result.annotators,

@@ -244,6 +244,24 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
     }
     // The assembled dataset is af's own layout: the audit reads it.
     assert!(af_io::questions::read_questions(&asm.join("dataset.jsonl"), None, false).is_ok());
+    // The published layouts: every kept item, four options each (the found ending and the
+    // first three usable distractors), in its split's files; HellaSwag's read back as such.
+    let mut published = BTreeSet::new();
+    for (swag, hf) in [("train", "train"), ("val", "validation"), ("test", "test")] {
+        let path = asm.join(format!("hellaswag/hellaswag_{swag}.jsonl"));
+        if !path.exists() {
+            continue;
+        }
+        let qs = af_io::questions::read_questions(&path, None, false)
+            .unwrap()
+            .questions;
+        assert!(qs.iter().all(|q| q.endings.len() == 4), "{swag}");
+        let lines = jsonl(&asm.join(format!("hf/{hf}.jsonl")));
+        assert_eq!(lines.len(), qs.len());
+        published.extend(lines.iter().map(|v| v["id"].as_str().unwrap().to_string()));
+    }
+    assert_eq!(published, kept);
+    assert!(asm.join("lm-eval/af_assembled.yaml").exists());
     let stats: Value =
         serde_json::from_str(&std::fs::read_to_string(asm.join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats["annotators"], 3);

@@ -444,9 +444,14 @@ pub(crate) fn write_jsonl(
     Ok(())
 }
 
-/// The AF dataset in every published layout, one file per split (docs/formats.md), written into
-/// `dir`; the lm-eval task names its files relative to its own folder, through its loader.
-fn write_layouts(dir: &Path, questions: &[af_core::Question], task: &str) -> anyhow::Result<()> {
+/// A dataset in every published layout, one file per split (docs/formats.md), written into
+/// `dir`; the lm-eval task names its files relative to its own folder, through its loader. The
+/// export stage writes the AF dataset so, `af assemble` the validated one.
+pub fn write_layouts(
+    dir: &Path,
+    questions: &[af_core::Question],
+    task: &str,
+) -> anyhow::Result<()> {
     use af_io::export;
     let names = [
         ("train", "train", "train"),
