@@ -28,8 +28,7 @@ use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
 pub const MIN_DISTRACTORS: usize = 3;
 
 /// Which shown endings may stay as distractors (always: not the found one, not ranked best).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DistractorRule {
     /// SWAG's: any ending the majority did not call gibberish, likely ones included.
     #[default]
@@ -40,6 +39,14 @@ pub enum DistractorRule {
 }
 
 impl DistractorRule {
+    /// The rule's name, as `--distractors` and `stats.json` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DistractorRule::Swag => "swag",
+            DistractorRule::Unlikely => "unlikely",
+        }
+    }
+
     /// What a usable distractor is, for the re-annotation queue's reason.
     fn describes(self) -> &'static str {
         match self {
@@ -178,11 +185,7 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
             };
             let best = plurality(&|a| a.best);
             let second = plurality(&|a| a.second).filter(|s| Some(*s) != best);
-            let found = k
-                .slots
-                .iter()
-                .position(|s| s.source == SlotSource::Found)
-                .expect("the key has the found ending");
+            let found = k.found();
             let usable: Vec<usize> = (0..n)
                 .filter(|&s| s != found && Some(s) != best)
                 .filter(|&s| match rule {

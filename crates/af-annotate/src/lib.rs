@@ -1,8 +1,9 @@
 //! af-annotate owns the human check of docs/design.md §1.7, as SWAG ran it: annotation sheets with the
 //! found ending and some AF distractors in a recorded random order (CSV, and an HTML form that
 //! saves the same CSV), reading filled sheets back with an error per bad row, and assembling the
-//! final dataset by the paper's rules (or a stricter one that keeps no ending people found likely), with the statistics of its Table 2 and inter-annotator
-//! agreement. No libtorch, no printing.
+//! final dataset by the paper's rules (or a stricter one that keeps no ending people found
+//! likely), with the statistics of its Table 2 and inter-annotator agreement. No libtorch, no
+//! printing.
 
 pub mod agreement;
 pub mod assemble;

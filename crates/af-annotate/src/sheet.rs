@@ -48,6 +48,16 @@ pub struct KeyItem {
     pub replacements: Vec<Slot>,
 }
 
+impl KeyItem {
+    /// The slot of the found ending (every key item has one).
+    pub fn found(&self) -> usize {
+        self.slots
+            .iter()
+            .position(|s| s.source == SlotSource::Found)
+            .expect("the key has the found ending")
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Label {

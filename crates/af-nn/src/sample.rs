@@ -685,8 +685,9 @@ pub fn items_features(
                     given
                 }
                 None => {
+                    let k = computed;
                     computed += 1;
-                    &lp[(computed - 1) * lv..(computed - 1) * lv + nv]
+                    &lp[k * lv..k * lv + nv]
                 }
             };
             let brow = &blp[r * bw..(r + 1) * bw];

@@ -104,7 +104,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
 
     let item_line = |k: &KeyItem, gold: usize, distractors: &[usize], split: &str| {
         json!({
-            "id": if gold == found(k) { k.item.clone() } else { format!("{}:gen{}", k.item, k.slots[gold].candidate) },
+            "id": if gold == k.found() { k.item.clone() } else { format!("{}:gen{}", k.item, k.slots[gold].candidate) },
             "group": k.group, "split": split, "context": k.context, "noun_phrase": k.prefix,
             "gold": {"ending": k.slots[gold].ending, "candidate": k.slots[gold].candidate, "source": k.slots[gold].source},
             "distractors": distractors.iter().map(|&d| json!({"ending": k.slots[d].ending, "candidate": k.slots[d].candidate})).collect::<Vec<_>>(),
@@ -128,7 +128,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
                 extra_gold,
             } => {
                 *counts.entry("kept").or_default() += 1;
-                dataset.push_str(&item_line(k, found(k), distractors, &k.split));
+                dataset.push_str(&item_line(k, k.found(), distractors, &k.split));
                 dataset.push('\n');
                 if let Some(g) = extra_gold {
                     *counts.entry("extra_train").or_default() += 1;
@@ -167,7 +167,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             group: k.group.clone(),
             context: k.context.clone(),
             prefix: k.prefix.clone(),
-            endings: std::iter::once(found(k))
+            endings: std::iter::once(k.found())
                 .chain(distractors.iter().copied().take(a.options as usize - 1))
                 .map(|s| k.slots[s].ending.clone())
                 .collect(),
@@ -188,7 +188,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     write("decisions.jsonl", decisions.as_bytes())?;
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let stats = json!({
-        "key": key_path, "sheets": a.sheets, "items": key.len(), "distractor_rule": rule,
+        "key": key_path, "sheets": a.sheets, "items": key.len(), "distractor_rule": rule.name(),
         "published": {"options": a.options, "task": a.task, "questions": published.len()},
         "kept": count("kept"), "extra_train": count("extra_train"), "reannotate": count("reannotate"),
         "dropped": count("dropped"), "unannotated": count("unannotated"),
@@ -223,7 +223,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
          | ending type | judgements | likely | unlikely | gibberish | ranked best | ranked second |\n|---|---:|---:|---:|---:|---:|---:|\n{}{}\n\
          Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n",
         key.len(),
-        serde_json::to_value(rule)?.as_str().unwrap_or_default(),
+        rule.name(),
         count("kept"),
         count("extra_train"),
         count("reannotate"),
@@ -246,11 +246,4 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     print!("{md}");
     println!("assemble: outputs in {}", out.display());
     Ok(ExitCode::SUCCESS)
-}
-
-fn found(k: &KeyItem) -> usize {
-    k.slots
-        .iter()
-        .position(|s| s.source == af_annotate::SlotSource::Found)
-        .expect("the key has the found ending")
 }
