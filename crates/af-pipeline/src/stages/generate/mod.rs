@@ -732,7 +732,14 @@ impl crate::runner::Stage for Generate {
 
     fn inputs(&self, config: &af_core::Config) -> anyhow::Result<serde_json::Value> {
         use serde_json::json;
-        Ok(json!({"seed": config.run.seed, "generate": config.generate.fingerprint()}))
+        let g = &config.generate;
+        let mut inputs = json!({"seed": config.run.seed, "generate": g.fingerprint()});
+        // Shared endings and the could-be-right check keep every item at `[filter] k` candidates
+        // or more: k then shapes the pool.
+        if g.shared_endings > 0 || !g.could_be_right.is_empty() {
+            inputs["filter-k"] = json!(config.filter.k);
+        }
+        Ok(inputs)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<(Box<dyn super::StageOutcome>, bool)> {

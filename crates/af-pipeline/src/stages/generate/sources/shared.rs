@@ -8,13 +8,17 @@
 //! `[generate] reject` rules against this item's gold. With `shared-topic = "encoder"` (the
 //! default) it must also belong to this item's scene: the pretrained sentence encoder places it
 //! at least as near the item's context as the nearer half of the item's own written endings.
-//! `generate/shared.tsv` says whose each is, and how near.
+//! An item the bar leaves short of `[filter] k` candidates takes the nearest agreeing endings
+//! below it, then the nearest of any onset (never below k, as decision 472 keeps could-be-right
+//! endings: AF cannot build a question from fewer). `generate/shared.tsv` says whose each is,
+//! how near, and which were such fills.
 
 use std::collections::{HashMap, HashSet};
 
 use af_core::config::{GenerateConfig, SharedTopic};
 use af_core::Item;
 use af_nn::encoder::Encoder;
+use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::Serialize;
 
@@ -37,6 +41,11 @@ struct SharedSummary {
     items_short: usize,
     /// The other items' written endings there were to share.
     donors: usize,
+    /// Endings taken to bring an item up to `[filter] k` candidates: agreeing ones below its
+    /// scene's floor, then ones of another onset; and the items still short after both.
+    filled_below_floor: usize,
+    filled_other_onset: usize,
+    items_short_of_k: usize,
     /// With the topic check: the encoder that read the scenes, and the mean over items of the
     /// endings that passed it (from other videos, before the repeat and reject checks) and of the floor.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,16 +97,19 @@ impl EndingSource for Shared {
                 )
             }
         };
+        // af's own LMs add `endings` later, block by block.
+        let at_least = ctx.config.filter.k.saturating_sub(g.endings);
         let picked = shared_endings(
             &questions,
             so_far,
             g.shared_endings,
+            at_least,
             ctx.config.run.seed,
             ctx.validity,
             topic.as_ref(),
         );
         let mut tsv = String::from(
-            "item_index\titem_id\tcandidate\tsource_item_id\ttopic_similarity\ttopic_floor\n",
+            "item_index\titem_id\tcandidate\tsource_item_id\ttopic_similarity\ttopic_floor\tfill\n",
         );
         let cell = |x: Option<f32>| x.map(|x| format!("{x:.4}")).unwrap_or_default();
         for (((index, item), endings), before) in
@@ -105,18 +117,26 @@ impl EndingSource for Shared {
         {
             for (j, e) in endings.iter().enumerate() {
                 tsv.push_str(&format!(
-                    "{index}\t{}\t{}\t{}\t{}\t{}\n",
+                    "{index}\t{}\t{}\t{}\t{}\t{}\t{}\n",
                     item.id,
                     before.len() + j + 1,
                     questions[e.donor].id,
                     cell(e.similarity),
                     cell(e.floor),
+                    e.fill.map_or("", Fill::name),
                 ));
             }
         }
         af_core::atomic::write(ctx.dir.join("shared.tsv"), tsv.as_bytes())?;
         let shared = picked.endings;
         let floors: Vec<f32> = picked.floors.iter().flatten().copied().collect();
+        let filled = |fill: Fill| {
+            shared
+                .iter()
+                .flatten()
+                .filter(|e| e.fill == Some(fill))
+                .count()
+        };
         self.summary = Some(SharedSummary {
             endings: shared.iter().map(Vec::len).sum(),
             endings_wanted: g.shared_endings,
@@ -125,6 +145,13 @@ impl EndingSource for Shared {
                 .iter()
                 .flatten()
                 .filter(|e| e.origin == pretrained::NAME)
+                .count(),
+            filled_below_floor: filled(Fill::BelowFloor),
+            filled_other_onset: filled(Fill::OtherOnset),
+            items_short_of_k: shared
+                .iter()
+                .zip(so_far)
+                .filter(|(e, before)| before.len() + e.len() < at_least)
                 .count(),
             topic: encoder.map(|encoder| TopicSummary {
                 encoder,
@@ -146,7 +173,7 @@ impl EndingSource for Shared {
         Some(SourceSummary {
             json: serde_json::to_value(s).expect("a plain struct"),
             line: format!(
-                "and {} endings shared from other items' pretrained ones ({} items short of {}; {} to share{})",
+                "and {} endings shared from other items' pretrained ones ({} items short of {}; {} to share{}{})",
                 s.endings,
                 s.items_short,
                 s.endings_wanted,
@@ -154,7 +181,15 @@ impl EndingSource for Shared {
                 s.topic.as_ref().map_or(String::new(), |t| format!(
                     "; {:.1} per item near enough to its scene",
                     t.mean_passing
-                ))
+                )),
+                if s.filled_below_floor + s.filled_other_onset + s.items_short_of_k > 0 {
+                    format!(
+                        "; to reach [filter] k: {} below the scene's floor, {} of another onset, {} items still short",
+                        s.filled_below_floor, s.filled_other_onset, s.items_short_of_k
+                    )
+                } else {
+                    String::new()
+                }
             ),
         })
     }
@@ -218,6 +253,26 @@ pub(crate) struct SharedEnding {
     pub text: String,
     pub similarity: Option<f32>,
     pub floor: Option<f32>,
+    /// Set when it was taken only to bring the item up to `[filter] k` candidates.
+    pub fill: Option<Fill>,
+}
+
+/// Why a shared ending that fails the usual bar was taken: the item was short of `[filter] k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// It agrees with the item's gold, but is further from the scene than the floor.
+    BelowFloor,
+    /// It begins otherwise than the item's gold (no agreeing ending was left).
+    OtherOnset,
+}
+
+impl Fill {
+    fn name(self) -> &'static str {
+        match self {
+            Fill::BelowFloor => "below-floor",
+            Fill::OtherOnset => "other-onset",
+        }
+    }
 }
 
 /// What [`shared_endings`] chose, per question.
@@ -237,11 +292,15 @@ pub(crate) struct Picked {
 /// gold does, new to its pool, passing the reject rules against its gold, and with `topic` no
 /// further from its context than the nearer half of its own written endings (their upper
 /// median's similarity: the least writing drifts far off the scene). Drawn with the
-/// item's own random stream, so the same on every run.
+/// item's own random stream, so the same on every run. An item whose pool (`so_far` and these)
+/// is still under `at_least` takes, nearest its scene first (in its random order without
+/// `topic`), agreeing endings the bar turned away, then endings of any onset, until it is not.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn shared_endings(
     questions: &[&Item],
     so_far: &[Vec<Ending>],
     n: usize,
+    at_least: usize,
     seed: u64,
     validity: &Validity,
     topic: Option<&Topic>,
@@ -308,7 +367,50 @@ pub(crate) fn shared_endings(
                     text: text.to_string(),
                     similarity: topic.map(|t| t.similarity(q, d)),
                     floor,
+                    fill: None,
                 });
+            }
+            if so_far[q].len() + out.len() < at_least {
+                let taken: HashSet<usize> = candidates.iter().copied().collect();
+                let agreeing: HashSet<usize> = agree.iter().copied().collect();
+                let mut below: Vec<usize> = agree
+                    .iter()
+                    .copied()
+                    .filter(|d| !taken.contains(d))
+                    .collect();
+                let mut other: Vec<usize> = (0..donors.len())
+                    .filter(|d| !agreeing.contains(d))
+                    .collect();
+                for (tier, fill) in [
+                    (&mut below, Fill::BelowFloor),
+                    (&mut other, Fill::OtherOnset),
+                ] {
+                    match topic {
+                        Some(t) => {
+                            tier.sort_by(|&a, &b| t.similarity(q, b).total_cmp(&t.similarity(q, a)))
+                        }
+                        None => tier.shuffle(&mut rng),
+                    }
+                    for &d in tier.iter() {
+                        if so_far[q].len() + out.len() >= at_least {
+                            break;
+                        }
+                        let (donor, text) = donors[d];
+                        if questions[donor].group == item.group
+                            || validity.rejects(text, &gold)
+                            || !seen.insert(text)
+                        {
+                            continue;
+                        }
+                        out.push(SharedEnding {
+                            donor,
+                            text: text.to_string(),
+                            similarity: topic.map(|t| t.similarity(q, d)),
+                            floor,
+                            fill: Some(fill),
+                        });
+                    }
+                }
             }
             (out, floor, candidates.len())
         })
@@ -390,7 +492,7 @@ mod tests {
             "the tagger tells them apart"
         );
         let refs: Vec<&Item> = items.iter().collect();
-        let picked = shared_endings(&refs, &so_far, 4, 7, &validity, None);
+        let picked = shared_endings(&refs, &so_far, 4, 0, 7, &validity, None);
         let shared = &picked.endings;
         assert_eq!(shared.len(), items.len());
         assert!(picked.floors.iter().all(Option::is_none));
@@ -415,18 +517,94 @@ mod tests {
         }
         assert_eq!(
             picked,
-            shared_endings(&refs, &so_far, 4, 7, &validity, None)
+            shared_endings(&refs, &so_far, 4, 0, 7, &validity, None)
         );
         assert_ne!(
             picked,
-            shared_endings(&refs, &so_far, 4, 8, &validity, None)
+            shared_endings(&refs, &so_far, 4, 0, 8, &validity, None)
         );
         // With nothing written, nothing to share.
         let empty: Vec<Vec<Ending>> = vec![Vec::new(); items.len()];
-        assert!(shared_endings(&refs, &empty, 4, 7, &validity, None)
+        assert!(shared_endings(&refs, &empty, 4, 0, 7, &validity, None)
             .endings
             .iter()
             .all(Vec::is_empty));
+    }
+
+    /// An item the topic bar leaves short of `at_least` candidates takes agreeing endings below
+    /// the bar, nearest its scene first, then endings of another onset; items the bar does not
+    /// leave short get exactly what they got without the rule.
+    #[test]
+    fn an_item_short_of_k_is_filled_nearest_first_agreeing_before_other_onsets() {
+        // Items 0-9 scene A (0 degrees), item 10 alone in scene B (180); all golds "walks the dog".
+        let items: Vec<Item> = (0..11)
+            .map(|i| item(i, &format!("g{i}"), "walks the dog ."))
+            .collect();
+        let mut so_far: Vec<Vec<Ending>> = (0..11)
+            .map(|i| {
+                vec![written(
+                    &format!("walks to park number {i} ."),
+                    pretrained::NAME,
+                )]
+            })
+            .collect();
+        // Two endings of another onset (a noun first), on scene A and nearer B than any other.
+        so_far[0].push(written("dog barks at number zero .", pretrained::NAME));
+        so_far[1].push(written("dog barks at number one .", pretrained::NAME));
+        // Item 10's own ending sits on scene B; scene A's endings are 10 degrees off A, except
+        // item 9's, at 100 (the nearest agreeing one to B), and the other-onset ones at 60 and 120.
+        let angle = |i: usize, k: usize| match (i, k) {
+            (10, _) => 180f32,
+            (9, _) => 100.0,
+            (0, 1) => 60.0,
+            (1, 1) => 120.0,
+            _ => 10.0,
+        };
+        let unit = |deg: f32| [deg.to_radians().cos(), deg.to_radians().sin()];
+        let mut endings = Vec::new();
+        for (i, written) in so_far.iter().enumerate() {
+            for k in 0..written.len() {
+                endings.extend(unit(angle(i, k)));
+            }
+        }
+        let topic = Topic {
+            dim: 2,
+            contexts: (0..11)
+                .flat_map(|i| unit(if i == 10 { 180.0 } else { 0.0 }))
+                .collect(),
+            endings,
+        };
+        let tagger = Tagger::builtin();
+        let validity = Validity::for_tests(&tagger, &[]);
+        let refs: Vec<&Item> = items.iter().collect();
+        let plain = shared_endings(&refs, &so_far, 3, 0, 5, &validity, Some(&topic));
+        assert!(
+            plain.endings[10].is_empty(),
+            "nothing is as near B as its own"
+        );
+        // Item 10 needs 12 candidates: 1 of its own, the 10 agreeing others, 1 of another onset.
+        let filled = shared_endings(&refs, &so_far, 3, 12, 5, &validity, Some(&topic));
+        let got = &filled.endings[10];
+        assert_eq!(got.len(), 11, "{got:?}");
+        assert!(got[..10].iter().all(|e| e.fill == Some(Fill::BelowFloor)));
+        assert_eq!(got[0].text, "walks to park number 9 .", "nearest first");
+        assert_eq!(got[10].fill, Some(Fill::OtherOnset));
+        assert_eq!(
+            got[10].text, "dog barks at number one .",
+            "the nearer of the two"
+        );
+        // Scene A's items are short of 12 too (1-2 of their own, 3 shared): filled after what
+        // they got without the rule, which stays as it was.
+        for q in 0..10 {
+            assert_eq!(
+                filled.endings[q][..plain.endings[q].len()],
+                plain.endings[q][..],
+                "item {q}"
+            );
+            assert!(filled.endings[q][plain.endings[q].len()..]
+                .iter()
+                .all(|e| e.fill.is_some()));
+        }
     }
 
     /// With the topic check, an item gets only endings at least as near its context as the nearer
@@ -463,7 +641,7 @@ mod tests {
         let tagger = Tagger::builtin();
         let validity = Validity::for_tests(&tagger, &[]);
         let refs: Vec<&Item> = items.iter().collect();
-        let picked = shared_endings(&refs, &so_far, 20, 3, &validity, Some(&topic));
+        let picked = shared_endings(&refs, &so_far, 20, 0, 3, &validity, Some(&topic));
         for q in 0..12 {
             if q == 11 {
                 assert_eq!(picked.floors[q], None);
