@@ -349,26 +349,34 @@ pub(crate) fn shared_endings(
                 .collect();
             let mut rng = item_rng(seed ^ 0x7368_6172_6564, q, 0);
             let mut out = Vec::new();
-            // Enough tries to fill from a few hundred donors; bounded where few agree.
-            for _ in 0..n * 20 {
-                if out.len() == n || candidates.is_empty() {
-                    break;
-                }
-                let d = candidates[rng.random_range(0..candidates.len())];
+            // Donor ending `d` joins the pool unless it is of the item's own video, already there
+            // or turned away by the reject rules.
+            let mut take = |d: usize, fill: Option<Fill>, out: &mut Vec<SharedEnding>| {
                 let (donor, text) = donors[d];
-                if questions[donor].group == item.group || !seen.insert(text) {
-                    continue;
-                }
-                if validity.rejects(text, &gold) {
-                    continue;
+                if questions[donor].group == item.group
+                    || !seen.insert(text)
+                    || validity.rejects(text, &gold)
+                {
+                    return;
                 }
                 out.push(SharedEnding {
                     donor,
                     text: text.to_string(),
                     similarity: topic.map(|t| t.similarity(q, d)),
                     floor,
-                    fill: None,
+                    fill,
                 });
+            };
+            // Enough tries to fill from a few hundred donors; bounded where few agree.
+            for _ in 0..n * 20 {
+                if out.len() == n || candidates.is_empty() {
+                    break;
+                }
+                take(
+                    candidates[rng.random_range(0..candidates.len())],
+                    None,
+                    &mut out,
+                );
             }
             if so_far[q].len() + out.len() < at_least {
                 let taken: HashSet<usize> = candidates.iter().copied().collect();
@@ -395,20 +403,7 @@ pub(crate) fn shared_endings(
                         if so_far[q].len() + out.len() >= at_least {
                             break;
                         }
-                        let (donor, text) = donors[d];
-                        if questions[donor].group == item.group
-                            || validity.rejects(text, &gold)
-                            || !seen.insert(text)
-                        {
-                            continue;
-                        }
-                        out.push(SharedEnding {
-                            donor,
-                            text: text.to_string(),
-                            similarity: topic.map(|t| t.similarity(q, d)),
-                            floor,
-                            fill: Some(fill),
-                        });
+                        take(d, Some(fill), &mut out);
                     }
                 }
             }
@@ -531,15 +526,41 @@ mod tests {
             .all(Vec::is_empty));
     }
 
+    /// `n` items of `n` videos, every gold "walks the dog .".
+    fn dog_walkers(n: usize) -> Vec<Item> {
+        (0..n)
+            .map(|i| item(i, &format!("g{i}"), "walks the dog ."))
+            .collect()
+    }
+
+    /// Scenes and endings as unit vectors in the plane, at angles in degrees (question `i`'s
+    /// context at `scene(i)`, its `k`th written ending at `ending(i, k)`): nearness is the cosine
+    /// of the angle between them.
+    fn topic_in_the_plane(
+        scene: impl Fn(usize) -> f32,
+        so_far: &[Vec<Ending>],
+        ending: impl Fn(usize, usize) -> f32,
+    ) -> Topic {
+        let unit = |deg: f32| [deg.to_radians().cos(), deg.to_radians().sin()];
+        let ending = &ending;
+        Topic {
+            dim: 2,
+            contexts: (0..so_far.len()).flat_map(|i| unit(scene(i))).collect(),
+            endings: so_far
+                .iter()
+                .enumerate()
+                .flat_map(|(i, written)| (0..written.len()).flat_map(move |k| unit(ending(i, k))))
+                .collect(),
+        }
+    }
+
     /// An item the topic bar leaves short of `at_least` candidates takes agreeing endings below
     /// the bar, nearest its scene first, then endings of another onset; items the bar does not
     /// leave short get exactly what they got without the rule.
     #[test]
     fn an_item_short_of_k_is_filled_nearest_first_agreeing_before_other_onsets() {
         // Items 0-9 scene A (0 degrees), item 10 alone in scene B (180); all golds "walks the dog".
-        let items: Vec<Item> = (0..11)
-            .map(|i| item(i, &format!("g{i}"), "walks the dog ."))
-            .collect();
+        let items = dog_walkers(11);
         let mut so_far: Vec<Vec<Ending>> = (0..11)
             .map(|i| {
                 vec![written(
@@ -560,20 +581,7 @@ mod tests {
             (1, 1) => 120.0,
             _ => 10.0,
         };
-        let unit = |deg: f32| [deg.to_radians().cos(), deg.to_radians().sin()];
-        let mut endings = Vec::new();
-        for (i, written) in so_far.iter().enumerate() {
-            for k in 0..written.len() {
-                endings.extend(unit(angle(i, k)));
-            }
-        }
-        let topic = Topic {
-            dim: 2,
-            contexts: (0..11)
-                .flat_map(|i| unit(if i == 10 { 180.0 } else { 0.0 }))
-                .collect(),
-            endings,
-        };
+        let topic = topic_in_the_plane(|i| if i == 10 { 180.0 } else { 0.0 }, &so_far, angle);
         let tagger = Tagger::builtin();
         let validity = Validity::for_tests(&tagger, &[]);
         let refs: Vec<&Item> = items.iter().collect();
@@ -612,9 +620,7 @@ mod tests {
     #[test]
     fn the_topic_check_keeps_endings_no_further_from_the_scene_than_the_items_own() {
         // Two scenes in the plane: items 0-5 are at angle 0, items 6-11 at 180 degrees.
-        let items: Vec<Item> = (0..12)
-            .map(|i| item(i, &format!("g{i}"), "walks the dog ."))
-            .collect();
+        let items = dog_walkers(12);
         // Each item wrote two endings: one on its scene (10 degrees off it), one drifting (50).
         let mut so_far: Vec<Vec<Ending>> = (0..12)
             .map(|i| {
@@ -626,18 +632,9 @@ mod tests {
             .collect();
         so_far[11].clear();
         let scene = |i: usize| if i < 6 { 0f32 } else { 180f32 };
-        let unit = |deg: f32| [deg.to_radians().cos(), deg.to_radians().sin()];
-        let mut endings = Vec::new();
-        for (i, written) in so_far.iter().enumerate() {
-            for k in 0..written.len() {
-                endings.extend(unit(scene(i) + if k == 0 { 10.0 } else { 50.0 }));
-            }
-        }
-        let topic = Topic {
-            dim: 2,
-            contexts: (0..12).flat_map(|i| unit(scene(i))).collect(),
-            endings,
-        };
+        let topic = topic_in_the_plane(scene, &so_far, |i, k| {
+            scene(i) + if k == 0 { 10.0 } else { 50.0 }
+        });
         let tagger = Tagger::builtin();
         let validity = Validity::for_tests(&tagger, &[]);
         let refs: Vec<&Item> = items.iter().collect();
