@@ -83,8 +83,8 @@ pub fn set_aside(
         }
     }
 
-    // Every item keeps enough endings for AF's questions (k, less what af's LMs will add).
-    let keep = ctx.config.filter.k.saturating_sub(g.endings);
+    // Every item keeps enough endings for AF's questions.
+    let keep = super::candidates_before_sampling(ctx.config);
     let sizes: Vec<usize> = endings.iter().map(Vec::len).collect();
     let kept_for_k = keep_at_least(&mut flags, &sizes, keep);
     let mut summary = Summary {

@@ -49,6 +49,13 @@ use sources::{AfLms, Ending, EndingSource, Items, SourceContext};
 use crate::progress::Progress;
 use crate::runner::{StageContext, StageName};
 
+/// The candidates every item needs before af's own LMs sample theirs: `[filter] k`, less the
+/// `endings` they add. Shared endings fill an item up to it and the could-be-right check sets
+/// none aside below it, so where either runs it shapes the pool (and the stage's fingerprint).
+pub(crate) fn candidates_before_sampling(config: &af_core::Config) -> usize {
+    config.filter.k.saturating_sub(config.generate.endings)
+}
+
 /// The random stream of one item in one sampling round.
 pub(crate) fn item_rng(seed: u64, item_index: usize, round: usize) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6765_6e65_7261_7465);
@@ -734,8 +741,7 @@ impl crate::runner::Stage for Generate {
         use serde_json::json;
         let g = &config.generate;
         let mut inputs = json!({"seed": config.run.seed, "generate": g.fingerprint()});
-        // Shared endings and the could-be-right check keep every item at `[filter] k` candidates
-        // or more: k then shapes the pool.
+        // See `candidates_before_sampling`: k shapes the pool where these run.
         if g.shared_endings > 0 || !g.could_be_right.is_empty() {
             inputs["filter-k"] = json!(config.filter.k);
         }

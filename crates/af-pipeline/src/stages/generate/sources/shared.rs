@@ -97,8 +97,7 @@ impl EndingSource for Shared {
                 )
             }
         };
-        // af's own LMs add `endings` later, block by block.
-        let at_least = ctx.config.filter.k.saturating_sub(g.endings);
+        let at_least = crate::stages::generate::candidates_before_sampling(ctx.config);
         let picked = shared_endings(
             &questions,
             so_far,
