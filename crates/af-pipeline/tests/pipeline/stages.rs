@@ -197,6 +197,40 @@ fn inputs_are_identified_by_content_not_by_mtime() {
 }
 
 #[test]
+fn a_missing_generator_stops_the_run_before_its_first_stage() {
+    let _lock = lock();
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no-such-generator.gguf");
+    let cfg = config_in(
+        d.path(),
+        &format!(
+            "{}\n[generate]\npretrained-endings = 2\npretrained-model = \"{}\"\n",
+            captions_input(),
+            missing.display()
+        ),
+    );
+    let config = load(&cfg);
+    let err = runner::run_stages(
+        &config,
+        until(GENERATE),
+        &[],
+        &af_pipeline::NoProgress,
+        |_| {},
+    )
+    .err()
+    .expect("no generator, no run");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("no-such-generator.gguf") && message.contains("pretrained-model"),
+        "{message}"
+    );
+    assert!(
+        !config.run.dir.join("pairs").exists(),
+        "refused before pairs ran"
+    );
+}
+
+#[test]
 fn lm_pretrains_on_prose_then_fine_tunes_each_fold() {
     let _lock = lock();
     let d = tempfile::tempdir().unwrap();

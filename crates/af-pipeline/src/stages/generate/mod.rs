@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use af_core::config::GenerateConfig;
 use af_core::{Candidate, Item, ValidityRule, GOLD_ORIGIN};
 use af_nn::lm::BiLm;
 use af_nn::lm_files::{load_fold, load_vocab, token_ids};
@@ -191,6 +192,26 @@ pub(crate) fn encoder_dir(key: &str) -> anyhow::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
+/// The sources `[generate]` asks for, in pool order.
+fn enabled_sources(g: &GenerateConfig) -> Vec<Box<dyn EndingSource>> {
+    sources::sources()
+        .into_iter()
+        .filter(|s| s.enabled(g))
+        .collect()
+}
+
+/// The models the stage will read (each enabled source's, the could-be-right check's encoder),
+/// their files checked without loading them.
+fn check_models(g: &GenerateConfig, sources: &[Box<dyn EndingSource>]) -> anyhow::Result<()> {
+    for source in sources {
+        source.check(g)?;
+    }
+    if !g.could_be_right.is_empty() {
+        encoder_dir("could-be-right")?;
+    }
+    Ok(())
+}
+
 /// The encoder of [`encoder_dir`], loaded on `device`, and its directory.
 pub(crate) fn load_encoder(
     key: &str,
@@ -258,10 +279,8 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     // Sized before any source runs, so that a run that cannot fit stops before its work.
     let (rows, logit_budget, plan) = plan_device_batches(ctx, vocab.len() as u64, device)?;
     let memory = std::sync::Mutex::new(plan);
-    let mut sources: Vec<Box<dyn EndingSource>> = sources::sources()
-        .into_iter()
-        .filter(|s| s.enabled(g))
-        .collect();
+    let mut sources = enabled_sources(g);
+    check_models(g, &sources)?;
     if let Some(w) = sources
         .windows(2)
         .find(|w| w[0].streams() && !w[1].streams())
@@ -287,9 +306,6 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     };
     for source in sources.iter_mut() {
         source.prepare(&source_ctx)?;
-    }
-    if !g.could_be_right.is_empty() {
-        encoder_dir("could-be-right")?;
     }
     for source in sources.iter_mut().filter(|s| !s.streams()) {
         let bar = match source.bar_label() {
@@ -724,9 +740,15 @@ impl crate::runner::Stage for Generate {
         Some(super::lm::NAME)
     }
 
-    /// Its pool parts.
+    /// Its pool parts, and the pretrained generator's adapters and parts: a run that fails
+    /// after training an adapter (twenty minutes on 2 cores) keeps it for the next.
     fn holds_progress(&self, file: &std::path::Path) -> bool {
-        file.starts_with("pool")
+        file.starts_with("pool") || file.starts_with("pretrained")
+    }
+
+    fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
+        let g = &config.generate;
+        check_models(g, &enabled_sources(g))
     }
 
     fn uses_device(&self) -> bool {
@@ -758,6 +780,25 @@ impl crate::runner::Stage for Generate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed run keeps what a rerun continues from: pool parts, and the pretrained
+    /// generator's adapters (minutes each to train) and parts; a bare start record is nothing.
+    #[test]
+    fn adapters_and_parts_are_progress_a_failed_run_keeps() {
+        use crate::runner::Stage;
+        for kept in [
+            "pool/part-00000.parquet",
+            "pretrained/adapter-fold-0.safetensors",
+            "pretrained/adapter-fold-1.json",
+            "pretrained/part-00003.json",
+        ] {
+            assert!(
+                Generate.holds_progress(std::path::Path::new(kept)),
+                "{kept}"
+            );
+        }
+        assert!(!Generate.holds_progress(std::path::Path::new("started.json")));
+    }
 
     /// A pool written before the pool stored origins reads them as the stage used to infer them:
     /// the gold, then the endings of the sources that ran before the blocks, then sampled ones.

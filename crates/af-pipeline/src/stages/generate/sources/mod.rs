@@ -137,6 +137,13 @@ pub trait EndingSource: Send {
         None
     }
 
+    /// The files it will read (a model installed), checked without loading them: the run's
+    /// `Stage::check` asks every enabled source before its first stage runs, so that a missing
+    /// model stops `af run` before pairs and af's LMs spend their time, not when its turn comes.
+    fn check(&self, _g: &GenerateConfig) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Checks, before any source runs, what it will need later (a model installed), so that a
     /// run stops at once rather than after the sources before it have done their work.
     fn prepare(&mut self, _ctx: &SourceContext) -> anyhow::Result<()> {

@@ -446,6 +446,16 @@ impl EndingSource for Pretrained {
         Some("items (pretrained generator)")
     }
 
+    fn check(&self, g: &GenerateConfig) -> anyhow::Result<()> {
+        let path = model_path(g)?;
+        anyhow::ensure!(
+            path.is_file(),
+            "[generate] pretrained-model: {} is not a file (a GGUF generator is expected there)",
+            path.display()
+        );
+        Ok(())
+    }
+
     /// Sizes the generator's batches before any source runs (its shape and the prompts' widths
     /// from the file, read on the CPU), so that a run that cannot fit stops before any work and
     /// every run's plan has the generator's rows, resumed or not.
