@@ -217,8 +217,7 @@ fn a_missing_generator_stops_the_run_before_its_first_stage() {
         &af_pipeline::NoProgress,
         |_| {},
     )
-    .err()
-    .expect("no generator, no run");
+    .expect_err("no generator, no run");
     let message = format!("{err:#}");
     assert!(
         message.contains("no-such-generator.gguf") && message.contains("pretrained-model"),
