@@ -123,6 +123,13 @@ pub struct GenerateConfig {
     /// AdamW's learning rate for the adapters.
     #[serde(skip_serializing_if = "is_default_adapt_learning_rate")]
     pub pretrained_adapt_learning_rate: f64,
+    /// A directory holding adapters an earlier run trained (its `generate/pretrained/`): a
+    /// fold's adapter is copied from there, not trained, when it was trained on exactly this
+    /// run's examples, held-out questions, settings and generator file (the key its
+    /// `adapter-fold-K.json` records); any other is an error. Not in the fingerprint: a reused
+    /// adapter is the one this run would train.
+    #[serde(skip_serializing_if = "is_default")]
+    pub pretrained_adapters_from: Option<PathBuf>,
     /// Arithmetic of sampling and scoring (see [`Precision`]); `generate/report.json` records
     /// what was used and, for `mixed`, how far it moved the numbers.
     #[serde(skip_serializing_if = "is_default")]
@@ -188,6 +195,7 @@ impl Default for GenerateConfig {
             pretrained_adapt_rank: DEFAULT_ADAPT_RANK,
             pretrained_adapt_alpha: DEFAULT_ADAPT_ALPHA,
             pretrained_adapt_learning_rate: DEFAULT_ADAPT_LEARNING_RATE,
+            pretrained_adapters_from: None,
             precision: Precision::Auto,
         }
     }
@@ -263,6 +271,9 @@ impl GenerateConfig {
                 || self.pretrained_adapt_learning_rate != d.pretrained_adapt_learning_rate)
         {
             return Err("[generate] pretrained-adapt-batch, -rank, -alpha and -learning-rate do nothing without pretrained-adapt-steps: set pretrained-adapt-steps = N (N > 0), or remove them".into());
+        }
+        if self.pretrained_adapters_from.is_some() && self.pretrained_adapt_steps == 0 {
+            return Err("[generate] pretrained-adapters-from is used only with pretrained-adapt-steps = N (N > 0)".into());
         }
         if self.pretrained_adapt_batch == 0 || self.pretrained_adapt_rank == 0 {
             return Err(
@@ -347,6 +358,9 @@ impl GenerateConfig {
             pretrained_adapt_rank,
             pretrained_adapt_alpha,
             pretrained_adapt_learning_rate,
+            // Where finished adapters are copied from changes nothing they hold (they are reused
+            // only when trained on this run's exact inputs).
+            pretrained_adapters_from: _,
             precision,
         } = self;
         let d = Self::default();
@@ -688,6 +702,9 @@ mod tests {
             "defaults unrecorded"
         );
         assert!(c.to_toml().contains("pretrained-adapt-steps = 20"));
+        // Where adapters are copied from is not what they are: not in the fingerprint.
+        let from = checked("[generate]\npretrained-endings = 4\npretrained-adapt-steps = 20\npretrained-adapt-rank = 4\npretrained-adapters-from = \"elsewhere\"\n").unwrap();
+        assert_eq!(from.generate.fingerprint(), f);
         let off = Config::default();
         assert!(!off.to_toml().contains("pretrained-adapt"));
         assert!(
@@ -699,6 +716,7 @@ mod tests {
             ("pretrained-endings = 4\npretrained-adapt-rank = 4\n", "pretrained-adapt-steps"),
             ("pretrained-endings = 4\npretrained-adapt-steps = 2\npretrained-adapt-rank = 0\n", "rank must be positive"),
             ("pretrained-endings = 4\npretrained-adapt-steps = 2\npretrained-adapt-learning-rate = -1.0\n", "pretrained-adapt-learning-rate = -1"),
+            ("pretrained-endings = 4\npretrained-adapters-from = \"x\"\n", "pretrained-adapters-from is used only with pretrained-adapt-steps"),
         ] {
             let e = checked(&format!("[generate]\n{text}"))
                 .unwrap_err()

@@ -147,6 +147,9 @@ impl Config {
         if let Some(m) = &self.generate.pretrained_model {
             self.generate.pretrained_model = Some(absolute(m));
         }
+        if let Some(d) = &self.generate.pretrained_adapters_from {
+            self.generate.pretrained_adapters_from = Some(absolute(d));
+        }
         if let Some(m) = &self.export.eval_model {
             self.export.eval_model = Some(absolute(m));
         }

@@ -1016,6 +1016,67 @@ fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
         std::fs::read_to_string(generate.join("pretrained/part-00000.json")).unwrap(),
         first
     );
+
+    // Another run (its own directory, more endings an item) copies the adapters instead of
+    // training them: they were trained on exactly its inputs, and draw the same first endings.
+    let other = d.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let from = generate.join("pretrained");
+    let copy = |learning_rate: &str| {
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace(
+                "dir = \"run\"",
+                &format!("dir = \"{}\"", other.join("run").display()),
+            )
+            .replace(
+                "pretrained-endings = 2\n",
+                &format!(
+                    "pretrained-endings = 2\npretrained-adapters-from = \"{}\"\n",
+                    from.display()
+                ),
+            )
+            .replace(
+                "pretrained-adapt-learning-rate = 0.05",
+                &format!("pretrained-adapt-learning-rate = {learning_rate}"),
+            );
+        let path = other.join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        load(&path)
+    };
+    let config = copy("0.05");
+    run_stages(&config, until(GENERATE), &[]);
+    let copied = other.join("run/generate");
+    let report = json(&copied.join("report.json"));
+    for a in report["pretrained"]["adapters"].as_array().unwrap() {
+        assert_eq!(a["seconds_this_run"], 0.0, "{report}");
+        let name = format!("pretrained/adapter-fold-{}.safetensors", a["fold"]);
+        assert_eq!(
+            std::fs::read(copied.join(&name)).unwrap(),
+            std::fs::read(generate.join(&name)).unwrap()
+        );
+        let written = json(&copied.join(format!("pretrained/adapter-fold-{}.json", a["fold"])));
+        assert_eq!(written["copied_from"], from.display().to_string());
+    }
+    assert_eq!(
+        std::fs::read_to_string(copied.join("pretrained/part-00000.json")).unwrap(),
+        first
+    );
+    // Another learning rate: not the adapter this run would train, so none is copied.
+    std::fs::remove_dir_all(other.join("run")).unwrap();
+    let config = copy("0.01");
+    let err = af_pipeline::runner::run_stages(
+        &config,
+        until(GENERATE),
+        &[],
+        &af_pipeline::NoProgress,
+        |_| {},
+    )
+    .expect_err("adapters trained on other settings are not copied");
+    assert!(
+        format!("{err:#}").contains("trained on other examples, settings or generator"),
+        "{err:#}"
+    );
 }
 
 /// The checks that read the pretrained encoder (all-MiniLM-L6-v2, which scripts/test installs):

@@ -312,12 +312,113 @@ pub struct AdapterSummary {
     pub held_out_loss_adapted: f64,
     /// Training wall time (0 when this run found the adapter already trained).
     pub seconds_this_run: f64,
+    /// What it was trained on ([`adapter_key`]): how `pretrained-adapters-from` knows an
+    /// adapter another run trained is the one this run would train. Absent in adapters trained
+    /// before af recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
+    /// The directory it was copied from (`pretrained-adapters-from`), when it was not trained here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<PathBuf>,
+}
+
+fn read_adapter_summary(report: &Path) -> anyhow::Result<AdapterSummary> {
+    serde_json::from_str(&std::fs::read_to_string(report)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e} (remove it to train again)", report.display()))
+}
+
+/// A key of everything an adapter's weights depend on: the generator file's bytes, the training
+/// and held-out examples in order, and the settings (the seed included).
+fn adapter_key(
+    model_key: u64,
+    train: &[AdaptExample],
+    held_out: &[AdaptExample],
+    settings: &AdaptSettings,
+) -> String {
+    let mut h = af_core::hash::Fnv1a::default();
+    h.update(&model_key.to_le_bytes());
+    for (set, examples) in [(0u8, train), (1, held_out)] {
+        h.update(&[set]);
+        for e in examples {
+            for text in [&e.prompt, &e.ending] {
+                h.update(&(text.len() as u64).to_le_bytes());
+                h.update(text.as_bytes());
+            }
+        }
+    }
+    for n in [
+        settings.steps as u64,
+        settings.batch as u64,
+        settings.rank as u64,
+        settings.alpha.to_bits(),
+        settings.learning_rate.to_bits(),
+        settings.weight_decay.to_bits(),
+        settings.seed,
+    ] {
+        h.update(&n.to_le_bytes());
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// The generator file's content hash (part of [`adapter_key`]).
+fn model_key(path: &Path) -> anyhow::Result<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut h = af_core::hash::Fnv1a::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(h.finish());
+        }
+        h.update(&buf[..n]);
+    }
+}
+
+/// Copies fold `fold`'s adapter from `from` (`pretrained-adapters-from`) into this run as
+/// `path` and `report`, when its recorded inputs are `key`.
+fn copy_adapter(
+    from: &Path,
+    fold: u32,
+    key: &str,
+    path: &Path,
+    report: &Path,
+) -> anyhow::Result<AdapterSummary> {
+    let source = from.join(format!("adapter-fold-{fold}.safetensors"));
+    let source_report = from.join(format!("adapter-fold-{fold}.json"));
+    anyhow::ensure!(
+        source.is_file() && source_report.is_file(),
+        "[generate] pretrained-adapters-from: {} has no finished adapter for fold {fold} (adapter-fold-{fold}.safetensors and .json): name an earlier run's generate/pretrained/, or remove the key to train here",
+        from.display()
+    );
+    let summary = read_adapter_summary(&source_report)?;
+    anyhow::ensure!(
+        summary.inputs.as_deref() == Some(key),
+        "[generate] pretrained-adapters-from: {} was trained on other examples, settings or generator than this run's fold {fold} would be{}: remove the key to train it here",
+        source_report.display(),
+        if summary.inputs.is_none() { " (or by an af that did not record them)" } else { "" }
+    );
+    let partial = path.with_extension("safetensors.partial");
+    std::fs::copy(&source, &partial)?;
+    std::fs::rename(&partial, path)?;
+    let summary = AdapterSummary {
+        seconds_this_run: 0.0,
+        copied_from: Some(from.to_path_buf()),
+        ..summary
+    };
+    af_core::atomic::write(report, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    tracing::info!(
+        "generate: adapter fold {fold} copied from {} (trained on this run's inputs)",
+        from.display()
+    );
+    Ok(summary)
 }
 
 /// Each question fold's adapter, trained (or read back when a finished one is there) with the
 /// `pretrained-adapt-*` settings; `bar` shows the training steps.
 fn fold_adapters(
     lm: &mut CausalLm,
+    model_key: u64,
     items: &[&Item],
     ctx: &SourceContext,
     dir: &Path,
@@ -332,10 +433,7 @@ fn fold_adapters(
         let path = dir.join(format!("adapter-fold-{fold}.safetensors"));
         let report = dir.join(format!("adapter-fold-{fold}.json"));
         if path.exists() && report.exists() {
-            let summary: AdapterSummary = serde_json::from_str(&std::fs::read_to_string(&report)?)
-                .map_err(|e| {
-                    anyhow::anyhow!("{}: {e} (remove it to train again)", report.display())
-                })?;
+            let summary = read_adapter_summary(&report)?;
             adapters.insert(fold, lm.load_adapter(&path)?);
             summaries.push(AdapterSummary {
                 seconds_this_run: 0.0,
@@ -366,8 +464,6 @@ fn fold_adapters(
             })
             .collect();
         let batch = g.pretrained_adapt_batch;
-        lm.set_adapter(None);
-        let held_out_loss_base = lm.adapter_loss(&held_out, batch)?;
         let settings = AdaptSettings {
             steps: g.pretrained_adapt_steps,
             batch,
@@ -377,6 +473,15 @@ fn fold_adapters(
             weight_decay: 0.01,
             seed: seed ^ ADAPT_SALT ^ u64::from(fold),
         };
+        let key = adapter_key(model_key, &train, &held_out, &settings);
+        if let Some(from) = &g.pretrained_adapters_from {
+            let summary = copy_adapter(from, fold, &key, &path, &report)?;
+            adapters.insert(fold, lm.load_adapter(&path)?);
+            summaries.push(summary);
+            continue;
+        }
+        lm.set_adapter(None);
+        let held_out_loss_base = lm.adapter_loss(&held_out, batch)?;
         bar.set_length(settings.steps as u64);
         bar.set_position(0);
         let trained = lm.train_adapter(&train, &settings, &mut |step, loss| {
@@ -396,6 +501,8 @@ fn fold_adapters(
             held_out_loss_base,
             held_out_loss_adapted,
             seconds_this_run: trained.seconds,
+            inputs: Some(key),
+            copied_from: None,
         };
         tracing::info!(
             "generate: adapter fold {fold}: {} steps on {} examples in {:.0} s, training loss {:.2} -> {:.2}; held-out gold endings {:.2} -> {:.2} nats a token",
@@ -626,7 +733,8 @@ fn pretrained_endings(
                     model_path.display()
                 );
                 let by_fold = if g.pretrained_adapt_steps > 0 {
-                    let (by_fold, summaries) = fold_adapters(&mut lm, items, ctx, &dir, bar)?;
+                    let (by_fold, summaries) =
+                        fold_adapters(&mut lm, model_key(&model_path)?, items, ctx, &dir, bar)?;
                     adapters = summaries;
                     bar.set_length(items.len() as u64);
                     bar.set_position((b * size) as u64);
