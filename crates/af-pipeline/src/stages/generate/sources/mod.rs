@@ -144,8 +144,8 @@ pub trait EndingSource: Send {
         Ok(())
     }
 
-    /// Checks, before any source runs, what it will need later (a model installed), so that a
-    /// run stops at once rather than after the sources before it have done their work.
+    /// Readies it before any source runs (the pretrained generator sizes its batches from its
+    /// model's shape), so that a run that cannot fit stops before the sources before it work.
     fn prepare(&mut self, _ctx: &SourceContext) -> anyhow::Result<()> {
         Ok(())
     }

@@ -560,6 +560,13 @@ impl EndingSource for Pretrained {
             "[generate] pretrained-model: {} is not a file (a GGUF generator is expected there)",
             path.display()
         );
+        if let Some(from) = &g.pretrained_adapters_from {
+            anyhow::ensure!(
+                from.is_dir(),
+                "[generate] pretrained-adapters-from: {} is not a directory (an earlier run's generate/pretrained/ is expected there)",
+                from.display()
+            );
+        }
         Ok(())
     }
 
