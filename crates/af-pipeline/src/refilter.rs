@@ -59,6 +59,8 @@ pub fn refilter_config(base: &Config, options: &RefilterOptions) -> anyhow::Resu
     config.pairs.inputs = vec![spec];
     config.generate.endings = options.generate;
     config.generate.limit_items = 0;
+    // Adapters trained on the base config's items were trained on other examples.
+    config.generate.pretrained_adapters_from = None;
     if let Some(k) = options.k {
         config.filter.k = k;
     }

@@ -172,8 +172,8 @@ pub trait Stage: Sync {
     }
 
     /// What must hold before a run that includes it starts (a model it will need): `run_stages`
-    /// asks every stage it is given before it runs the first, so that a late stage does not fail
-    /// after the early ones spent their hours.
+    /// asks every stage it will run (not up to date, or forced) before it runs the first, so that
+    /// a late stage does not fail after the early ones spent their hours.
     fn check(&self, _config: &Config) -> anyhow::Result<()> {
         Ok(())
     }
@@ -217,8 +217,14 @@ pub fn run_stages(
     mut done: impl FnMut(&StageRun),
 ) -> anyhow::Result<()> {
     crate::setup::init_threads(config);
+    // Only the stages that will run: what an up-to-date stage needed (a model, another run's
+    // files) may be gone, and is not needed again.
+    let mut forcing = false;
     for &stage in stages {
-        stage.stage()?.check(config)?;
+        forcing |= force.contains(&stage);
+        if forcing || !up_to_date(config, stage)? {
+            stage.stage()?.check(config)?;
+        }
     }
     let mut forcing = false;
     for &stage in stages {

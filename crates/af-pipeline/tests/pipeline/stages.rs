@@ -1017,8 +1017,8 @@ fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
         first
     );
 
-    // Another run (its own directory, more endings an item) copies the adapters instead of
-    // training them: they were trained on exactly its inputs, and draw the same first endings.
+    // Another run (its own directory) copies the adapters instead of training them: they were
+    // trained on exactly its inputs, and draw the same endings.
     let other = d.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let from = generate.join("pretrained");
@@ -1061,6 +1061,29 @@ fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
     assert_eq!(
         std::fs::read_to_string(copied.join("pretrained/part-00000.json")).unwrap(),
         first
+    );
+    // Up to date, the run no longer needs the directory it copied from.
+    let moved = d.path().join("moved");
+    std::fs::rename(&from, &moved).unwrap();
+    assert_eq!(
+        run_stages(&config, until(GENERATE), &[]).last().unwrap().1,
+        "up-to-date"
+    );
+    std::fs::rename(&moved, &from).unwrap();
+    // Its own generate/ directory is emptied before the stage runs: refused before any stage.
+    let mut own = config.clone();
+    own.generate.pretrained_adapters_from = Some(copied.join("pretrained"));
+    let err = af_pipeline::runner::run_stages(
+        &own,
+        until(GENERATE),
+        &[GENERATE],
+        &af_pipeline::NoProgress,
+        |_| {},
+    )
+    .expect_err("a run's own adapters directory is refused");
+    assert!(
+        format!("{err:#}").contains("this run's own generate/"),
+        "{err:#}"
     );
     // Another learning rate: not the adapter this run would train, so none is copied.
     std::fs::remove_dir_all(other.join("run")).unwrap();

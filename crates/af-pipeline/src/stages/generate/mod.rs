@@ -748,6 +748,14 @@ impl crate::runner::Stage for Generate {
 
     fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
         let g = &config.generate;
+        if let Some(from) = &g.pretrained_adapters_from {
+            // This run's own stage directory is emptied or moved aside before the stage runs.
+            anyhow::ensure!(
+                !from.starts_with(config.run.dir.join(NAME.dir_name())),
+                "[generate] pretrained-adapters-from: {} is this run's own generate/ directory, which a new run of the stage empties first: name another run's generate/pretrained/ (copy this one elsewhere first)",
+                from.display()
+            );
+        }
         check_models(g, &enabled_sources(g))
     }
 

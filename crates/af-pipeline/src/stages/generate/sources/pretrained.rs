@@ -327,6 +327,11 @@ fn read_adapter_summary(report: &Path) -> anyhow::Result<AdapterSummary> {
         .map_err(|e| anyhow::anyhow!("{}: {e} (remove it to train again)", report.display()))
 }
 
+/// Bumped whenever af-nn's adapter training changes what it computes from the same inputs (the
+/// loss mask, the targets, the optimiser, the clipping, the shuffle): adapters trained before
+/// are then not copied by `pretrained-adapters-from`.
+const ADAPTER_TRAINING_VERSION: u64 = 1;
+
 /// A key of everything an adapter's weights depend on: the generator file's bytes, the training
 /// and held-out examples in order, and the settings (the seed included).
 fn adapter_key(
@@ -336,6 +341,7 @@ fn adapter_key(
     settings: &AdaptSettings,
 ) -> String {
     let mut h = af_core::hash::Fnv1a::default();
+    h.update(&ADAPTER_TRAINING_VERSION.to_le_bytes());
     h.update(&model_key.to_le_bytes());
     for (set, examples) in [(0u8, train), (1, held_out)] {
         h.update(&[set]);
@@ -432,15 +438,6 @@ fn fold_adapters(
     for fold in folds {
         let path = dir.join(format!("adapter-fold-{fold}.safetensors"));
         let report = dir.join(format!("adapter-fold-{fold}.json"));
-        if path.exists() && report.exists() {
-            let summary = read_adapter_summary(&report)?;
-            adapters.insert(fold, lm.load_adapter(&path)?);
-            summaries.push(AdapterSummary {
-                seconds_this_run: 0.0,
-                ..summary
-            });
-            continue;
-        }
         let train: Vec<AdaptExample> =
             adapt_examples(sources, items.len(), fold, g.pretrained_examples, seed)
                 .into_iter()
@@ -474,6 +471,23 @@ fn fold_adapters(
             seed: seed ^ ADAPT_SALT ^ u64::from(fold),
         };
         let key = adapter_key(model_key, &train, &held_out, &settings);
+        if path.exists() && report.exists() {
+            let summary = read_adapter_summary(&report)?;
+            // The fingerprint does not see the generator file's bytes (`AF_CAUSAL_LM`, or a file
+            // replaced in place): a key that differs means another generator's adapter.
+            anyhow::ensure!(
+                summary.inputs.as_deref().is_none_or(|k| k == key),
+                "{} was trained on other inputs than this run's fold {fold} (another generator file?): remove {} and it to train it again",
+                report.display(),
+                path.display()
+            );
+            adapters.insert(fold, lm.load_adapter(&path)?);
+            summaries.push(AdapterSummary {
+                seconds_this_run: 0.0,
+                ..summary
+            });
+            continue;
+        }
         if let Some(from) = &g.pretrained_adapters_from {
             let summary = copy_adapter(from, fold, &key, &path, &report)?;
             adapters.insert(fold, lm.load_adapter(&path)?);
@@ -973,6 +987,69 @@ impl BlockJob<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every input an adapter's weights depend on moves its key: the generator, each example,
+    /// the held-out questions and each setting.
+    #[test]
+    fn an_adapters_key_changes_with_each_of_its_inputs() {
+        let e = |p: &str, x: &str| AdaptExample {
+            prompt: p.into(),
+            ending: x.into(),
+        };
+        let train = vec![e("A man runs. He", "jumps."), e("A dog sits. It", "barks.")];
+        let held_out = vec![e("A girl swims. She", "dives.")];
+        let settings = AdaptSettings {
+            steps: 10,
+            batch: 2,
+            rank: 8,
+            alpha: 16.0,
+            learning_rate: 1e-3,
+            weight_decay: 0.01,
+            seed: 7,
+        };
+        let base = adapter_key(1, &train, &held_out, &settings);
+        assert_eq!(base, adapter_key(1, &train, &held_out, &settings));
+        let mut keys = vec![
+            adapter_key(2, &train, &held_out, &settings),
+            adapter_key(1, &train[..1], &held_out, &settings),
+            adapter_key(
+                1,
+                &[train[1].clone(), train[0].clone()],
+                &held_out,
+                &settings,
+            ),
+            adapter_key(
+                1,
+                &[e("A man runs. He", "jumps!"), train[1].clone()],
+                &held_out,
+                &settings,
+            ),
+            adapter_key(1, &train, &[], &settings),
+            // The same texts moved from training to held out are other inputs.
+            adapter_key(
+                1,
+                &train[..1],
+                &[train[1].clone(), held_out[0].clone()],
+                &settings,
+            ),
+        ];
+        for change in [
+            |s: &mut AdaptSettings| s.steps += 1,
+            |s: &mut AdaptSettings| s.batch += 1,
+            |s: &mut AdaptSettings| s.rank += 1,
+            |s: &mut AdaptSettings| s.alpha += 1.0,
+            |s: &mut AdaptSettings| s.learning_rate *= 2.0,
+            |s: &mut AdaptSettings| s.weight_decay = 0.0,
+            |s: &mut AdaptSettings| s.seed += 1,
+        ] {
+            let mut changed = settings.clone();
+            change(&mut changed);
+            keys.push(adapter_key(1, &train, &held_out, &changed));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_ne!(k, &base, "change {i} kept the key");
+        }
+    }
 
     fn item(i: usize, group: &str) -> Item {
         Item {
