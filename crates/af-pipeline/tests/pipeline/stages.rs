@@ -210,15 +210,7 @@ fn a_missing_generator_stops_the_run_before_its_first_stage() {
         ),
     );
     let config = load(&cfg);
-    let err = runner::run_stages(
-        &config,
-        until(GENERATE),
-        &[],
-        &af_pipeline::NoProgress,
-        |_| {},
-    )
-    .expect_err("no generator, no run");
-    let message = format!("{err:#}");
+    let message = run_stages_err(&config, until(GENERATE), &[], "no generator, no run");
     assert!(
         message.contains("no-such-generator.gguf") && message.contains("pretrained-model"),
         "{message}"
@@ -1073,32 +1065,25 @@ fn generate_trains_a_caption_adapter_per_fold_and_reuses_it() {
     // Its own generate/ directory is emptied before the stage runs: refused before any stage.
     let mut own = config.clone();
     own.generate.pretrained_adapters_from = Some(copied.join("pretrained"));
-    let err = af_pipeline::runner::run_stages(
+    let message = run_stages_err(
         &own,
         until(GENERATE),
         &[GENERATE],
-        &af_pipeline::NoProgress,
-        |_| {},
-    )
-    .expect_err("a run's own adapters directory is refused");
-    assert!(
-        format!("{err:#}").contains("this run's own generate/"),
-        "{err:#}"
+        "a run's own adapters directory is refused",
     );
+    assert!(message.contains("this run's own generate/"), "{message}");
     // Another learning rate: not the adapter this run would train, so none is copied.
     std::fs::remove_dir_all(other.join("run")).unwrap();
     let config = copy("0.01");
-    let err = af_pipeline::runner::run_stages(
+    let message = run_stages_err(
         &config,
         until(GENERATE),
         &[],
-        &af_pipeline::NoProgress,
-        |_| {},
-    )
-    .expect_err("adapters trained on other settings are not copied");
+        "adapters trained on other settings are not copied",
+    );
     assert!(
-        format!("{err:#}").contains("trained on other examples, settings or generator"),
-        "{err:#}"
+        message.contains("trained on other examples, settings or generator"),
+        "{message}"
     );
 }
 

@@ -48,6 +48,18 @@ pub fn run_stages(
     outcomes
 }
 
+/// Runs `stages` as [`run_stages`] does, expecting a refusal: its message with the whole cause
+/// chain. `why` says what should have refused.
+pub fn run_stages_err(
+    config: &Config,
+    stages: &[StageName],
+    force: &[StageName],
+    why: &str,
+) -> String {
+    let err = runner::run_stages(config, stages, force, &NoProgress, |_| {}).expect_err(why);
+    format!("{err:#}")
+}
+
 /// Every stage up to and including `last`.
 pub fn until(last: StageName) -> &'static [StageName] {
     let n = af_pipeline::ALL_STAGES
