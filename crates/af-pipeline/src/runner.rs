@@ -171,9 +171,9 @@ pub trait Stage: Sync {
         file != Path::new("started.json")
     }
 
-    /// What must hold before a run that includes it starts (a model it will need): `run_stages`
-    /// asks every stage it will run (not up to date, or forced) before it runs the first, so that
-    /// a late stage does not fail after the early ones spent their hours.
+    /// What must hold before it runs (a model it will need): `run_stages` asks every stage it will
+    /// run (not up to date, or forced) before it runs the first, so that a late stage does not
+    /// fail after the early ones spent their hours; `run_stage` asks again before it starts.
     fn check(&self, _config: &Config) -> anyhow::Result<()> {
         Ok(())
     }
@@ -217,19 +217,22 @@ pub fn run_stages(
     mut done: impl FnMut(&StageRun),
 ) -> anyhow::Result<()> {
     crate::setup::init_threads(config);
+    let forced: Vec<bool> = stages
+        .iter()
+        .scan(false, |forcing, stage| {
+            *forcing |= force.contains(stage);
+            Some(*forcing)
+        })
+        .collect();
     // Only the stages that will run: what an up-to-date stage needed (a model, another run's
     // files) may be gone, and is not needed again.
-    let mut forcing = false;
-    for &stage in stages {
-        forcing |= force.contains(&stage);
-        if forcing || !up_to_date(config, stage)? {
+    for (&stage, &forced) in stages.iter().zip(&forced) {
+        if forced || !up_to_date(config, stage)? {
             stage.stage()?.check(config)?;
         }
     }
-    let mut forcing = false;
-    for &stage in stages {
-        forcing |= force.contains(&stage);
-        done(&run_stage(config, stage, forcing, None, progress)?);
+    for (&stage, &forced) in stages.iter().zip(&forced) {
+        done(&run_stage(config, stage, forced, None, progress)?);
     }
     Ok(())
 }
@@ -286,6 +289,8 @@ pub fn run_stage(
             );
         }
     }
+    // Again here for the commands that run one stage (`af generate`, a shard); cheap.
+    recipe.check(config)?;
     let resumable = recipe.resumable();
     let work = if resumable {
         prepare_dir(&dir, Some(&last), &stamp, force, shard.is_some())?;
@@ -541,7 +546,7 @@ pub fn file_stamp(path: &Path) -> anyhow::Result<serde_json::Value> {
 
 /// Size and FNV-1a hash of a file's bytes: inputs are identified by what they hold, not by when
 /// they were written (a copied or re-mounted dataset keeps its runs up to date).
-fn content_hash(path: &Path) -> std::io::Result<(u64, u64)> {
+pub(crate) fn content_hash(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut buf = vec![0u8; 1 << 20];

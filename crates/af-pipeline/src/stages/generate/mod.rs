@@ -200,18 +200,6 @@ fn enabled_sources(g: &GenerateConfig) -> Vec<Box<dyn EndingSource>> {
         .collect()
 }
 
-/// The models the stage will read (each enabled source's, the could-be-right check's encoder),
-/// their files checked without loading them.
-fn check_models(g: &GenerateConfig, sources: &[Box<dyn EndingSource>]) -> anyhow::Result<()> {
-    for source in sources {
-        source.check(g)?;
-    }
-    if !g.could_be_right.is_empty() {
-        encoder_dir("could-be-right")?;
-    }
-    Ok(())
-}
-
 /// The encoder of [`encoder_dir`], loaded on `device`, and its directory.
 pub(crate) fn load_encoder(
     key: &str,
@@ -280,7 +268,6 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
     let (rows, logit_budget, plan) = plan_device_batches(ctx, vocab.len() as u64, device)?;
     let memory = std::sync::Mutex::new(plan);
     let mut sources = enabled_sources(g);
-    check_models(g, &sources)?;
     if let Some(w) = sources
         .windows(2)
         .find(|w| w[0].streams() && !w[1].streams())
@@ -746,17 +733,16 @@ impl crate::runner::Stage for Generate {
         file.starts_with("pool") || file.starts_with("pretrained")
     }
 
+    /// The files the stage will read (each enabled source's models, the could-be-right check's
+    /// encoder), checked without loading them.
     fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
-        let g = &config.generate;
-        if let Some(from) = &g.pretrained_adapters_from {
-            // This run's own stage directory is emptied or moved aside before the stage runs.
-            anyhow::ensure!(
-                !from.starts_with(config.run.dir.join(NAME.dir_name())),
-                "[generate] pretrained-adapters-from: {} is this run's own generate/ directory, which a new run of the stage empties first: name another run's generate/pretrained/ (copy this one elsewhere first)",
-                from.display()
-            );
+        for source in enabled_sources(&config.generate) {
+            source.check(config)?;
         }
-        check_models(g, &enabled_sources(g))
+        if !config.generate.could_be_right.is_empty() {
+            encoder_dir("could-be-right")?;
+        }
+        Ok(())
     }
 
     fn uses_device(&self) -> bool {

@@ -140,7 +140,7 @@ pub trait EndingSource: Send {
     /// The files it will read (a model installed), checked without loading them: the run's
     /// `Stage::check` asks every enabled source before its first stage runs, so that a missing
     /// model stops `af run` before pairs and af's LMs spend their time, not when its turn comes.
-    fn check(&self, _g: &GenerateConfig) -> anyhow::Result<()> {
+    fn check(&self, _config: &Config) -> anyhow::Result<()> {
         Ok(())
     }
 

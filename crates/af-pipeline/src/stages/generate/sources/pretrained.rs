@@ -366,21 +366,6 @@ fn adapter_key(
     format!("{:016x}", h.finish())
 }
 
-/// The generator file's content hash (part of [`adapter_key`]).
-fn model_key(path: &Path) -> anyhow::Result<u64> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut h = af_core::hash::Fnv1a::default();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(h.finish());
-        }
-        h.update(&buf[..n]);
-    }
-}
-
 /// Copies fold `fold`'s adapter from `from` (`pretrained-adapters-from`) into this run as
 /// `path` and `report`, when its recorded inputs are `key`.
 fn copy_adapter(
@@ -567,7 +552,8 @@ impl EndingSource for Pretrained {
         Some("items (pretrained generator)")
     }
 
-    fn check(&self, g: &GenerateConfig) -> anyhow::Result<()> {
+    fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
+        let g = &config.generate;
         let path = model_path(g)?;
         anyhow::ensure!(
             path.is_file(),
@@ -575,6 +561,12 @@ impl EndingSource for Pretrained {
             path.display()
         );
         if let Some(from) = &g.pretrained_adapters_from {
+            // This run's own stage directory is emptied or moved aside before the stage runs.
+            anyhow::ensure!(
+                !from.starts_with(config.run.dir.join(crate::stages::generate::NAME.dir_name())),
+                "[generate] pretrained-adapters-from: {} is this run's own generate/ directory, which a new run of the stage empties first: name another run's generate/pretrained/ (copy this one elsewhere first)",
+                from.display()
+            );
             anyhow::ensure!(
                 from.is_dir(),
                 "[generate] pretrained-adapters-from: {} is not a directory (an earlier run's generate/pretrained/ is expected there)",
@@ -754,8 +746,14 @@ fn pretrained_endings(
                     model_path.display()
                 );
                 let by_fold = if g.pretrained_adapt_steps > 0 {
-                    let (by_fold, summaries) =
-                        fold_adapters(&mut lm, model_key(&model_path)?, items, ctx, &dir, bar)?;
+                    let (by_fold, summaries) = fold_adapters(
+                        &mut lm,
+                        crate::runner::content_hash(&model_path)?.1,
+                        items,
+                        ctx,
+                        &dir,
+                        bar,
+                    )?;
                     adapters = summaries;
                     bar.set_length(items.len() as u64);
                     bar.set_position((b * size) as u64);

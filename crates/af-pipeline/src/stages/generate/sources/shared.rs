@@ -70,8 +70,8 @@ impl EndingSource for Shared {
         g.shared_endings > 0
     }
 
-    fn check(&self, g: &GenerateConfig) -> anyhow::Result<()> {
-        if g.shared_topic == SharedTopic::Encoder {
+    fn check(&self, config: &af_core::Config) -> anyhow::Result<()> {
+        if config.generate.shared_topic == SharedTopic::Encoder {
             crate::stages::generate::encoder_dir("shared-topic")?;
         }
         Ok(())
