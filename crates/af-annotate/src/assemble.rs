@@ -15,7 +15,10 @@
 //! [`DistractorRule::Unlikely`] is the stricter rule of a validated benchmark (HellaSwag's
 //! validation removed endings people found plausible): a distractor must also have been labelled
 //! unlikely by more than half of the item's annotators, so that no ending people judged a likely
-//! next event stays as a wrong answer (decision 476).
+//! next event stays as a wrong answer (decision 476). [`DistractorRule::NoneLikely`] goes one
+//! step further: one annotator's `likely` vetoes the ending, because blind reads found the
+//! endings that any annotator called likely to be second right answers most of the time
+//! (decision 479).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -36,6 +39,9 @@ pub enum DistractorRule {
     /// Only endings more than half of the annotators called unlikely: grammatical and not a
     /// likely next event, so not a second right answer.
     Unlikely,
+    /// As `Unlikely`, and no annotator called it likely: one reader who takes it for a possible
+    /// answer is enough to set it aside.
+    NoneLikely,
 }
 
 impl DistractorRule {
@@ -44,6 +50,7 @@ impl DistractorRule {
         match self {
             DistractorRule::Swag => "swag",
             DistractorRule::Unlikely => "unlikely",
+            DistractorRule::NoneLikely => "none-likely",
         }
     }
 
@@ -53,6 +60,9 @@ impl DistractorRule {
             DistractorRule::Swag => "not found, not best, not gibberish",
             DistractorRule::Unlikely => {
                 "not found, not best, labelled unlikely by more than half of the annotators"
+            }
+            DistractorRule::NoneLikely => {
+                "not found, not best, labelled unlikely by more than half of the annotators and likely by none"
             }
         }
     }
@@ -188,14 +198,15 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
             let found = k.found();
             let usable: Vec<usize> = (0..n)
                 .filter(|&s| s != found && Some(s) != best)
-                .filter(|&s| match rule {
-                    DistractorRule::Swag => labels[s] != Label::Gibberish,
-                    DistractorRule::Unlikely => {
-                        2 * votes
-                            .iter()
-                            .filter(|a| a.labels[s] == Label::Unlikely)
-                            .count()
-                            > votes.len()
+                .filter(|&s| {
+                    let called =
+                        |label: Label| votes.iter().filter(|a| a.labels[s] == label).count();
+                    match rule {
+                        DistractorRule::Swag => labels[s] != Label::Gibberish,
+                        DistractorRule::Unlikely => 2 * called(Label::Unlikely) > votes.len(),
+                        DistractorRule::NoneLikely => {
+                            2 * called(Label::Unlikely) > votes.len() && called(Label::Likely) == 0
+                        }
                     }
                 })
                 .collect();
@@ -390,6 +401,33 @@ mod tests {
             matches!(&strict.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors (not found, not best, labelled unlikely")),
             "{:?}",
             strict.decided[1].outcome
+        );
+    }
+
+    #[test]
+    fn the_none_likely_rule_sets_aside_an_ending_one_annotator_found_likely() {
+        let keys = vec![key("x", "train"), key("few", "train")];
+        let anns = vec![
+            // Slot 0: u, u, l -> unlikely by most, but one likely: set aside; 1: u, u, g ->
+            // usable; 3: u, u, u -> usable; 4: g, g, u -> no majority for unlikely; 5: u, u, u.
+            ann("a", "x", "uulugu", 2, 0),
+            ann("b", "x", "uulugu", 2, 1),
+            ann("c", "x", "lgluuu", 2, 0),
+            // One `likely` each on slots 0 and 1 leaves two usable distractors (3 and 4; 5 has
+            // one unlikely): re-annotate.
+            ann("a", "few", "luluul", 2, 0),
+            ann("b", "few", "uuluuu", 2, 0),
+            ann("c", "few", "ulluug", 2, 0),
+        ];
+        let unlikely = assemble(&keys, &anns, DistractorRule::Unlikely);
+        assert_eq!(unlikely.decided[0].outcome, kept(&[0, 1, 3, 5]));
+        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely);
+        assert_eq!(none_likely.decided[0].outcome, kept(&[1, 3, 5]));
+        assert_eq!(unlikely.decided[1].outcome, kept(&[0, 1, 3, 4]));
+        assert!(
+            matches!(&none_likely.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("likely by none")),
+            "{:?}",
+            none_likely.decided[1].outcome
         );
     }
 

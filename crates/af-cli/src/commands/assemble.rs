@@ -33,8 +33,10 @@ pub struct AssembleArgs {
     #[arg(long)]
     force: bool,
     /// Which shown endings stay as distractors: `swag` (SWAG's rule: any the majority did not
-    /// call gibberish, endings people found likely included) or `unlikely` (only those more than
-    /// half of the annotators called unlikely: no second right answers, fewer items kept).
+    /// call gibberish, endings people found likely included), `unlikely` (only those more than
+    /// half of the annotators called unlikely: fewer second right answers, fewer items kept) or
+    /// `none-likely` (as `unlikely`, and no annotator called it likely: one annotator's
+    /// `likely` sets an ending aside; the fewest second right answers and items).
     #[arg(long, value_enum, default_value = "swag")]
     distractors: DistractorsArg,
     /// Options per question in the published layouts (swag/, hellaswag/, hf/, lm-eval/): the
@@ -52,6 +54,7 @@ pub struct AssembleArgs {
 enum DistractorsArg {
     Swag,
     Unlikely,
+    NoneLikely,
 }
 
 impl From<DistractorsArg> for DistractorRule {
@@ -59,6 +62,7 @@ impl From<DistractorsArg> for DistractorRule {
         match a {
             DistractorsArg::Swag => DistractorRule::Swag,
             DistractorsArg::Unlikely => DistractorRule::Unlikely,
+            DistractorsArg::NoneLikely => DistractorRule::NoneLikely,
         }
     }
 }
