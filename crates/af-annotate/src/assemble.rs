@@ -380,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn the_unlikely_rule_keeps_no_ending_most_annotators_found_likely() {
+    fn the_stricter_rules_keep_no_ending_annotators_found_likely() {
         let keys = vec![key("x", "train"), key("few", "train")];
         let anns = vec![
             // Slot 0: u, u, l -> usable; 1: l, l, u -> not; 3: u, l, g -> not (no majority for
@@ -402,33 +402,14 @@ mod tests {
             "{:?}",
             strict.decided[1].outcome
         );
-    }
-
-    #[test]
-    fn the_none_likely_rule_sets_aside_an_ending_one_annotator_found_likely() {
-        let keys = vec![key("x", "train"), key("few", "train")];
-        let anns = vec![
-            // Slot 0: u, u, l -> unlikely by most, but one likely: set aside; 1: u, u, g ->
-            // usable; 3: u, u, u -> usable; 4: g, g, u -> no majority for unlikely; 5: u, u, u.
-            ann("a", "x", "uulugu", 2, 0),
-            ann("b", "x", "uulugu", 2, 1),
-            ann("c", "x", "lgluuu", 2, 0),
-            // One `likely` each on slots 0 and 1 leaves two usable distractors (3 and 4; 5 has
-            // one unlikely): re-annotate.
-            ann("a", "few", "luluul", 2, 0),
-            ann("b", "few", "uuluuu", 2, 0),
-            ann("c", "few", "ulluug", 2, 0),
-        ];
-        let unlikely = assemble(&keys, &anns, DistractorRule::Unlikely);
-        assert_eq!(unlikely.decided[0].outcome, kept(&[0, 1, 3, 5]));
+        // None likely: slot 0's one `likely` (annotator c) sets it aside, which leaves "x" two.
         let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely);
-        assert_eq!(none_likely.decided[0].outcome, kept(&[1, 3, 5]));
-        assert_eq!(unlikely.decided[1].outcome, kept(&[0, 1, 3, 4]));
         assert!(
-            matches!(&none_likely.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("likely by none")),
+            matches!(&none_likely.decided[0].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("and likely by none)")),
             "{:?}",
-            none_likely.decided[1].outcome
+            none_likely.decided[0].outcome
         );
+        assert_eq!(none_likely.decided[0].usable, vec![4, 5]);
     }
 
     #[test]
