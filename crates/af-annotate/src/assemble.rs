@@ -380,11 +380,16 @@ mod tests {
     }
 
     #[test]
-    fn the_stricter_rules_keep_no_ending_annotators_found_likely() {
-        let keys = vec![key("x", "train"), key("few", "train")];
+    fn unlikely_sets_aside_what_most_found_likely_and_none_likely_what_any_did() {
+        let keys = vec![
+            key("x", "train"),
+            key("few", "train"),
+            key("no-likely", "train"),
+        ];
         let anns = vec![
-            // Slot 0: u, u, l -> usable; 1: l, l, u -> not; 3: u, l, g -> not (no majority for
-            // unlikely, though the vote's label is gibberish by the tie rule); 4, 5: unlikely.
+            // Slot 0: u, u, l -> usable under `unlikely` only; 1: l, l, u -> not; 3: u, l, g ->
+            // not (no majority for unlikely, though the vote's label is gibberish by the tie
+            // rule); 4, 5: unlikely.
             ann("a", "x", "ulluuu", 2, 0),
             ann("b", "x", "ullluu", 2, 1),
             ann("c", "x", "lulguu", 2, 0),
@@ -392,6 +397,11 @@ mod tests {
             // (the vote's tie rule would call it unlikely).
             ann("a", "few", "uuuluu", 2, 0),
             ann("b", "few", "ululul", 2, 0),
+            // No `likely` anywhere, but slot 0 (u, g, g) and slot 1 (g, g, g) lack a majority
+            // for unlikely: usable under neither strict rule.
+            ann("a", "no-likely", "ugluuu", 2, 3),
+            ann("b", "no-likely", "ggluuu", 2, 3),
+            ann("c", "no-likely", "ggluuu", 2, 3),
         ];
         let swag = assemble(&keys, &anns, DistractorRule::Swag);
         assert_eq!(swag.decided[0].outcome, kept(&[0, 1, 4, 5]));
@@ -410,6 +420,10 @@ mod tests {
             none_likely.decided[0].outcome
         );
         assert_eq!(none_likely.decided[0].usable, vec![4, 5]);
+        for rule in [DistractorRule::Unlikely, DistractorRule::NoneLikely] {
+            let r = assemble(&keys, &anns, rule);
+            assert_eq!(r.decided[2].outcome, kept(&[3, 4, 5]), "{}", rule.name());
+        }
     }
 
     #[test]

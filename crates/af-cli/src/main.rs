@@ -97,10 +97,10 @@ enum Command {
     /// found ending was ranked best or second, distractors from the endings neither best nor
     /// gibberish (with `--distractors unlikely`: only those most annotators called unlikely; with
     /// `none-likely`: those and none called likely, the fewest second right answers); extra
-    /// training items where a generated ending was best; a
-    /// re-annotation queue where fewer than three usable distractors remain. Majority vote over
-    /// annotators, with Krippendorff's alpha and pairwise agreement. Writes af's layout and the
-    /// export's published ones (SWAG, HellaSwag, HF, lm-eval).
+    /// training items where a generated ending was best; a re-annotation queue where fewer than
+    /// three usable distractors remain. Majority vote over annotators, with Krippendorff's alpha
+    /// and pairwise agreement. Writes af's layout and the export's published ones (SWAG,
+    /// HellaSwag, HF, lm-eval).
     Assemble(commands::assemble::AssembleArgs),
     /// Write RUN_DIR/report: report.html (self-contained), accuracy.svg and accuracy.png.
     Report {
