@@ -201,12 +201,11 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
                 .filter(|&s| {
                     let called =
                         |label: Label| votes.iter().filter(|a| a.labels[s] == label).count();
+                    let most_unlikely = || 2 * called(Label::Unlikely) > votes.len();
                     match rule {
                         DistractorRule::Swag => labels[s] != Label::Gibberish,
-                        DistractorRule::Unlikely => 2 * called(Label::Unlikely) > votes.len(),
-                        DistractorRule::NoneLikely => {
-                            2 * called(Label::Unlikely) > votes.len() && called(Label::Likely) == 0
-                        }
+                        DistractorRule::Unlikely => most_unlikely(),
+                        DistractorRule::NoneLikely => most_unlikely() && called(Label::Likely) == 0,
                     }
                 })
                 .collect();
