@@ -18,7 +18,8 @@
 //! next event stays as a wrong answer (decision 476). [`DistractorRule::NoneLikely`] goes one
 //! step further: one annotator's `likely` vetoes the ending, because blind reads found the
 //! endings that any annotator called likely to be second right answers most of the time
-//! (decision 479).
+//! (decision 479). [`DistractorRule::AllUnlikely`] also lets one `gibberish` set an ending aside:
+//! blind reads found those endings fluent half as often as the rest (decision 480).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -42,6 +43,9 @@ pub enum DistractorRule {
     /// As `Unlikely`, and no annotator called it likely: one reader who takes it for a possible
     /// answer is enough to set it aside.
     NoneLikely,
+    /// Every annotator called it unlikely: no one took it for a possible answer, and no one
+    /// for garbled English.
+    AllUnlikely,
 }
 
 impl DistractorRule {
@@ -51,6 +55,7 @@ impl DistractorRule {
             DistractorRule::Swag => "swag",
             DistractorRule::Unlikely => "unlikely",
             DistractorRule::NoneLikely => "none-likely",
+            DistractorRule::AllUnlikely => "all-unlikely",
         }
     }
 
@@ -64,6 +69,7 @@ impl DistractorRule {
             DistractorRule::NoneLikely => {
                 "not found, not best, labelled unlikely by more than half of the annotators and likely by none"
             }
+            DistractorRule::AllUnlikely => "not found, not best, labelled unlikely by every annotator",
         }
     }
 }
@@ -206,6 +212,7 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
                         DistractorRule::Swag => labels[s] != Label::Gibberish,
                         DistractorRule::Unlikely => most_unlikely(),
                         DistractorRule::NoneLikely => most_unlikely() && called(Label::Likely) == 0,
+                        DistractorRule::AllUnlikely => called(Label::Unlikely) == votes.len(),
                     }
                 })
                 .collect();
@@ -423,6 +430,27 @@ mod tests {
             let r = assemble(&keys, &anns, rule);
             assert_eq!(r.decided[2].outcome, kept(&[3, 4, 5]), "{}", rule.name());
         }
+        // All unlikely: "no-likely"'s slot 3 (u, u, u) stays; one `likely` (x's slot 0) is
+        // enough to set an ending aside.
+        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely);
+        assert_eq!(all.decided[0].usable, vec![4, 5]);
+        assert_eq!(all.decided[2].outcome, kept(&[3, 4, 5]));
+    }
+
+    #[test]
+    fn all_unlikely_sets_aside_an_ending_one_annotator_called_gibberish() {
+        let keys = vec![key("g", "train")];
+        // Slot 0: u, u, g (kept by `none-likely`, its majority unlikely and no `likely`);
+        // slots 3, 4, 5: unlikely from all three; slot 2 is the found ending.
+        let anns = vec![
+            ann("a", "g", "uluuuu", 2, 1),
+            ann("b", "g", "uluuuu", 2, 1),
+            ann("c", "g", "gluuuu", 2, 1),
+        ];
+        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely);
+        assert_eq!(none_likely.decided[0].outcome, kept(&[0, 3, 4, 5]));
+        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely);
+        assert_eq!(all.decided[0].outcome, kept(&[3, 4, 5]));
     }
 
     #[test]

@@ -34,9 +34,11 @@ pub struct AssembleArgs {
     force: bool,
     /// Which shown endings stay as distractors: `swag` (SWAG's rule: any the majority did not
     /// call gibberish, endings people found likely included), `unlikely` (only those more than
-    /// half of the annotators called unlikely: fewer second right answers, fewer items kept) or
+    /// half of the annotators called unlikely: fewer second right answers, fewer items kept),
     /// `none-likely` (as `unlikely`, and no annotator called it likely: one annotator's
-    /// `likely` sets an ending aside; the fewest second right answers and items).
+    /// `likely` sets an ending aside; the fewest second right answers) or `all-unlikely` (every
+    /// annotator called it unlikely: one `likely` or one `gibberish` sets it aside; more fluent
+    /// distractors, the fewest items).
     #[arg(long, value_enum, default_value = "swag")]
     distractors: DistractorsArg,
     /// Options per question in the published layouts (swag/, hellaswag/, hf/, lm-eval/): the
@@ -55,6 +57,7 @@ enum DistractorsArg {
     Swag,
     Unlikely,
     NoneLikely,
+    AllUnlikely,
 }
 
 impl From<DistractorsArg> for DistractorRule {
@@ -63,6 +66,7 @@ impl From<DistractorsArg> for DistractorRule {
             DistractorsArg::Swag => DistractorRule::Swag,
             DistractorsArg::Unlikely => DistractorRule::Unlikely,
             DistractorsArg::NoneLikely => DistractorRule::NoneLikely,
+            DistractorsArg::AllUnlikely => DistractorRule::AllUnlikely,
         }
     }
 }
