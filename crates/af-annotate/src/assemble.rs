@@ -386,11 +386,12 @@ mod tests {
     }
 
     #[test]
-    fn unlikely_sets_aside_what_most_found_likely_and_none_likely_what_any_did() {
+    fn strict_rules_set_aside_endings_by_likely_and_gibberish_votes() {
         let keys = vec![
             key("x", "train"),
             key("few", "train"),
             key("no-likely", "train"),
+            key("gibberish", "train"),
         ];
         let anns = vec![
             // Slot 0: u, u, l -> usable under `unlikely` only; 1: l, l, u -> not; 3: u, l, g ->
@@ -408,6 +409,11 @@ mod tests {
             ann("a", "no-likely", "ugluuu", 2, 3),
             ann("b", "no-likely", "ggluuu", 2, 3),
             ann("c", "no-likely", "ggluuu", 2, 3),
+            // Slot 0: u, u, g (its majority unlikely, no `likely`); slots 3, 4, 5: unlikely from
+            // all three.
+            ann("a", "gibberish", "uluuuu", 2, 1),
+            ann("b", "gibberish", "uluuuu", 2, 1),
+            ann("c", "gibberish", "gluuuu", 2, 1),
         ];
         let swag = assemble(&keys, &anns, DistractorRule::Swag);
         assert_eq!(swag.decided[0].outcome, kept(&[0, 1, 4, 5]));
@@ -430,27 +436,13 @@ mod tests {
             let r = assemble(&keys, &anns, rule);
             assert_eq!(r.decided[2].outcome, kept(&[3, 4, 5]), "{}", rule.name());
         }
-        // All unlikely: "no-likely"'s slot 3 (u, u, u) stays; one `likely` (x's slot 0) is
-        // enough to set an ending aside.
+        assert_eq!(none_likely.decided[3].outcome, kept(&[0, 3, 4, 5]));
+        // All unlikely: "no-likely"'s slot 3 (u, u, u) stays; one `likely` (x's slot 0) or one
+        // `gibberish` ("gibberish"'s slot 0) is enough to set an ending aside.
         let all = assemble(&keys, &anns, DistractorRule::AllUnlikely);
         assert_eq!(all.decided[0].usable, vec![4, 5]);
         assert_eq!(all.decided[2].outcome, kept(&[3, 4, 5]));
-    }
-
-    #[test]
-    fn all_unlikely_sets_aside_an_ending_one_annotator_called_gibberish() {
-        let keys = vec![key("g", "train")];
-        // Slot 0: u, u, g (kept by `none-likely`, its majority unlikely and no `likely`);
-        // slots 3, 4, 5: unlikely from all three; slot 2 is the found ending.
-        let anns = vec![
-            ann("a", "g", "uluuuu", 2, 1),
-            ann("b", "g", "uluuuu", 2, 1),
-            ann("c", "g", "gluuuu", 2, 1),
-        ];
-        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely);
-        assert_eq!(none_likely.decided[0].outcome, kept(&[0, 3, 4, 5]));
-        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely);
-        assert_eq!(all.decided[0].outcome, kept(&[3, 4, 5]));
+        assert_eq!(all.decided[3].outcome, kept(&[3, 4, 5]));
     }
 
     #[test]
