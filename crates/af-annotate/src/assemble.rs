@@ -20,12 +20,16 @@
 //! endings that any annotator called likely to be second right answers most of the time
 //! (decision 479). [`DistractorRule::AllUnlikely`] also lets one `gibberish` set an ending aside:
 //! blind reads found those endings fluent half as often as the rest (decision 480).
+//!
+//! Under every rule, a distractor any checker of the second-answer check answered `could be
+//! right` for (crate::check) is set aside as well (decision 481).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use crate::agreement::{krippendorff_alpha, pairwise_agreement};
+use crate::check::{flagged_and_checked, Check, ToCheck};
 use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
 
 /// Distractors a kept item needs (a four-way question, as SWAG's).
@@ -101,6 +105,8 @@ pub struct Decided {
     /// The shown endings that may be distractors under the rule: neither the found one nor the
     /// best (a kept item's distractors; for the re-annotation queue, what is left to build on).
     pub usable: Vec<usize>,
+    /// Endings the rule allowed that a checker answered `could be right` for: set aside.
+    pub set_aside_by_check: Vec<usize>,
     pub outcome: Outcome,
 }
 
@@ -137,8 +143,15 @@ fn worse(l: Label) -> u8 {
     }
 }
 
-/// Applies the rules to every key item (in key order) given the good annotations.
-pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRule) -> Assembled {
+/// Applies the rules to every key item (in key order) given the good annotations and the
+/// second-answer check's answers (none: no check).
+pub fn assemble(
+    key: &[KeyItem],
+    annotations: &[Annotation],
+    rule: DistractorRule,
+    checks: &[Check],
+) -> Assembled {
+    let (flagged, _) = flagged_and_checked(checks);
     let mut by_item: HashMap<&str, Vec<&Annotation>> = HashMap::new();
     for a in annotations {
         by_item.entry(a.item.as_str()).or_default().push(a);
@@ -171,6 +184,7 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
                     best: None,
                     second: None,
                     usable: vec![],
+                    set_aside_by_check: vec![],
                     outcome: Outcome::Unannotated,
                 };
             }
@@ -202,7 +216,7 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
             let best = plurality(&|a| a.best);
             let second = plurality(&|a| a.second).filter(|s| Some(*s) != best);
             let found = k.found();
-            let usable: Vec<usize> = (0..n)
+            let (usable, set_aside_by_check): (Vec<usize>, Vec<usize>) = (0..n)
                 .filter(|&s| s != found && Some(s) != best)
                 .filter(|&s| {
                     let called =
@@ -215,16 +229,26 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
                         DistractorRule::AllUnlikely => called(Label::Unlikely) == votes.len(),
                     }
                 })
-                .collect();
+                .partition(|&s| {
+                    !flagged.contains(&ToCheck {
+                        item: k.item.clone(),
+                        slot: s,
+                    })
+                });
             let outcome = match best {
                 None => Outcome::Reannotate {
                     reason: "annotators disagree on the best ending (tie)".into(),
                 },
                 Some(b) if b == found || second == Some(found) => {
                     if usable.len() < MIN_DISTRACTORS {
+                        let check = if set_aside_by_check.is_empty() {
+                            ""
+                        } else {
+                            ", not answered could-be-right by a checker"
+                        };
                         Outcome::Reannotate {
                             reason: format!(
-                                "{} usable distractors ({}), fewer than {MIN_DISTRACTORS}",
+                                "{} usable distractors ({}{check}), fewer than {MIN_DISTRACTORS}",
                                 usable.len(),
                                 rule.describes()
                             ),
@@ -248,6 +272,7 @@ pub fn assemble(key: &[KeyItem], annotations: &[Annotation], rule: DistractorRul
                 best,
                 second,
                 usable,
+                set_aside_by_check,
                 outcome,
             }
         })
@@ -358,7 +383,7 @@ mod tests {
             ann("a", "few", "ggluug", 2, 3),
             ann("a", "dropped", "llulll", 0, 1),
         ];
-        let r = assemble(&keys, &anns, DistractorRule::Swag);
+        let r = assemble(&keys, &anns, DistractorRule::Swag, &[]);
         let outcome = |i: usize| r.decided[i].outcome.clone();
         assert_eq!(outcome(0), kept(&[0, 1, 3, 4]), "slot 5 is gibberish");
         assert_eq!(
@@ -415,9 +440,9 @@ mod tests {
             ann("b", "gibberish", "uluuuu", 2, 1),
             ann("c", "gibberish", "gluuuu", 2, 1),
         ];
-        let swag = assemble(&keys, &anns, DistractorRule::Swag);
+        let swag = assemble(&keys, &anns, DistractorRule::Swag, &[]);
         assert_eq!(swag.decided[0].outcome, kept(&[0, 1, 4, 5]));
-        let strict = assemble(&keys, &anns, DistractorRule::Unlikely);
+        let strict = assemble(&keys, &anns, DistractorRule::Unlikely, &[]);
         assert_eq!(strict.decided[0].outcome, kept(&[0, 4, 5]));
         assert!(
             matches!(&strict.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors (not found, not best, labelled unlikely")),
@@ -425,7 +450,7 @@ mod tests {
             strict.decided[1].outcome
         );
         // None likely: slot 0's one `likely` (annotator c) sets it aside, which leaves "x" two.
-        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely);
+        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely, &[]);
         assert!(
             matches!(&none_likely.decided[0].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("and likely by none)")),
             "{:?}",
@@ -433,16 +458,55 @@ mod tests {
         );
         assert_eq!(none_likely.decided[0].usable, vec![4, 5]);
         for rule in [DistractorRule::Unlikely, DistractorRule::NoneLikely] {
-            let r = assemble(&keys, &anns, rule);
+            let r = assemble(&keys, &anns, rule, &[]);
             assert_eq!(r.decided[2].outcome, kept(&[3, 4, 5]), "{}", rule.name());
         }
         assert_eq!(none_likely.decided[3].outcome, kept(&[0, 3, 4, 5]));
         // All unlikely: "no-likely"'s slot 3 (u, u, u) stays; one `likely` (x's slot 0) or one
         // `gibberish` ("gibberish"'s slot 0) is enough to set an ending aside.
-        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely);
+        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely, &[]);
         assert_eq!(all.decided[0].usable, vec![4, 5]);
         assert_eq!(all.decided[2].outcome, kept(&[3, 4, 5]));
         assert_eq!(all.decided[3].outcome, kept(&[3, 4, 5]));
+    }
+
+    #[test]
+    fn one_checkers_yes_sets_a_distractor_aside() {
+        let keys = vec![key("x", "train"), key("few", "train")];
+        let anns = vec![
+            ann("a", "x", "uuuuuu", 2, 0),
+            ann("a", "few", "uuuuuu", 2, 0),
+        ];
+        let check = |who: &str, item: &str, slot: usize, yes: bool| Check {
+            checker: who.into(),
+            item: item.into(),
+            slot,
+            could_be_right: yes,
+            file: "c.csv".into(),
+            line: 2,
+        };
+        let checks = vec![
+            // x: slot 1 is a second right answer to p, not to q; slot 3 to neither.
+            check("p", "x", 1, true),
+            check("q", "x", 1, false),
+            check("p", "x", 3, false),
+            // few: three of its five distractors flagged leaves two.
+            check("p", "few", 0, true),
+            check("q", "few", 1, true),
+            check("q", "few", 3, true),
+        ];
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        assert_eq!(r.decided[0].outcome, kept(&[0, 3, 4, 5]));
+        assert_eq!(r.decided[0].set_aside_by_check, vec![1]);
+        assert!(
+            matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("not answered could-be-right by a checker")),
+            "{:?}",
+            r.decided[1].outcome
+        );
+        assert_eq!(r.decided[1].usable, vec![4, 5]);
+        // Without the checks both keep all five.
+        let unchecked = assemble(&keys, &anns, DistractorRule::NoneLikely, &[]);
+        assert_eq!(unchecked.decided[1].outcome, kept(&[0, 1, 3, 4, 5]));
     }
 
     #[test]
@@ -455,7 +519,7 @@ mod tests {
             ann("a", "tie", "llllll", 0, 2),
             ann("b", "tie", "llllll", 2, 0),
         ];
-        let r = assemble(&keys, &anns, DistractorRule::Swag);
+        let r = assemble(&keys, &anns, DistractorRule::Swag, &[]);
         let x = &r.decided[0];
         assert_eq!(x.best, Some(2));
         // Slot 1: l, g, l -> likely; slot 5: g, g, l -> gibberish; slot 3: u, u, l -> unlikely.

@@ -2,14 +2,17 @@
 //! found ending and some AF distractors in a recorded random order (CSV, and an HTML form that
 //! saves the same CSV), reading filled sheets back with an error per bad row, and assembling the
 //! final dataset by the paper's rules (or a stricter one that keeps no ending people found
-//! likely), with the statistics of its Table 2 and inter-annotator agreement. No libtorch, no
+//! likely, and a second round in which checkers shown the true ending set aside second right
+//! answers), with the statistics of its Table 2 and inter-annotator agreement. No libtorch, no
 //! printing.
 
 pub mod agreement;
 pub mod assemble;
+pub mod check;
 pub mod sheet;
 
 pub use assemble::{assemble, Assembled, DistractorRule, Outcome};
+pub use check::{check_sheets, read_check_sheet, Check, ToCheck};
 pub use sheet::{
     build_key, read_sheet, sheet_csv, sheet_html, Annotation, KeyItem, Label, SheetError, Slot,
     SlotSource,

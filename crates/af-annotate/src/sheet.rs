@@ -211,7 +211,8 @@ fn header(n: usize) -> Vec<String> {
     h
 }
 
-fn shown_context(k: &KeyItem) -> String {
+/// The context as a sheet shows it: the caption and the start of the next sentence, then "...".
+pub(crate) fn shown_context(k: &KeyItem) -> String {
     af_core::question::join_text(&k.context, &format!("{} ...", k.prefix))
 }
 

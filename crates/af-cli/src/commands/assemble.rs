@@ -1,14 +1,15 @@
 //! `af assemble SHEETS...`: filled annotation sheets in, the final dataset out (af-annotate's
 //! rules). Writes into `--out` (docs/formats.md): `dataset.jsonl`, `extra-train.jsonl`,
-//! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`, and the kept
-//! items in the export's published layouts (`swag/`, `hellaswag/`, `hf/`, `lm-eval/`).
+//! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`, the kept
+//! items in the export's published layouts (`swag/`, `hellaswag/`, `hf/`, `lm-eval/`), and the
+//! second-answer check's sheets for the kept distractors no filled check covers (`check/`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use af_annotate::assemble::MIN_DISTRACTORS;
-use af_annotate::{assemble, DistractorRule, KeyItem, Outcome};
+use af_annotate::{assemble, DistractorRule, KeyItem, Outcome, ToCheck};
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
@@ -46,6 +47,15 @@ pub struct AssembleArgs {
     /// dataset.jsonl keeps every usable distractor.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=(MIN_DISTRACTORS as u64 + 1)))]
     options: u64,
+    /// Filled second-answer check sheets (the `check/check-NNN.csv` an earlier assembly wrote,
+    /// `could_be_right` answered by checkers shown the true ending): a distractor any checker
+    /// answered `yes` for is set aside, under every `--distractors` rule. Takes every path up to
+    /// the next option, so give it after the label sheets.
+    #[arg(long, num_args = 1..)]
+    checks: Vec<PathBuf>,
+    /// Rows per check sheet written into OUT/check/ (an item's distractors stay on one sheet).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    check_rows: u64,
     /// The lm-evaluation-harness task's name (its files are lm-eval/TASK.yaml and
     /// lm-eval/TASK_SPLIT.jsonl).
     #[arg(long, default_value = "af_assembled")]
@@ -100,6 +110,12 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         annotations.extend(good);
         skipped.extend(bad.into_iter().map(|e| e.to_string()));
     }
+    let mut checks = Vec::new();
+    for sheet in &a.checks {
+        let (good, bad) = af_annotate::read_check_sheet(sheet, &by_id, a.skip_bad)?;
+        checks.extend(good);
+        skipped.extend(bad.into_iter().map(|e| e.to_string()));
+    }
     let out = a.out.clone().unwrap_or_else(|| {
         key_path
             .parent()
@@ -108,7 +124,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     });
     super::empty_out_dir(&out, a.force)?;
     let rule = DistractorRule::from(a.distractors);
-    let result = assemble(&key, &annotations, rule);
+    let result = assemble(&key, &annotations, rule, &checks);
 
     let item_line = |k: &KeyItem, gold: usize, distractors: &[usize], split: &str| {
         json!({
@@ -189,6 +205,35 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         af_pipeline::stages::export::write_layouts(&out, &published, &a.task)?;
     }
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes);
+    // The check's next sheets: every distractor a kept item keeps that no checker has seen.
+    let (flagged, checked) = af_annotate::check::flagged_and_checked(&checks);
+    let to_check: Vec<ToCheck> = result
+        .decided
+        .iter()
+        .filter_map(|d| match &d.outcome {
+            Outcome::Kept { distractors, .. } => Some((d, distractors)),
+            _ => None,
+        })
+        .flat_map(|(d, distractors)| {
+            distractors.iter().map(|&slot| ToCheck {
+                item: d.item.clone(),
+                slot,
+            })
+        })
+        .filter(|t| !checked.contains(t))
+        .collect();
+    let check_sheets = af_annotate::check_sheets(&by_id, &to_check, a.check_rows as usize)?;
+    for (name, bytes) in &check_sheets {
+        write(&format!("check/{name}.csv"), bytes)?;
+    }
+    let mut checkers: Vec<&str> = checks.iter().map(|c| c.checker.as_str()).collect();
+    checkers.sort_unstable();
+    checkers.dedup();
+    let set_aside: usize = result
+        .decided
+        .iter()
+        .map(|d| d.set_aside_by_check.len())
+        .sum();
     write("dataset.jsonl", dataset.as_bytes())?;
     write("extra-train.jsonl", extra.as_bytes())?;
     write("reannotate.jsonl", reannotate.as_bytes())?;
@@ -205,6 +250,12 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "label_alpha": result.label_alpha, "label_pairwise_agreement": result.label_pairwise_agreement,
         "best_alpha": result.best_alpha, "best_pairwise_agreement": result.best_pairwise_agreement,
         "skipped_rows": skipped,
+        "check": {
+            "sheets": a.checks, "answers": checks.len(), "checkers": checkers.len(),
+            "distractors_checked": checked.len(), "distractors_flagged": flagged.len(),
+            "set_aside": set_aside, "kept_unchecked": to_check.len(),
+            "sheets_written": check_sheets.len(), "rows_per_sheet": a.check_rows,
+        },
     });
     write(
         "stats.json",
@@ -229,7 +280,8 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     let md = format!(
         "# Assembly of {} items ({} rule for distractors)\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
          | ending type | judgements | likely | unlikely | gibberish | ranked best | ranked second |\n|---|---:|---:|---:|---:|---:|---:|\n{}{}\n\
-         Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n",
+         Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n\n\
+         Second-answer check: {} answers by {} checkers on {} distractors, {} answered could-be-right by at least one; {} set aside from items the labels kept; {} distractors of kept items not yet checked ({} sheets in check/).\n",
         key.len(),
         rule.name(),
         count("kept"),
@@ -246,6 +298,13 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         opt(result.label_pairwise_agreement),
         opt(result.best_alpha),
         opt(result.best_pairwise_agreement),
+        checks.len(),
+        checkers.len(),
+        checked.len(),
+        flagged.len(),
+        set_aside,
+        to_check.len(),
+        check_sheets.len(),
     );
     write("stats.md", md.as_bytes())?;
     for s in &skipped {

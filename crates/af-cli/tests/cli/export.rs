@@ -279,6 +279,8 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
     let best = stats["found"]["best"].as_f64().unwrap();
     assert!((best - 0.5).abs() < 0.06, "{best}");
 
+    check_round(d.path(), &args, &asm);
+
     // The stricter rule: every annotator called the shown endings likely (but for one's noise),
     // so no item keeps three distractors; those SWAG's rule kept wait for re-annotation.
     let mut strict = args.clone();
@@ -391,6 +393,95 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
     bad(&|rows| rows[1][1] = "7".into(), ":3: item", "moved.csv");
 
     lm_eval_by_default(d.path(), &export);
+}
+
+/// The second-answer check: the first assembly wrote check sheets covering every distractor a
+/// kept item keeps; a checker who answers `yes` for the first of each item's rows sets exactly
+/// those aside, an item left with fewer than three goes to re-annotation, and nothing is left
+/// to check.
+fn check_round(dir: &Path, args: &[String], asm: &Path) {
+    let kept: Vec<Value> = jsonl(&asm.join("dataset.jsonl"));
+    let mut sheets: Vec<_> = std::fs::read_dir(asm.join("check"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    sheets.sort();
+    assert!(!sheets.is_empty());
+    let mut rows_seen = 0;
+    let mut flagged: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut filled = Vec::new();
+    for (i, sheet) in sheets.iter().enumerate() {
+        let mut r = csv::Reader::from_path(sheet).unwrap();
+        let header = r.headers().unwrap().clone();
+        let path = dir.join(format!("check-filled-{i}.csv"));
+        let mut w = csv::Writer::from_path(&path).unwrap();
+        w.write_record(&header).unwrap();
+        let mut last_item = String::new();
+        for rec in r.records() {
+            let mut rec: Vec<String> = rec.unwrap().iter().map(String::from).collect();
+            let first = rec[2] != last_item;
+            last_item = rec[2].clone();
+            if first {
+                flagged.insert((rec[2].clone(), rec[6].clone()));
+            }
+            rec[7] = if first { "yes" } else { "no" }.into();
+            rec[8] = "checker".into();
+            w.write_record(&rec).unwrap();
+            rows_seen += 1;
+        }
+        w.flush().unwrap();
+        filled.push(path.to_string_lossy().into_owned());
+    }
+    let distractors: usize = kept
+        .iter()
+        .map(|v| v["distractors"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(rows_seen, distractors, "one row per kept distractor");
+    assert_eq!(flagged.len(), kept.len(), "one flag per kept item");
+    let mut checked = args.to_vec();
+    checked[4] = "asm-checked".into();
+    checked.push("--checks".into());
+    checked.extend(filled);
+    let checked_ref: Vec<&str> = checked.iter().map(String::as_str).collect();
+    ok(&af(&checked_ref, dir));
+    let out = dir.join("asm-checked");
+    let after = jsonl(&out.join("dataset.jsonl"));
+    for v in &after {
+        for e in v["distractors"].as_array().unwrap() {
+            let pair = (
+                v["id"].as_str().unwrap().to_string(),
+                e["ending"].as_str().unwrap().to_string(),
+            );
+            assert!(
+                !flagged.contains(&pair),
+                "{pair:?} was answered could-be-right"
+            );
+        }
+    }
+    let still: BTreeSet<&str> = after.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    let waiting: Vec<Value> = jsonl(&out.join("reannotate.jsonl"));
+    for v in &kept {
+        let id = v["id"].as_str().unwrap();
+        let left = v["distractors"].as_array().unwrap().len() - 1;
+        if left >= 3 {
+            assert!(still.contains(id), "{id} keeps {left}");
+        } else {
+            assert!(!still.contains(id), "{id} keeps only {left}");
+            assert!(waiting.iter().any(|w| w["item"] == id
+                && w["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not answered could-be-right by a checker")));
+        }
+    }
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("stats.json")).unwrap()).unwrap();
+    let check = &stats["check"];
+    assert_eq!(check["distractors_checked"], distractors);
+    assert_eq!(check["distractors_flagged"], kept.len());
+    assert_eq!(check["set_aside"], kept.len());
+    assert_eq!(check["kept_unchecked"], 0);
+    assert!(!out.join("check").exists(), "nothing left to check");
 }
 
 /// The run above had no pretrained LM: its card says the LM's figures were not measured and
