@@ -21,15 +21,17 @@
 //! (decision 479). [`DistractorRule::AllUnlikely`] also lets one `gibberish` set an ending aside:
 //! blind reads found those endings fluent half as often as the rest (decision 480).
 //!
-//! Under every rule, a distractor any checker of the second-answer check answered `could be
-//! right` for (crate::check) is set aside as well (decision 481).
+//! Under every rule, the second-answer check (crate::check) has the last word: a distractor any
+//! checker answered `could be right` for, or most answered `not fluent` for, is set aside
+//! (decision 481), and an item's replacements that the check passed are usable after its shown
+//! endings (decision 482).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use crate::agreement::{krippendorff_alpha, pairwise_agreement};
-use crate::check::{flagged_and_checked, Check, ToCheck};
+use crate::check::{verdicts, Check, ToCheck};
 use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
 
 /// Distractors a kept item needs (a four-way question, as SWAG's).
@@ -102,11 +104,15 @@ pub struct Decided {
     pub labels: Vec<Label>,
     pub best: Option<usize>,
     pub second: Option<usize>,
-    /// The shown endings that may be distractors under the rule: neither the found one nor the
-    /// best (a kept item's distractors; for the re-annotation queue, what is left to build on).
+    /// The endings that may be distractors: the shown ones the rule allows (neither the found
+    /// one nor the best) and the check did not set aside, then the replacements the check passed
+    /// (slots past the shown ones). A kept item's distractors; for the re-annotation queue, what
+    /// is left to build on.
     pub usable: Vec<usize>,
-    /// Endings the rule allowed that a checker answered `could be right` for: set aside.
-    pub set_aside_by_check: Vec<usize>,
+    /// Candidates a checker answered `could be right` for: set aside.
+    pub set_aside_could_be_right: Vec<usize>,
+    /// Candidates most checkers answered `not fluent` for: set aside.
+    pub set_aside_not_fluent: Vec<usize>,
     pub outcome: Outcome,
 }
 
@@ -151,7 +157,7 @@ pub fn assemble(
     rule: DistractorRule,
     checks: &[Check],
 ) -> Assembled {
-    let (flagged, _) = flagged_and_checked(checks);
+    let verdicts = verdicts(checks);
     let mut by_item: HashMap<&str, Vec<&Annotation>> = HashMap::new();
     for a in annotations {
         by_item.entry(a.item.as_str()).or_default().push(a);
@@ -184,7 +190,8 @@ pub fn assemble(
                     best: None,
                     second: None,
                     usable: vec![],
-                    set_aside_by_check: vec![],
+                    set_aside_could_be_right: vec![],
+                    set_aside_not_fluent: vec![],
                     outcome: Outcome::Unannotated,
                 };
             }
@@ -216,7 +223,7 @@ pub fn assemble(
             let best = plurality(&|a| a.best);
             let second = plurality(&|a| a.second).filter(|s| Some(*s) != best);
             let found = k.found();
-            let (usable, set_aside_by_check): (Vec<usize>, Vec<usize>) = (0..n)
+            let allowed = (0..n)
                 .filter(|&s| s != found && Some(s) != best)
                 .filter(|&s| {
                     let called =
@@ -228,23 +235,41 @@ pub fn assemble(
                         DistractorRule::NoneLikely => most_unlikely() && called(Label::Likely) == 0,
                         DistractorRule::AllUnlikely => called(Label::Unlikely) == votes.len(),
                     }
-                })
-                .partition(|&s| {
-                    !flagged.contains(&ToCheck {
+                });
+            // A replacement was never labelled: only a complete check makes it usable.
+            let replacements = (n..k.candidates()).filter(|&s| {
+                verdicts
+                    .get(&ToCheck {
                         item: k.item.clone(),
                         slot: s,
                     })
+                    .is_some_and(|v| v.complete())
+            });
+            let (mut usable, mut set_aside_could_be_right, mut set_aside_not_fluent) =
+                (Vec::new(), Vec::new(), Vec::new());
+            for s in allowed.chain(replacements) {
+                let verdict = verdicts.get(&ToCheck {
+                    item: k.item.clone(),
+                    slot: s,
                 });
+                match verdict {
+                    Some(v) if v.could_be_right() => set_aside_could_be_right.push(s),
+                    Some(v) if v.not_fluent() => set_aside_not_fluent.push(s),
+                    _ => usable.push(s),
+                }
+            }
             let outcome = match best {
                 None => Outcome::Reannotate {
                     reason: "annotators disagree on the best ending (tie)".into(),
                 },
                 Some(b) if b == found || second == Some(found) => {
                     if usable.len() < MIN_DISTRACTORS {
-                        let check = if set_aside_by_check.is_empty() {
+                        let check = if set_aside_could_be_right.is_empty()
+                            && set_aside_not_fluent.is_empty()
+                        {
                             ""
                         } else {
-                            ", not answered could-be-right by a checker"
+                            ", not set aside by the second-answer check"
                         };
                         Outcome::Reannotate {
                             reason: format!(
@@ -272,7 +297,8 @@ pub fn assemble(
                 best,
                 second,
                 usable,
-                set_aside_by_check,
+                set_aside_could_be_right,
+                set_aside_not_fluent,
                 outcome,
             }
         })
@@ -470,6 +496,25 @@ mod tests {
         assert_eq!(all.decided[3].outcome, kept(&[3, 4, 5]));
     }
 
+    /// One checker's answer: `c` could be right, `w` wrong; `f` fluent, `n` not; `-` not asked.
+    fn check(who: &str, item: &str, slot: usize, answers: &str) -> Check {
+        let answer = |c: char| match c {
+            'c' | 'f' => Some(true),
+            'w' | 'n' => Some(false),
+            _ => None,
+        };
+        let a: Vec<char> = answers.chars().collect();
+        Check {
+            checker: who.into(),
+            item: item.into(),
+            slot,
+            could_be_right: answer(a[0]),
+            fluent: answer(a[1]),
+            file: "c.csv".into(),
+            line: 2,
+        }
+    }
+
     #[test]
     fn one_checkers_yes_sets_a_distractor_aside() {
         let keys = vec![key("x", "train"), key("few", "train")];
@@ -477,29 +522,21 @@ mod tests {
             ann("a", "x", "uuuuuu", 2, 0),
             ann("a", "few", "uuuuuu", 2, 0),
         ];
-        let check = |who: &str, item: &str, slot: usize, yes: bool| Check {
-            checker: who.into(),
-            item: item.into(),
-            slot,
-            could_be_right: yes,
-            file: "c.csv".into(),
-            line: 2,
-        };
         let checks = vec![
             // x: slot 1 is a second right answer to p, not to q; slot 3 to neither.
-            check("p", "x", 1, true),
-            check("q", "x", 1, false),
-            check("p", "x", 3, false),
+            check("p", "x", 1, "c-"),
+            check("q", "x", 1, "w-"),
+            check("p", "x", 3, "w-"),
             // few: three of its five distractors flagged leaves two.
-            check("p", "few", 0, true),
-            check("q", "few", 1, true),
-            check("q", "few", 3, true),
+            check("p", "few", 0, "c-"),
+            check("q", "few", 1, "c-"),
+            check("q", "few", 3, "c-"),
         ];
         let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
         assert_eq!(r.decided[0].outcome, kept(&[0, 3, 4, 5]));
-        assert_eq!(r.decided[0].set_aside_by_check, vec![1]);
+        assert_eq!(r.decided[0].set_aside_could_be_right, vec![1]);
         assert!(
-            matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("not answered could-be-right by a checker")),
+            matches!(&r.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("not set aside by the second-answer check")),
             "{:?}",
             r.decided[1].outcome
         );
@@ -507,6 +544,56 @@ mod tests {
         // Without the checks both keep all five.
         let unchecked = assemble(&keys, &anns, DistractorRule::NoneLikely, &[]);
         assert_eq!(unchecked.decided[1].outcome, kept(&[0, 1, 3, 4, 5]));
+    }
+
+    #[test]
+    fn most_checkers_not_fluent_sets_aside_and_checked_replacements_fill_in() {
+        let mut k = key("x", "train");
+        k.replacements = (0..3)
+            .map(|j| Slot {
+                source: SlotSource::Generated,
+                candidate: 20 + j,
+                ending: format!("r{j}"),
+            })
+            .collect();
+        let anns = vec![ann("a", "x", "uuuuuu", 2, 0)];
+        let mut checks = vec![
+            // Shown slots 0, 1, 3: two of three read 0 and 1 as not fluent, one reads 3 so.
+            check("p", "x", 0, "wn"),
+            check("q", "x", 0, "wn"),
+            check("r", "x", 0, "wf"),
+            check("p", "x", 1, "-n"),
+            check("q", "x", 1, "wn"),
+            check("p", "x", 3, "wn"),
+            check("q", "x", 3, "wf"),
+            check("r", "x", 3, "wf"),
+        ];
+        let keys = vec![k.clone()];
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        assert_eq!(r.decided[0].set_aside_not_fluent, vec![0, 1]);
+        // Slots 3, 4, 5 are left: kept, and its replacements are not needed yet.
+        assert_eq!(r.decided[0].outcome, kept(&[3, 4, 5]));
+        let v = crate::check::verdicts(&checks);
+        let next = crate::check::next_checks(&keys, &r.decided, &v);
+        let slots: Vec<usize> = next.iter().map(|t| t.slot).collect();
+        assert_eq!(slots, [4, 5], "shown and unchecked; slot 3 is complete");
+        // 4 and 5 fail the check: short, so its replacements (slots 6, 7, 8) are asked for.
+        checks.extend([check("p", "x", 4, "cf"), check("p", "x", 5, "wn")]);
+        let v = crate::check::verdicts(&checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        assert!(matches!(r.decided[0].outcome, Outcome::Reannotate { .. }));
+        let next = crate::check::next_checks(&keys, &r.decided, &v);
+        let slots: Vec<usize> = next.iter().map(|t| t.slot).collect();
+        assert_eq!(slots, [6, 7, 8]);
+        // A replacement is usable only when both questions are answered and it passes both.
+        checks.extend([
+            check("p", "x", 6, "wf"),
+            check("p", "x", 7, "w-"),
+            check("p", "x", 8, "wf"),
+        ]);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        assert_eq!(r.decided[0].outcome, kept(&[3, 6, 8]));
+        assert_eq!(k.candidate(6).candidate, 20);
     }
 
     #[test]

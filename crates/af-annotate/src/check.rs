@@ -1,26 +1,31 @@
-//! The second-answer check: after the labels are voted, each distractor a kept item would
-//! publish is shown again beside the true ending, one per row, and a checker answers one
-//! question: could it also be the right continuation? An ending any checker answers `yes` for is
-//! set aside by [`crate::assemble`] (decision 481).
+//! The second-answer check: after the labels are voted, each distractor an item may publish is
+//! shown again beside the true ending, one per row, and a checker answers two questions: could
+//! it also be the right continuation, and does it read as fluent English? An ending any checker
+//! answers `could_be_right = yes` for, or most answer `fluent = no` for, is set aside by
+//! [`crate::assemble`]; an item short of distractors gets its replacements (the AF distractors its
+//! label sheet did not show) checked, and those that pass become usable (decisions 481, 482).
 //!
-//! The label round cannot ask this: its annotators are not told which ending is true, and the
-//! blind reads found the second right answers that survive it to be endings every annotator
-//! called unlikely, read as right once the true ending stands beside them.
+//! The label round cannot ask the first question: its annotators are not told which ending is
+//! true, and the blind reads found the second right answers that survive it to be endings every
+//! annotator called unlikely, read as right once the true ending stands beside them.
 //!
 //! Check sheet columns: `sheet, row, item, slot, context, true_ending, candidate, could_be_right,
-//! checker`; `slot` is the candidate's 1-based place on the item's label sheet (its `ending_N`),
-//! `could_be_right` is `yes` or `no`. No key of its own: each row is checked against the label
-//! key (the item, the slot, and both endings as exported).
+//! fluent, checker`; `slot` is the candidate's 1-based place on the item's label sheet (its
+//! `ending_N`), past the sheet's endings its replacements in key order; `could_be_right` and
+//! `fluent` are `yes`, `no` or empty (not asked), at least one of them answered. A sheet without
+//! a `fluent` column (the first round's) is read as answering only `could_be_right`. No key of its
+//! own: each row is checked against the label key (the item, the slot, and both endings).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::assemble::{Decided, Outcome, MIN_DISTRACTORS};
 use crate::sheet::{shown_context, KeyItem, SheetError, SlotSource};
 
 /// Header of a check sheet.
-pub const CHECK_COLUMNS: [&str; 9] = [
+pub const CHECK_COLUMNS: [&str; 10] = [
     "sheet",
     "row",
     "item",
@@ -29,6 +34,7 @@ pub const CHECK_COLUMNS: [&str; 9] = [
     "true_ending",
     "candidate",
     "could_be_right",
+    "fluent",
     "checker",
 ];
 
@@ -37,9 +43,11 @@ pub const CHECK_COLUMNS: [&str; 9] = [
 pub struct Check {
     pub checker: String,
     pub item: String,
-    /// 0-based slot on the item's label sheet.
+    /// 0-based slot: on the item's label sheet, then its replacements ([`KeyItem::candidate`]).
     pub slot: usize,
-    pub could_be_right: bool,
+    /// None: not asked on this row.
+    pub could_be_right: Option<bool>,
+    pub fluent: Option<bool>,
     pub file: PathBuf,
     pub line: usize,
 }
@@ -49,6 +57,86 @@ pub struct Check {
 pub struct ToCheck {
     pub item: String,
     pub slot: usize,
+}
+
+/// What the checks say about one candidate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub could_be_right_answers: usize,
+    pub could_be_right_yes: usize,
+    pub fluent_answers: usize,
+    pub fluent_yes: usize,
+}
+
+impl Verdict {
+    /// One checker who reads it as a second right answer is enough (decision 481).
+    pub fn could_be_right(&self) -> bool {
+        self.could_be_right_yes > 0
+    }
+
+    /// More than half of the checkers asked read it as not fluent (decision 482).
+    pub fn not_fluent(&self) -> bool {
+        2 * (self.fluent_answers - self.fluent_yes) > self.fluent_answers
+    }
+
+    /// Both questions answered by someone.
+    pub fn complete(&self) -> bool {
+        self.could_be_right_answers > 0 && self.fluent_answers > 0
+    }
+}
+
+/// Every checked candidate's verdict.
+pub fn verdicts(checks: &[Check]) -> HashMap<ToCheck, Verdict> {
+    let mut out: HashMap<ToCheck, Verdict> = HashMap::new();
+    for c in checks {
+        let v = out
+            .entry(ToCheck {
+                item: c.item.clone(),
+                slot: c.slot,
+            })
+            .or_default();
+        if let Some(yes) = c.could_be_right {
+            v.could_be_right_answers += 1;
+            v.could_be_right_yes += usize::from(yes);
+        }
+        if let Some(yes) = c.fluent {
+            v.fluent_answers += 1;
+            v.fluent_yes += usize::from(yes);
+        }
+    }
+    out
+}
+
+/// What the next check sheets ask about, in key order: for every item the labels keep, or that
+/// waits for want of distractors (not for a tie), its usable shown endings, and when it has fewer
+/// than [`MIN_DISTRACTORS`] usable, its replacements; each only while some question about it is
+/// unanswered and nothing answered so far sets it aside.
+pub fn next_checks(
+    key: &[KeyItem],
+    decided: &[Decided],
+    verdicts: &HashMap<ToCheck, Verdict>,
+) -> Vec<ToCheck> {
+    let mut out = Vec::new();
+    for (k, d) in key.iter().zip(decided) {
+        let short = match d.outcome {
+            Outcome::Kept { .. } => false,
+            Outcome::Reannotate { .. } if d.best.is_some() => true,
+            _ => continue,
+        };
+        let open = |slot: usize| {
+            let t = ToCheck {
+                item: k.item.clone(),
+                slot,
+            };
+            let v = verdicts.get(&t).copied().unwrap_or_default();
+            (!v.complete() && !v.could_be_right() && !v.not_fluent()).then_some(t)
+        };
+        out.extend(d.usable.iter().filter_map(|&s| open(s)));
+        if short || d.usable.len() < MIN_DISTRACTORS {
+            out.extend((k.slots.len()..k.candidates()).filter_map(open));
+        }
+    }
+    out
 }
 
 /// Check sheets of at most `rows_per_sheet` rows, in the order given (an item's candidates stay
@@ -90,7 +178,8 @@ pub fn check_sheets(
                 &(t.slot + 1).to_string(),
                 &shown_context(k),
                 &k.slots[k.found()].ending,
-                &k.slots[t.slot].ending,
+                &k.candidate(t.slot).ending,
+                "",
                 "",
                 "",
             ])?;
@@ -127,7 +216,7 @@ pub fn read_check_sheet(
     let col = |name: &str| header.iter().position(|h| h == name);
     if let Some(missing) = CHECK_COLUMNS
         .iter()
-        .find(|c| **c != "checker" && col(c).is_none())
+        .find(|c| !matches!(**c, "checker" | "fluent") && col(c).is_none())
     {
         return Err(file_error(format!(
             "no column `{missing}`: is this an af check sheet (check/check-NNN.csv)?"
@@ -148,7 +237,7 @@ pub fn read_check_sheet(
                 .trim()
                 .to_string()
         };
-        let row = parse_check(&get, key).and_then(|(item, slot, could_be_right)| {
+        let row = parse_check(&get, key).and_then(|(item, slot, could_be_right, fluent)| {
             let checker = Some(get("checker"))
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(|| default_checker.clone());
@@ -163,6 +252,7 @@ pub fn read_check_sheet(
                 item,
                 slot,
                 could_be_right,
+                fluent,
                 file: path.to_path_buf(),
                 line,
             })
@@ -185,10 +275,12 @@ pub fn read_check_sheet(
     Ok((good, bad))
 }
 
+type ParsedCheck = (String, usize, Option<bool>, Option<bool>);
+
 fn parse_check(
     get: &dyn Fn(&str) -> String,
     key: &HashMap<String, KeyItem>,
-) -> Result<(String, usize, bool), String> {
+) -> Result<ParsedCheck, String> {
     let item = get("item");
     let k = key
         .get(&item)
@@ -197,21 +289,21 @@ fn parse_check(
     let slot = slot_text
         .parse::<usize>()
         .ok()
-        .filter(|s| (1..=k.slots.len()).contains(s))
+        .filter(|s| (1..=k.candidates()).contains(s))
         .ok_or_else(|| {
             format!(
-                "slot is {slot_text:?}, expected a number from 1 to {} (the ending's place on the label sheet)",
-                k.slots.len()
+                "slot is {slot_text:?}, expected a number from 1 to {} (the ending's place on the label sheet, then its replacements)",
+                k.candidates()
             )
         })?
         - 1;
-    if k.slots[slot].source == SlotSource::Found {
+    if k.candidate(slot).source == SlotSource::Found {
         return Err(format!(
             "slot {} of item `{item}` is its true ending, not a candidate",
             slot + 1
         ));
     }
-    if get("candidate") != k.slots[slot].ending.trim() {
+    if get("candidate") != k.candidate(slot).ending.trim() {
         return Err(format!(
             "candidate of item `{item}` differs from its slot {} as exported",
             slot + 1
@@ -222,29 +314,19 @@ fn parse_check(
             "true_ending of item `{item}` differs from the sheet as exported"
         ));
     }
-    let answer = get("could_be_right").to_lowercase();
-    let could_be_right = match answer.as_str() {
-        "yes" => true,
-        "no" => false,
-        other => return Err(format!("could_be_right is {other:?}, expected yes or no")),
+    let answer = |column: &str| match get(column).to_lowercase().as_str() {
+        "yes" => Ok(Some(true)),
+        "no" => Ok(Some(false)),
+        "" => Ok(None),
+        other => Err(format!(
+            "{column} is {other:?}, expected yes, no or nothing"
+        )),
     };
-    Ok((item, slot, could_be_right))
-}
-
-/// The (item, slot) pairs any checker answered `yes` for, and every pair checked at all.
-pub fn flagged_and_checked(checks: &[Check]) -> (HashSet<ToCheck>, HashSet<ToCheck>) {
-    let (mut flagged, mut checked) = (HashSet::new(), HashSet::new());
-    for c in checks {
-        let t = ToCheck {
-            item: c.item.clone(),
-            slot: c.slot,
-        };
-        if c.could_be_right {
-            flagged.insert(t.clone());
-        }
-        checked.insert(t);
+    let (could_be_right, fluent) = (answer("could_be_right")?, answer("fluent")?);
+    if could_be_right.is_none() && fluent.is_none() {
+        return Err("neither could_be_right nor fluent is answered".into());
     }
-    (flagged, checked)
+    Ok((item, slot, could_be_right, fluent))
 }
 
 #[cfg(test)]
@@ -272,7 +354,11 @@ mod tests {
                     ending: format!("ending {s} of {item}, with a comma"),
                 })
                 .collect(),
-            replacements: vec![],
+            replacements: vec![Slot {
+                source: SlotSource::Generated,
+                candidate: 9,
+                ending: format!("the replacement of {item}"),
+            }],
         }
     }
 
@@ -301,7 +387,8 @@ mod tests {
         for rec in r.records() {
             let mut rec: Vec<String> = rec.unwrap().iter().map(str::to_string).collect();
             rec[7] = if flag(&rec[2], &rec[3]) { "yes" } else { "no" }.into();
-            rec[8] = checker.into();
+            rec[8] = "yes".into();
+            rec[9] = checker.into();
             w.write_record(&rec).unwrap();
         }
         String::from_utf8(w.into_inner().unwrap()).unwrap()
@@ -310,9 +397,10 @@ mod tests {
     #[test]
     fn sheets_keep_an_items_candidates_together_and_read_back() {
         let key = key();
+        // b's slot 4 is its replacement.
         let rows: Vec<ToCheck> = [
             to_check("a", &[0, 2, 3]),
-            to_check("b", &[0, 3]),
+            to_check("b", &[0, 4]),
             to_check("c", &[2]),
         ]
         .concat();
@@ -323,21 +411,30 @@ mod tests {
         let text = String::from_utf8(sheets[0].1.clone()).unwrap();
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.contains("A man stands on a roof. He ...,\"ending 1 of a, with a comma\""));
+        let second = String::from_utf8(sheets[1].1.clone()).unwrap();
+        assert!(second.contains("b,5,A man stands"), "{second}");
+        assert!(second.contains("replacement of b"), "{second}");
         let dir = tempfile::tempdir().unwrap();
         let mut checks = Vec::new();
         for (name, bytes) in &sheets {
             let path = dir.path().join(format!("{name}-filled.csv"));
             std::fs::write(
                 &path,
-                fill(bytes, "x", &|item, slot| item == "b" && slot == "4"),
+                fill(bytes, "x", &|item, slot| item == "b" && slot == "5"),
             )
             .unwrap();
             checks.extend(read_check_sheet(&path, &key, false).unwrap().0);
         }
         assert_eq!(checks.len(), 6);
-        let (flagged, checked) = flagged_and_checked(&checks);
-        assert_eq!(flagged, to_check("b", &[3]).into_iter().collect());
-        assert_eq!(checked.len(), 6);
+        let v = verdicts(&checks);
+        assert_eq!(v.len(), 6);
+        let flagged: Vec<&ToCheck> = v
+            .iter()
+            .filter(|(_, v)| v.could_be_right())
+            .map(|(t, _)| t)
+            .collect();
+        assert_eq!(flagged, [&to_check("b", &[4])[0]]);
+        assert!(v.values().all(|v| v.complete() && !v.not_fluent()));
     }
 
     #[test]
@@ -353,9 +450,14 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        let e = error_of(good.replacen(",no,x", ",maybe,x", 1));
+        let e = error_of(good.replacen(",no,yes,x", ",maybe,yes,x", 1));
         assert!(
-            e.ends_with(":2: could_be_right is \"maybe\", expected yes or no"),
+            e.ends_with(":2: could_be_right is \"maybe\", expected yes, no or nothing"),
+            "{e}"
+        );
+        let e = error_of(good.replacen(",no,yes,x", ",,,x", 1));
+        assert!(
+            e.ends_with(":2: neither could_be_right nor fluent is answered"),
             "{e}"
         );
         let e = error_of(good.replacen("a,1,", "a,2,", 1));
@@ -365,7 +467,7 @@ mod tests {
         );
         let e = error_of(good.replacen("a,3,", "a,9,", 1));
         assert!(
-            e.contains(":3: slot is \"9\", expected a number from 1 to 4"),
+            e.contains(":3: slot is \"9\", expected a number from 1 to 5"),
             "{e}"
         );
         let e = error_of(good.replacen("ending 2 of a", "ending 2 of a!", 1));
@@ -379,8 +481,15 @@ mod tests {
         let e = error_of("sheet,row,item\n".into());
         assert!(e.contains("no column `slot`"), "{e}");
         // With skip_bad the good row stays and the bad one is listed.
-        std::fs::write(&path, good.replacen(",no,x", ",maybe,x", 1)).unwrap();
+        std::fs::write(&path, good.replacen(",no,yes,x", ",maybe,yes,x", 1)).unwrap();
         let (ok, bad) = read_check_sheet(&path, &key, true).unwrap();
         assert_eq!((ok.len(), bad.len()), (1, 1));
+        // A sheet of the first round, with no `fluent` column, answers could_be_right only.
+        let legacy = good.replace(",fluent,", ",").replace(",no,yes,x", ",no,x");
+        std::fs::write(&path, legacy).unwrap();
+        let (ok, _) = read_check_sheet(&path, &key, false).unwrap();
+        assert!(ok
+            .iter()
+            .all(|c| c.could_be_right == Some(false) && c.fluent.is_none()));
     }
 }

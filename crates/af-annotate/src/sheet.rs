@@ -56,6 +56,19 @@ impl KeyItem {
             .position(|s| s.source == SlotSource::Found)
             .expect("the key has the found ending")
     }
+
+    /// A candidate by its place: the shown endings first, then the replacements (slot
+    /// `slots.len() + j` is replacement `j`), as the second-answer check numbers them.
+    pub fn candidate(&self, slot: usize) -> &Slot {
+        self.slots
+            .get(slot)
+            .unwrap_or_else(|| &self.replacements[slot - self.slots.len()])
+    }
+
+    /// Shown endings and replacements together.
+    pub fn candidates(&self) -> usize {
+        self.slots.len() + self.replacements.len()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use af_annotate::assemble::MIN_DISTRACTORS;
-use af_annotate::{assemble, DistractorRule, KeyItem, Outcome, ToCheck};
+use af_annotate::{assemble, DistractorRule, KeyItem, Outcome};
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
@@ -47,13 +47,16 @@ pub struct AssembleArgs {
     /// dataset.jsonl keeps every usable distractor.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=(MIN_DISTRACTORS as u64 + 1)))]
     options: u64,
-    /// Filled second-answer check sheets (the `check/check-NNN.csv` an earlier assembly wrote,
-    /// `could_be_right` answered by checkers shown the true ending): a distractor any checker
-    /// answered `yes` for is set aside, under every `--distractors` rule. Takes every path up to
-    /// the next option, so give it after the label sheets.
+    /// Filled second-answer check sheets (the `check/check-NNN.csv` earlier assemblies wrote,
+    /// answered by checkers shown the true ending): a candidate any checker answered
+    /// `could_be_right = yes` for, or most answered `fluent = no` for, is set aside, under every
+    /// `--distractors` rule; an item's replacements that pass both become usable after its
+    /// shown endings. Takes every path up to the next option, so give it after the label sheets.
     #[arg(long, num_args = 1..)]
     checks: Vec<PathBuf>,
-    /// Rows per check sheet written into OUT/check/ (an item's distractors stay on one sheet).
+    /// Rows per check sheet written into OUT/check/ (an item's candidates stay on one sheet): the
+    /// usable distractors with a question unanswered, and the replacements of items short of
+    /// distractors.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     check_rows: u64,
     /// The lm-evaluation-harness task's name (its files are lm-eval/TASK.yaml and
@@ -131,7 +134,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             "id": if gold == k.found() { k.item.clone() } else { format!("{}:gen{}", k.item, k.slots[gold].candidate) },
             "group": k.group, "split": split, "context": k.context, "noun_phrase": k.prefix,
             "gold": {"ending": k.slots[gold].ending, "candidate": k.slots[gold].candidate, "source": k.slots[gold].source},
-            "distractors": distractors.iter().map(|&d| json!({"ending": k.slots[d].ending, "candidate": k.slots[d].candidate})).collect::<Vec<_>>(),
+            "distractors": distractors.iter().map(|&d| json!({"ending": k.candidate(d).ending, "candidate": k.candidate(d).candidate})).collect::<Vec<_>>(),
         })
         .to_string()
     };
@@ -193,7 +196,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             prefix: k.prefix.clone(),
             endings: std::iter::once(k.found())
                 .chain(distractors.iter().copied().take(a.options as usize - 1))
-                .map(|s| k.slots[s].ending.clone())
+                .map(|s| k.candidate(s).ending.clone())
                 .collect(),
             label: 0,
             split: Some(k.split.clone()),
@@ -205,23 +208,8 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         af_pipeline::stages::export::write_layouts(&out, &published, &a.task)?;
     }
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes);
-    // The check's next sheets: every distractor a kept item keeps that no checker has seen.
-    let (flagged, checked) = af_annotate::check::flagged_and_checked(&checks);
-    let to_check: Vec<ToCheck> = result
-        .decided
-        .iter()
-        .filter_map(|d| match &d.outcome {
-            Outcome::Kept { distractors, .. } => Some((d, distractors)),
-            _ => None,
-        })
-        .flat_map(|(d, distractors)| {
-            distractors.iter().map(|&slot| ToCheck {
-                item: d.item.clone(),
-                slot,
-            })
-        })
-        .filter(|t| !checked.contains(t))
-        .collect();
+    let verdicts = af_annotate::check::verdicts(&checks);
+    let to_check = af_annotate::check::next_checks(&key, &result.decided, &verdicts);
     let check_sheets = af_annotate::check_sheets(&by_id, &to_check, a.check_rows as usize)?;
     for (name, bytes) in &check_sheets {
         write(&format!("check/{name}.csv"), bytes)?;
@@ -229,11 +217,26 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     let mut checkers: Vec<&str> = checks.iter().map(|c| c.checker.as_str()).collect();
     checkers.sort_unstable();
     checkers.dedup();
-    let set_aside: usize = result
-        .decided
-        .iter()
-        .map(|d| d.set_aside_by_check.len())
-        .sum();
+    let total = |f: &dyn Fn(&af_annotate::assemble::Decided) -> usize| -> usize {
+        result.decided.iter().map(f).sum()
+    };
+    let set_aside_could_be_right = total(&|d| d.set_aside_could_be_right.len());
+    let set_aside_not_fluent = total(&|d| d.set_aside_not_fluent.len());
+    let replacements_used = total(&|d| match &d.outcome {
+        Outcome::Kept { distractors, .. } => distractors
+            .iter()
+            .filter(|&&s| s >= by_id[&d.item].slots.len())
+            .count(),
+        _ => 0,
+    });
+    let answered = |yes: &dyn Fn(&af_annotate::check::Verdict) -> bool| {
+        verdicts.values().filter(|v| yes(v)).count()
+    };
+    let (could_be_right, not_fluent, complete) = (
+        answered(&|v| v.could_be_right()),
+        answered(&|v| v.not_fluent()),
+        answered(&|v| v.complete()),
+    );
     write("dataset.jsonl", dataset.as_bytes())?;
     write("extra-train.jsonl", extra.as_bytes())?;
     write("reannotate.jsonl", reannotate.as_bytes())?;
@@ -252,9 +255,12 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "skipped_rows": skipped,
         "check": {
             "sheets": a.checks, "answers": checks.len(), "checkers": checkers.len(),
-            "distractors_checked": checked.len(), "distractors_flagged": flagged.len(),
-            "set_aside": set_aside, "kept_unchecked": to_check.len(),
-            "sheets_written": check_sheets.len(), "rows_per_sheet": a.check_rows,
+            "candidates_checked": verdicts.len(), "candidates_complete": complete,
+            "candidates_could_be_right": could_be_right, "candidates_not_fluent": not_fluent,
+            "set_aside_could_be_right": set_aside_could_be_right,
+            "set_aside_not_fluent": set_aside_not_fluent, "replacements_used": replacements_used,
+            "rows_written": to_check.len(), "sheets_written": check_sheets.len(),
+            "rows_per_sheet": a.check_rows,
         },
     });
     write(
@@ -281,7 +287,7 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "# Assembly of {} items ({} rule for distractors)\n\nKept {}, extra training items {}, re-annotation queue {}, dropped {}, not annotated {}; {} annotations by {} annotators; {} rows skipped.\n\n\
          | ending type | judgements | likely | unlikely | gibberish | ranked best | ranked second |\n|---|---:|---:|---:|---:|---:|---:|\n{}{}\n\
          Agreement on labels: Krippendorff's alpha {}, pairwise {}. On the best ending: alpha {}, pairwise {}.\n\n\
-         Second-answer check: {} answers by {} checkers on {} distractors, {} answered could-be-right by at least one; {} set aside from items the labels kept; {} distractors of kept items not yet checked ({} sheets in check/).\n",
+         Second-answer check: {} answers by {} checkers on {} candidates ({} with both questions answered); {} answered could-be-right by at least one, {} not fluent by most; set aside: {} as could-be-right, {} as not fluent; {} replacements in kept items; {} rows to check next ({} sheets in check/).\n",
         key.len(),
         rule.name(),
         count("kept"),
@@ -300,9 +306,13 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         opt(result.best_pairwise_agreement),
         checks.len(),
         checkers.len(),
-        checked.len(),
-        flagged.len(),
-        set_aside,
+        verdicts.len(),
+        complete,
+        could_be_right,
+        not_fluent,
+        set_aside_could_be_right,
+        set_aside_not_fluent,
+        replacements_used,
         to_check.len(),
         check_sheets.len(),
     );

@@ -395,56 +395,104 @@ fn annotation_round_trip_keeps_exactly_what_the_rules_keep_and_bad_sheets_fail_b
     lm_eval_by_default(d.path(), &export);
 }
 
-/// The second-answer check: the first assembly wrote check sheets covering every distractor a
-/// kept item keeps; a checker who answers `yes` for the first of each item's rows sets exactly
-/// those aside, an item left with fewer than three goes to re-annotation, and nothing is left
-/// to check.
-fn check_round(dir: &Path, args: &[String], asm: &Path) {
-    let kept: Vec<Value> = jsonl(&asm.join("dataset.jsonl"));
-    let mut sheets: Vec<_> = std::fs::read_dir(asm.join("check"))
-        .unwrap()
+/// Fills every check sheet in `dir` (sorted): `could_be_right` from `flag(item, the row's place
+/// among its item's rows)`, `fluent = yes`. Returns the filled files and the rows read.
+fn fill_checks(
+    dir: &Path,
+    out: &Path,
+    prefix: &str,
+    flag: &dyn Fn(&str, usize) -> bool,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut sheets: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .collect();
     sheets.sort();
-    assert!(!sheets.is_empty());
-    let mut rows_seen = 0;
-    let mut flagged: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut filled = Vec::new();
+    let (mut filled, mut rows) = (Vec::new(), Vec::new());
     for (i, sheet) in sheets.iter().enumerate() {
         let mut r = csv::Reader::from_path(sheet).unwrap();
-        let header = r.headers().unwrap().clone();
-        let path = dir.join(format!("check-filled-{i}.csv"));
+        let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+        assert_eq!(header[7..], ["could_be_right", "fluent", "checker"]);
+        let path = out.join(format!("{prefix}-{i}.csv"));
         let mut w = csv::Writer::from_path(&path).unwrap();
         w.write_record(&header).unwrap();
-        let mut last_item = String::new();
+        let (mut last_item, mut place) = (String::new(), 0);
         for rec in r.records() {
             let mut rec: Vec<String> = rec.unwrap().iter().map(String::from).collect();
-            let first = rec[2] != last_item;
+            place = if rec[2] == last_item { place + 1 } else { 0 };
             last_item = rec[2].clone();
-            if first {
-                flagged.insert((rec[2].clone(), rec[6].clone()));
-            }
-            rec[7] = if first { "yes" } else { "no" }.into();
-            rec[8] = "checker".into();
+            rec[7] = if flag(&rec[2], place) { "yes" } else { "no" }.into();
+            rec[8] = "yes".into();
+            rec[9] = "checker".into();
             w.write_record(&rec).unwrap();
-            rows_seen += 1;
+            rows.push(rec);
         }
         w.flush().unwrap();
         filled.push(path.to_string_lossy().into_owned());
+    }
+    (filled, rows)
+}
+
+/// The second-answer check, two rounds. The first assembly's sheets ask about every distractor a
+/// kept item keeps and every usable ending and replacement of an item short of distractors; a
+/// checker who answers `yes` for the first two rows of each kept item sets exactly those aside,
+/// an item so left short goes to re-annotation and its replacement is asked about next; once it
+/// passes, the item is kept with it.
+fn check_round(dir: &Path, args: &[String], asm: &Path) {
+    let key: BTreeMap<String, Value> = jsonl(Path::new(&args[2]))
+        .into_iter()
+        .map(|k| (k["item"].as_str().unwrap().to_string(), k))
+        .collect();
+    let shown = |item: &str| key[item]["slots"].as_array().unwrap().len();
+    let kept: Vec<Value> = jsonl(&asm.join("dataset.jsonl"));
+    let kept_ids: BTreeSet<String> = kept
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    let mut flagged: BTreeSet<(String, String)> = BTreeSet::new();
+    let (filled, rows) = fill_checks(&asm.join("check"), dir, "check-filled", &|item, place| {
+        place < 2 && kept_ids.contains(item)
+    });
+    for r in &rows {
+        if r[7] == "yes" {
+            flagged.insert((r[2].clone(), r[6].clone()));
+        }
     }
     let distractors: usize = kept
         .iter()
         .map(|v| v["distractors"].as_array().unwrap().len())
         .sum();
-    assert_eq!(rows_seen, distractors, "one row per kept distractor");
-    assert_eq!(flagged.len(), kept.len(), "one flag per kept item");
-    let mut checked = args.to_vec();
-    checked[4] = "asm-checked".into();
-    checked.push("--checks".into());
-    checked.extend(filled);
-    let checked_ref: Vec<&str> = checked.iter().map(String::as_str).collect();
-    ok(&af(&checked_ref, dir));
-    let out = dir.join("asm-checked");
+    let (of_kept, others): (Vec<&Vec<String>>, Vec<&Vec<String>>) =
+        rows.iter().partition(|r| kept_ids.contains(&r[2]));
+    assert_eq!(of_kept.len(), distractors, "one row per kept distractor");
+    assert!(
+        !others.is_empty(),
+        "the fixture has items short of distractors"
+    );
+    // The others: items short of distractors (not tied), their usable shown endings and their
+    // replacements.
+    let short: BTreeSet<String> = jsonl(&asm.join("reannotate.jsonl"))
+        .iter()
+        .filter(|w| !w["reason"].as_str().unwrap().contains("tie"))
+        .map(|w| w["item"].as_str().unwrap().to_string())
+        .collect();
+    for r in &others {
+        assert!(short.contains(&r[2]), "{r:?}");
+    }
+    assert!(others
+        .iter()
+        .any(|r| r[3].parse::<usize>().unwrap() > shown(&r[2])));
+    assert_eq!(flagged.len(), 2 * kept.len(), "two flags per kept item");
+    let assemble_with = |out: &str, checks: &[String]| {
+        let mut a = args.to_vec();
+        a[4] = out.into();
+        a.push("--checks".into());
+        a.extend(checks.iter().cloned());
+        let a_ref: Vec<&str> = a.iter().map(String::as_str).collect();
+        ok(&af(&a_ref, dir));
+        dir.join(out)
+    };
+    let out = assemble_with("asm-checked", &filled);
     let after = jsonl(&out.join("dataset.jsonl"));
     for v in &after {
         for e in v["distractors"].as_array().unwrap() {
@@ -460,9 +508,10 @@ fn check_round(dir: &Path, args: &[String], asm: &Path) {
     }
     let still: BTreeSet<&str> = after.iter().map(|v| v["id"].as_str().unwrap()).collect();
     let waiting: Vec<Value> = jsonl(&out.join("reannotate.jsonl"));
+    let mut short_now = BTreeSet::new();
     for v in &kept {
         let id = v["id"].as_str().unwrap();
-        let left = v["distractors"].as_array().unwrap().len() - 1;
+        let left = v["distractors"].as_array().unwrap().len() - 2;
         if left >= 3 {
             assert!(still.contains(id), "{id} keeps {left}");
         } else {
@@ -471,17 +520,50 @@ fn check_round(dir: &Path, args: &[String], asm: &Path) {
                 && w["reason"]
                     .as_str()
                     .unwrap()
-                    .contains("not answered could-be-right by a checker")));
+                    .contains("not set aside by the second-answer check")));
+            short_now.insert(id.to_string());
         }
     }
+    // Items the check passed a replacement for use it.
+    let with_replacement = after
+        .iter()
+        .filter(|v| {
+            let replacements = key[v["id"].as_str().unwrap()]["replacements"]
+                .as_array()
+                .unwrap();
+            v["distractors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| replacements.iter().any(|r| r["ending"] == e["ending"]))
+        })
+        .count();
     let stats: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("stats.json")).unwrap()).unwrap();
     let check = &stats["check"];
-    assert_eq!(check["distractors_checked"], distractors);
-    assert_eq!(check["distractors_flagged"], kept.len());
-    assert_eq!(check["set_aside"], kept.len());
-    assert_eq!(check["kept_unchecked"], 0);
-    assert!(!out.join("check").exists(), "nothing left to check");
+    assert_eq!(check["candidates_checked"], rows.len());
+    assert_eq!(check["candidates_could_be_right"], 2 * kept.len());
+    assert_eq!(check["set_aside_could_be_right"], 2 * kept.len());
+    assert_eq!(check["set_aside_not_fluent"], 0);
+    assert_eq!(check["replacements_used"], with_replacement);
+    // Round two: the replacements of the items the flags left short, and nothing else.
+    assert!(!short_now.is_empty(), "the flags leave some item short");
+    let (second, rows2) = fill_checks(&out.join("check"), dir, "check-second", &|_, _| false);
+    let asked: BTreeSet<String> = rows2.iter().map(|r| r[2].clone()).collect();
+    assert_eq!(asked, short_now);
+    let mut all = filled.clone();
+    all.extend(second);
+    let out = assemble_with("asm-checked-2", &all);
+    let after2: BTreeSet<String> = jsonl(&out.join("dataset.jsonl"))
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    for v in &kept {
+        let id = v["id"].as_str().unwrap();
+        let left = v["distractors"].as_array().unwrap().len() - 2;
+        let replacements = key[id]["replacements"].as_array().unwrap().len();
+        assert_eq!(after2.contains(id), left + replacements >= 3, "{id}");
+    }
 }
 
 /// The run above had no pretrained LM: its card says the LM's figures were not measured and
