@@ -269,7 +269,7 @@ pub fn assemble(
                         {
                             ""
                         } else {
-                            ", not set aside by the second-answer check"
+                            ", not set aside by the second-answer check; or replacements it passed"
                         };
                         Outcome::Reannotate {
                             reason: format!(
@@ -336,6 +336,7 @@ pub fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::Ask;
     use crate::sheet::Slot;
 
     fn key(item: &str, split: &str) -> KeyItem {
@@ -523,9 +524,10 @@ mod tests {
             ann("a", "few", "uuuuuu", 2, 0),
         ];
         let checks = vec![
-            // x: slot 1 is a second right answer to p, not to q; slot 3 to neither.
+            // x: slot 1 is a second right answer to p, not to q or r; slot 3 to no one.
             check("p", "x", 1, "c-"),
             check("q", "x", 1, "w-"),
+            check("r", "x", 1, "w-"),
             check("p", "x", 3, "w-"),
             // few: three of its five distractors flagged leaves two.
             check("p", "few", 0, "c-"),
@@ -567,6 +569,11 @@ mod tests {
             check("p", "x", 3, "wn"),
             check("q", "x", 3, "wf"),
             check("r", "x", 3, "wf"),
+            // Slot 4: one `no` of two is not a majority, and it has no could_be_right answer
+            // yet; slot 5 has no fluent answer yet.
+            check("p", "x", 4, "-n"),
+            check("q", "x", 4, "-f"),
+            check("p", "x", 5, "w-"),
         ];
         let keys = vec![k.clone()];
         let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
@@ -575,22 +582,31 @@ mod tests {
         assert_eq!(r.decided[0].outcome, kept(&[3, 4, 5]));
         let v = crate::check::verdicts(&checks);
         let next = crate::check::next_checks(&keys, &r.decided, &v);
-        let slots: Vec<usize> = next.iter().map(|t| t.slot).collect();
-        assert_eq!(slots, [4, 5], "shown and unchecked; slot 3 is complete");
+        let asked: Vec<(usize, Ask)> = next.iter().map(|t| (t.at.slot, t.ask)).collect();
+        assert_eq!(
+            asked,
+            [(4, Ask::CouldBeRight), (5, Ask::Fluent)],
+            "only what is unanswered; slot 3 is complete"
+        );
         // 4 and 5 fail the check: short, so its replacements (slots 6, 7, 8) are asked for.
-        checks.extend([check("p", "x", 4, "cf"), check("p", "x", 5, "wn")]);
+        checks.extend([check("r", "x", 4, "c-"), check("q", "x", 5, "-n")]);
         let v = crate::check::verdicts(&checks);
         let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
         assert!(matches!(r.decided[0].outcome, Outcome::Reannotate { .. }));
         let next = crate::check::next_checks(&keys, &r.decided, &v);
-        let slots: Vec<usize> = next.iter().map(|t| t.slot).collect();
-        assert_eq!(slots, [6, 7, 8]);
-        // A replacement is usable only when both questions are answered and it passes both.
+        let asked: Vec<(usize, Ask)> = next.iter().map(|t| (t.at.slot, t.ask)).collect();
+        assert_eq!(asked, [(6, Ask::Both), (7, Ask::Both), (8, Ask::Both)]);
+        // A replacement is usable only when both questions are answered and it passes both:
+        // 7 lacks a fluent answer, 8 a could_be_right one.
         checks.extend([
             check("p", "x", 6, "wf"),
             check("p", "x", 7, "w-"),
-            check("p", "x", 8, "wf"),
+            check("p", "x", 8, "-f"),
         ]);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        assert!(matches!(r.decided[0].outcome, Outcome::Reannotate { .. }));
+        assert_eq!(r.decided[0].usable, [3, 6]);
+        checks.push(check("q", "x", 8, "w-"));
         let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
         assert_eq!(r.decided[0].outcome, kept(&[3, 6, 8]));
         assert_eq!(k.candidate(6).candidate, 20);

@@ -9,14 +9,15 @@
 //! true, and the blind reads found the second right answers that survive it to be endings every
 //! annotator called unlikely, read as right once the true ending stands beside them.
 //!
-//! Check sheet columns: `sheet, row, item, slot, context, true_ending, candidate, could_be_right,
-//! fluent, checker`; `slot` is the candidate's 1-based place on the item's label sheet (its
-//! `ending_N`), past the sheet's endings its replacements in key order; `could_be_right` and
+//! Check sheet columns: `sheet, row, item, slot, context, true_ending, candidate, ask,
+//! could_be_right, fluent, checker`; `slot` is the candidate's 1-based place on the item's label
+//! sheet (its `ending_N`), past the sheet's endings its replacements in key order; `ask` says which
+//! questions the row still needs (`both`, `could_be_right` or `fluent`); `could_be_right` and
 //! `fluent` are `yes`, `no` or empty (not asked), at least one of them answered. A sheet without
-//! a `fluent` column (the first round's) is read as answering only `could_be_right`. No key of its
-//! own: each row is checked against the label key (the item, the slot, and both endings).
+//! `ask` or `fluent` (the first round's) still reads. No key of its own: each row is checked
+//! against the label key (the item, the slot, and both endings).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -25,7 +26,7 @@ use crate::assemble::{Decided, Outcome, MIN_DISTRACTORS};
 use crate::sheet::{shown_context, KeyItem, SheetError, SlotSource};
 
 /// Header of a check sheet.
-pub const CHECK_COLUMNS: [&str; 10] = [
+pub const CHECK_COLUMNS: [&str; 11] = [
     "sheet",
     "row",
     "item",
@@ -33,6 +34,7 @@ pub const CHECK_COLUMNS: [&str; 10] = [
     "context",
     "true_ending",
     "candidate",
+    "ask",
     "could_be_right",
     "fluent",
     "checker",
@@ -57,6 +59,32 @@ pub struct Check {
 pub struct ToCheck {
     pub item: String,
     pub slot: usize,
+}
+
+/// The questions a row of the next check sheets still needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Both,
+    CouldBeRight,
+    Fluent,
+}
+
+impl Ask {
+    /// As the `ask` column spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ask::Both => "both",
+            Ask::CouldBeRight => "could_be_right",
+            Ask::Fluent => "fluent",
+        }
+    }
+}
+
+/// A row of the next check sheets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextCheck {
+    pub at: ToCheck,
+    pub ask: Ask,
 }
 
 /// What the checks say about one candidate.
@@ -110,12 +138,12 @@ pub fn verdicts(checks: &[Check]) -> HashMap<ToCheck, Verdict> {
 /// What the next check sheets ask about, in key order: for every item the labels keep, or that
 /// waits for want of distractors (not for a tie), its usable shown endings, and when it has fewer
 /// than [`MIN_DISTRACTORS`] usable, its replacements; each only while some question about it is
-/// unanswered and nothing answered so far sets it aside.
+/// unanswered and nothing answered so far sets it aside, and asking only what is unanswered.
 pub fn next_checks(
     key: &[KeyItem],
     decided: &[Decided],
     verdicts: &HashMap<ToCheck, Verdict>,
-) -> Vec<ToCheck> {
+) -> Vec<NextCheck> {
     let mut out = Vec::new();
     for (k, d) in key.iter().zip(decided) {
         let short = match d.outcome {
@@ -129,7 +157,13 @@ pub fn next_checks(
                 slot,
             };
             let v = verdicts.get(&t).copied().unwrap_or_default();
-            (!v.complete() && !v.could_be_right() && !v.not_fluent()).then_some(t)
+            let ask = match (v.could_be_right_answers > 0, v.fluent_answers > 0) {
+                (false, false) => Ask::Both,
+                (false, true) => Ask::CouldBeRight,
+                (true, false) => Ask::Fluent,
+                (true, true) => return None,
+            };
+            (!v.could_be_right() && !v.not_fluent()).then_some(NextCheck { at: t, ask })
         };
         out.extend(d.usable.iter().filter_map(|&s| open(s)));
         if short || d.usable.len() < MIN_DISTRACTORS {
@@ -143,18 +177,18 @@ pub fn next_checks(
 /// together, so a checker reads its context and true ending once). Returns (sheet name, CSV).
 pub fn check_sheets(
     key: &HashMap<String, KeyItem>,
-    to_check: &[ToCheck],
+    to_check: &[NextCheck],
     rows_per_sheet: usize,
 ) -> Result<Vec<(String, Vec<u8>)>, csv::Error> {
     let rows_per_sheet = rows_per_sheet.max(1);
     let mut sheets = Vec::new();
     // Cut between items where one would split across two sheets and the sheet has room left
     // for nothing else: a sheet may run short, never over.
-    let mut chunks: Vec<Vec<&ToCheck>> = vec![Vec::new()];
-    let mut by_item: Vec<Vec<&ToCheck>> = Vec::new();
+    let mut chunks: Vec<Vec<&NextCheck>> = vec![Vec::new()];
+    let mut by_item: Vec<Vec<&NextCheck>> = Vec::new();
     for t in to_check {
         match by_item.last_mut() {
-            Some(group) if group[0].item == t.item => group.push(t),
+            Some(group) if group[0].at.item == t.at.item => group.push(t),
             _ => by_item.push(vec![t]),
         }
     }
@@ -170,15 +204,16 @@ pub fn check_sheets(
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(CHECK_COLUMNS)?;
         for (r, t) in rows.iter().enumerate() {
-            let k = &key[&t.item];
+            let k = &key[&t.at.item];
             w.write_record([
                 name.as_str(),
                 &(r + 1).to_string(),
                 &k.item,
-                &(t.slot + 1).to_string(),
+                &(t.at.slot + 1).to_string(),
                 &shown_context(k),
                 &k.slots[k.found()].ending,
-                &k.candidate(t.slot).ending,
+                &k.candidate(t.at.slot).ending,
+                t.ask.name(),
                 "",
                 "",
                 "",
@@ -190,7 +225,8 @@ pub fn check_sheets(
 }
 
 /// Reads a filled check sheet against the label key. Returns the good rows and, with `skip_bad`,
-/// the bad ones as errors (without it, the first bad row is the error).
+/// the bad ones as errors (without it, the first bad row is the error). One checker answering one
+/// candidate twice is caught across files by [`crate::sheet::reject_repeats`].
 pub fn read_check_sheet(
     path: &Path,
     key: &HashMap<String, KeyItem>,
@@ -216,17 +252,16 @@ pub fn read_check_sheet(
     let col = |name: &str| header.iter().position(|h| h == name);
     if let Some(missing) = CHECK_COLUMNS
         .iter()
-        .find(|c| !matches!(**c, "checker" | "fluent") && col(c).is_none())
+        .find(|c| !matches!(**c, "checker" | "fluent" | "ask") && col(c).is_none())
     {
         return Err(file_error(format!(
             "no column `{missing}`: is this an af check sheet (check/check-NNN.csv)?"
         )));
     }
-    let default_checker = path
-        .file_stem()
-        .map_or("checker".into(), |s| s.to_string_lossy().into_owned());
+    // Named by the whole path: filled sheets of one name in different folders are different
+    // checkers' unless the column says otherwise.
+    let default_checker = path.display().to_string();
     let (mut good, mut bad) = (Vec::new(), Vec::new());
-    let mut seen: HashSet<(String, String, usize)> = HashSet::new();
     for record in reader.records() {
         let record = record.map_err(|e| file_error(e.to_string()))?;
         let line = record.position().map_or(0, |p| p.line() as usize);
@@ -237,17 +272,11 @@ pub fn read_check_sheet(
                 .trim()
                 .to_string()
         };
-        let row = parse_check(&get, key).and_then(|(item, slot, could_be_right, fluent)| {
+        let row = parse_check(&get, key).map(|(item, slot, could_be_right, fluent)| {
             let checker = Some(get("checker"))
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(|| default_checker.clone());
-            if !seen.insert((checker.clone(), item.clone(), slot)) {
-                return Err(format!(
-                    "`{checker}` already checked slot {} of item `{item}` in this file",
-                    slot + 1
-                ));
-            }
-            Ok(Check {
+            Check {
                 checker,
                 item,
                 slot,
@@ -255,7 +284,7 @@ pub fn read_check_sheet(
                 fluent,
                 file: path.to_path_buf(),
                 line,
-            })
+            }
         });
         match row {
             Ok(c) => good.push(c),
@@ -379,6 +408,12 @@ mod tests {
             .collect()
     }
 
+    fn ask_both(at: Vec<ToCheck>) -> Vec<NextCheck> {
+        at.into_iter()
+            .map(|at| NextCheck { at, ask: Ask::Both })
+            .collect()
+    }
+
     /// Fills every row of a sheet with one checker's answers: `yes` where `flag` says so.
     fn fill(csv_bytes: &[u8], checker: &str, flag: &dyn Fn(&str, &str) -> bool) -> String {
         let mut r = csv::Reader::from_reader(csv_bytes);
@@ -386,9 +421,10 @@ mod tests {
         w.write_record(r.headers().unwrap()).unwrap();
         for rec in r.records() {
             let mut rec: Vec<String> = rec.unwrap().iter().map(str::to_string).collect();
-            rec[7] = if flag(&rec[2], &rec[3]) { "yes" } else { "no" }.into();
-            rec[8] = "yes".into();
-            rec[9] = checker.into();
+            assert_eq!(rec[7], "both");
+            rec[8] = if flag(&rec[2], &rec[3]) { "yes" } else { "no" }.into();
+            rec[9] = "yes".into();
+            rec[10] = checker.into();
             w.write_record(&rec).unwrap();
         }
         String::from_utf8(w.into_inner().unwrap()).unwrap()
@@ -398,12 +434,14 @@ mod tests {
     fn sheets_keep_an_items_candidates_together_and_read_back() {
         let key = key();
         // b's slot 4 is its replacement.
-        let rows: Vec<ToCheck> = [
-            to_check("a", &[0, 2, 3]),
-            to_check("b", &[0, 4]),
-            to_check("c", &[2]),
-        ]
-        .concat();
+        let rows = ask_both(
+            [
+                to_check("a", &[0, 2, 3]),
+                to_check("b", &[0, 4]),
+                to_check("c", &[2]),
+            ]
+            .concat(),
+        );
         let sheets = check_sheets(&key, &rows, 4).unwrap();
         // a's three fit the first sheet; b's two would run it to five, so they open the next.
         let names: Vec<&str> = sheets.iter().map(|(n, _)| n.as_str()).collect();
@@ -440,7 +478,7 @@ mod tests {
     #[test]
     fn bad_rows_name_the_file_line_and_what_was_expected() {
         let key = key();
-        let sheets = check_sheets(&key, &to_check("a", &[0, 2]), 10).unwrap();
+        let sheets = check_sheets(&key, &ask_both(to_check("a", &[0, 2])), 10).unwrap();
         let good = fill(&sheets[0].1, "x", &|_, _| false);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("check-001-filled.csv");
@@ -450,12 +488,12 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        let e = error_of(good.replacen(",no,yes,x", ",maybe,yes,x", 1));
+        let e = error_of(good.replacen(",both,no,yes,x", ",both,maybe,yes,x", 1));
         assert!(
             e.ends_with(":2: could_be_right is \"maybe\", expected yes, no or nothing"),
             "{e}"
         );
-        let e = error_of(good.replacen(",no,yes,x", ",,,x", 1));
+        let e = error_of(good.replacen(",both,no,yes,x", ",both,,,x", 1));
         assert!(
             e.ends_with(":2: neither could_be_right nor fluent is answered"),
             "{e}"
@@ -472,24 +510,77 @@ mod tests {
         );
         let e = error_of(good.replacen("ending 2 of a", "ending 2 of a!", 1));
         assert!(e.contains(":3: candidate of item `a` differs"), "{e}");
-        let dup = format!("{good}{}", good.lines().nth(1).unwrap());
-        let e = error_of(dup);
-        assert!(
-            e.contains(":4: `x` already checked slot 1 of item `a`"),
-            "{e}"
-        );
         let e = error_of("sheet,row,item\n".into());
         assert!(e.contains("no column `slot`"), "{e}");
         // With skip_bad the good row stays and the bad one is listed.
-        std::fs::write(&path, good.replacen(",no,yes,x", ",maybe,yes,x", 1)).unwrap();
+        std::fs::write(
+            &path,
+            good.replacen(",both,no,yes,x", ",both,maybe,yes,x", 1),
+        )
+        .unwrap();
         let (ok, bad) = read_check_sheet(&path, &key, true).unwrap();
         assert_eq!((ok.len(), bad.len()), (1, 1));
-        // A sheet of the first round, with no `fluent` column, answers could_be_right only.
-        let legacy = good.replace(",fluent,", ",").replace(",no,yes,x", ",no,x");
+        // A sheet of the first round, with no `ask` or `fluent` column, answers could_be_right
+        // only.
+        let legacy = good
+            .replace(",ask,could_be_right,fluent,", ",could_be_right,")
+            .replace(",both,no,yes,x", ",no,x");
         std::fs::write(&path, legacy).unwrap();
         let (ok, _) = read_check_sheet(&path, &key, false).unwrap();
         assert!(ok
             .iter()
             .all(|c| c.could_be_right == Some(false) && c.fluent.is_none()));
+    }
+
+    #[test]
+    fn one_checkers_second_answer_is_an_error_across_files() {
+        let key = key();
+        let sheets = check_sheets(&key, &ask_both(to_check("a", &[0, 2])), 10).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut checks = Vec::new();
+        // The same sheet filled by x twice, under two file names.
+        for name in ["first.csv", "again.csv"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, fill(&sheets[0].1, "x", &|_, _| false)).unwrap();
+            checks.extend(read_check_sheet(&path, &key, false).unwrap().0);
+        }
+        let repeat = |skip_bad| {
+            crate::sheet::reject_repeats(
+                checks.clone(),
+                skip_bad,
+                |c: &Check| {
+                    (
+                        c.checker.clone(),
+                        format!("slot {} of item `{}`", c.slot + 1, c.item),
+                    )
+                },
+                |c: &Check| (c.file.clone(), c.line),
+            )
+        };
+        let e = repeat(false).unwrap_err().to_string();
+        assert!(
+            e.contains("again.csv:2: `x` already answered slot 1 of item `a` at ")
+                && e.contains("first.csv:2"),
+            "{e}"
+        );
+        let (kept, bad) = repeat(true).unwrap();
+        assert_eq!((kept.len(), bad.len()), (2, 2));
+        // An empty checker column names the checker by the file's path: two people's sheets of
+        // one file name, in two folders, do not collide.
+        let mut unnamed = Vec::new();
+        for folder in ["p", "q"] {
+            let path = dir.path().join(folder).join("check-001-filled.csv");
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, fill(&sheets[0].1, "", &|_, _| false)).unwrap();
+            unnamed.extend(read_check_sheet(&path, &key, false).unwrap().0);
+        }
+        assert_eq!(unnamed[0].checker, unnamed[0].file.display().to_string());
+        let ok = crate::sheet::reject_repeats(
+            unnamed,
+            false,
+            |c: &Check| (c.checker.clone(), format!("{} {}", c.item, c.slot)),
+            |c: &Check| (c.file.clone(), c.line),
+        );
+        assert_eq!(ok.unwrap().0.len(), 4);
     }
 }

@@ -423,6 +423,45 @@ pub fn read_sheet(
     Ok((good, bad))
 }
 
+/// Rejects a second answer by one person to one question across every file read (votes are
+/// counted per answer, so a sheet given twice, or two people under one name, would count twice).
+/// `id` gives (who, what was answered); `place` the row's file and line. The later row is the
+/// error, naming the first; with `skip_bad` it is left out and listed instead.
+pub fn reject_repeats<T>(
+    rows: Vec<T>,
+    skip_bad: bool,
+    id: impl Fn(&T) -> (String, String),
+    place: impl Fn(&T) -> (PathBuf, usize),
+) -> Result<(Vec<T>, Vec<SheetError>), SheetError> {
+    let mut first: HashMap<(String, String), (PathBuf, usize)> = HashMap::new();
+    let (mut kept, mut bad) = (Vec::new(), Vec::new());
+    for row in rows {
+        let (who, what) = id(&row);
+        let (path, line) = place(&row);
+        match first.get(&(who.clone(), what.clone())) {
+            Some((p, l)) => {
+                let e = SheetError::Row {
+                    path,
+                    line,
+                    message: format!(
+                        "`{who}` already answered {what} at {}:{l}: give each filled sheet once, and each person's name in its column",
+                        p.display()
+                    ),
+                };
+                if !skip_bad {
+                    return Err(e);
+                }
+                bad.push(e);
+            }
+            None => {
+                first.insert((who, what), (path, line));
+                kept.push(row);
+            }
+        }
+    }
+    Ok((kept, bad))
+}
+
 type ParsedRow = (String, Vec<Label>, usize, usize);
 
 fn parse_row(

@@ -96,12 +96,14 @@ enum Command {
     /// Build the final dataset from filled annotation sheets by SWAG's rules: keep items whose
     /// found ending was ranked best or second, distractors from the endings neither best nor
     /// gibberish (with `--distractors unlikely`: only those most annotators called unlikely; with
-    /// `none-likely`: those and none called likely, the fewest second right answers; with
-    /// `all-unlikely`: those every annotator called unlikely, the most fluent); extra
-    /// training items where a generated ending was best; a re-annotation queue where fewer than
-    /// three usable distractors remain. Majority vote over annotators, with Krippendorff's alpha
-    /// and pairwise agreement. Writes af's layout and the export's published ones (SWAG,
-    /// HellaSwag, HF, lm-eval).
+    /// `none-likely`: those and none called likely; with `all-unlikely`: those every annotator
+    /// called unlikely); extra training items where a generated ending was best; a re-annotation
+    /// queue where fewer than three usable distractors remain. Majority vote over annotators,
+    /// with Krippendorff's alpha and pairwise agreement. Writes af's layout and the export's
+    /// published ones (SWAG, HellaSwag, HF, lm-eval), and the second-answer check's next sheets
+    /// (check/): checkers shown the true ending say whether each candidate could also be right
+    /// and whether it reads as fluent; `--checks` with the filled sheets sets aside what they
+    /// flag and uses the replacements they pass (docs/formats.md).
     Assemble(commands::assemble::AssembleArgs),
     /// Write RUN_DIR/report: report.html (self-contained), accuracy.svg and accuracy.png.
     Report {

@@ -2,7 +2,7 @@
 //! rules). Writes into `--out` (docs/formats.md): `dataset.jsonl`, `extra-train.jsonl`,
 //! `reannotate.jsonl`, `dropped.jsonl`, `decisions.jsonl`, `stats.json`, `stats.md`, the kept
 //! items in the export's published layouts (`swag/`, `hellaswag/`, `hf/`, `lm-eval/`), and the
-//! second-answer check's sheets for the kept distractors no filled check covers (`check/`).
+//! second-answer check's next sheets (`check/`: the candidates with a question still unanswered).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,30 +33,34 @@ pub struct AssembleArgs {
     /// Replace what is in the output directory.
     #[arg(long)]
     force: bool,
-    /// Which shown endings stay as distractors: `swag` (SWAG's rule: any the majority did not
-    /// call gibberish, endings people found likely included), `unlikely` (only those more than
-    /// half of the annotators called unlikely: fewer second right answers, fewer items kept),
-    /// `none-likely` (as `unlikely`, and no annotator called it likely: one annotator's
-    /// `likely` sets an ending aside; the fewest second right answers) or `all-unlikely` (every
-    /// annotator called it unlikely: one `likely` or one `gibberish` sets it aside; more fluent
-    /// distractors, the fewest items).
+    /// Which shown endings the labels let stay as distractors (the check, `--checks`, can still
+    /// set them aside): `swag` (SWAG's rule: any the majority did not call gibberish, endings
+    /// people found likely included), `unlikely` (only those more than half of the annotators
+    /// called unlikely: fewer second right answers, fewer items kept), `none-likely` (as
+    /// `unlikely`, and no annotator called it likely: one annotator's `likely` sets an ending
+    /// aside) or `all-unlikely` (every annotator called it unlikely: one `likely` or one
+    /// `gibberish` sets it aside; more fluent distractors, fewer items).
     #[arg(long, value_enum, default_value = "swag")]
     distractors: DistractorsArg,
     /// Options per question in the published layouts (swag/, hellaswag/, hf/, lm-eval/): the
-    /// found ending and the first usable distractors in sheet order (itself drawn per item).
-    /// dataset.jsonl keeps every usable distractor.
+    /// found ending and the first usable distractors: the shown ones in sheet order (itself drawn
+    /// per item), then replacements the check passed. dataset.jsonl keeps every usable one.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=(MIN_DISTRACTORS as u64 + 1)))]
     options: u64,
-    /// Filled second-answer check sheets (the `check/check-NNN.csv` earlier assemblies wrote,
-    /// answered by checkers shown the true ending): a candidate any checker answered
-    /// `could_be_right = yes` for, or most answered `fluent = no` for, is set aside, under every
-    /// `--distractors` rule; an item's replacements that pass both become usable after its
-    /// shown endings. Takes every path up to the next option, so give it after the label sheets.
+    /// Filled second-answer check sheets (the `check/check-NNN.csv` earlier assemblies wrote):
+    /// per row, the questions its `ask` column names answered `yes` or `no` in `could_be_right`
+    /// and `fluent` (at least one), and the checker's name in `checker` (empty: the file's path).
+    /// A candidate any checker answered `could_be_right = yes` for, or more than half of those
+    /// who answered `fluent` called not fluent (a tie keeps it), is set aside under every
+    /// `--distractors` rule; an item's replacements that pass both questions become usable after
+    /// its shown endings. Answers add up across files: give every round's filled sheets, each
+    /// once (one checker answering one row twice is an error). Takes every path up to the next
+    /// option, so give it after the label sheets.
     #[arg(long, num_args = 1..)]
     checks: Vec<PathBuf>,
-    /// Rows per check sheet written into OUT/check/ (an item's candidates stay on one sheet): the
-    /// usable distractors with a question unanswered, and the replacements of items short of
-    /// distractors.
+    /// At most this many rows per check sheet written into OUT/check/ (an item's candidates stay
+    /// on one sheet): the usable distractors with a question unanswered, and the replacements of
+    /// items short of distractors; `ask` on each row says which questions it still needs.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     check_rows: u64,
     /// The lm-evaluation-harness task's name (its files are lm-eval/TASK.yaml and
@@ -113,12 +117,29 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         annotations.extend(good);
         skipped.extend(bad.into_iter().map(|e| e.to_string()));
     }
+    let (annotations, bad) = af_annotate::reject_repeats(
+        annotations,
+        a.skip_bad,
+        |n| (n.annotator.clone(), format!("item `{}`", n.item)),
+        |n| (n.file.clone(), n.line),
+    )?;
+    skipped.extend(bad.into_iter().map(|e| e.to_string()));
     let mut checks = Vec::new();
     for sheet in &a.checks {
         let (good, bad) = af_annotate::read_check_sheet(sheet, &by_id, a.skip_bad)?;
         checks.extend(good);
         skipped.extend(bad.into_iter().map(|e| e.to_string()));
     }
+    let (checks, bad) = af_annotate::reject_repeats(
+        checks,
+        a.skip_bad,
+        |c| {
+            let what = format!("slot {} of item `{}`", c.slot + 1, c.item);
+            (c.checker.clone(), what)
+        },
+        |c| (c.file.clone(), c.line),
+    )?;
+    skipped.extend(bad.into_iter().map(|e| e.to_string()));
     let out = a.out.clone().unwrap_or_else(|| {
         key_path
             .parent()

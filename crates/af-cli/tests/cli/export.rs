@@ -412,7 +412,7 @@ fn fill_checks(
     for (i, sheet) in sheets.iter().enumerate() {
         let mut r = csv::Reader::from_path(sheet).unwrap();
         let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
-        assert_eq!(header[7..], ["could_be_right", "fluent", "checker"]);
+        assert_eq!(header[7..], ["ask", "could_be_right", "fluent", "checker"]);
         let path = out.join(format!("{prefix}-{i}.csv"));
         let mut w = csv::Writer::from_path(&path).unwrap();
         w.write_record(&header).unwrap();
@@ -421,9 +421,10 @@ fn fill_checks(
             let mut rec: Vec<String> = rec.unwrap().iter().map(String::from).collect();
             place = if rec[2] == last_item { place + 1 } else { 0 };
             last_item = rec[2].clone();
-            rec[7] = if flag(&rec[2], place) { "yes" } else { "no" }.into();
-            rec[8] = "yes".into();
-            rec[9] = "checker".into();
+            assert_eq!(rec[7], "both", "nothing answered yet: {rec:?}");
+            rec[8] = if flag(&rec[2], place) { "yes" } else { "no" }.into();
+            rec[9] = "yes".into();
+            rec[10] = "checker".into();
             w.write_record(&rec).unwrap();
             rows.push(rec);
         }
@@ -454,7 +455,7 @@ fn check_round(dir: &Path, args: &[String], asm: &Path) {
         place < 2 && kept_ids.contains(item)
     });
     for r in &rows {
-        if r[7] == "yes" {
+        if r[8] == "yes" {
             flagged.insert((r[2].clone(), r[6].clone()));
         }
     }
@@ -492,6 +493,21 @@ fn check_round(dir: &Path, args: &[String], asm: &Path) {
         ok(&af(&a_ref, dir));
         dir.join(out)
     };
+    // A filled sheet given twice would count its answers twice: an error naming both places.
+    let mut twice = args.to_vec();
+    twice[4] = "asm-twice".into();
+    twice.push("--checks".into());
+    twice.extend(filled.iter().cloned());
+    twice.push(filled[0].clone());
+    let twice_ref: Vec<&str> = twice.iter().map(String::as_str).collect();
+    let o = af(&twice_ref, dir);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("`checker` already answered slot")
+            && stderr(&o).contains("give each filled sheet once"),
+        "{}",
+        stderr(&o)
+    );
     let out = assemble_with("asm-checked", &filled);
     let after = jsonl(&out.join("dataset.jsonl"));
     for v in &after {
