@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::assemble::{Decided, Outcome, MIN_DISTRACTORS};
-use crate::sheet::{shown_context, KeyItem, SheetError, SlotSource};
+use crate::sheet::{read_rows, shown_context, KeyItem, SheetError, SlotSource};
 
 /// Header of a check sheet.
 pub const CHECK_COLUMNS: [&str; 11] = [
@@ -232,76 +232,32 @@ pub fn read_check_sheet(
     key: &HashMap<String, KeyItem>,
     skip_bad: bool,
 ) -> Result<(Vec<Check>, Vec<SheetError>), SheetError> {
-    let file_error = |message: String| SheetError::File {
-        path: path.to_path_buf(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|source| SheetError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| file_error(e.to_string()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let col = |name: &str| header.iter().position(|h| h == name);
-    if let Some(missing) = CHECK_COLUMNS
-        .iter()
-        .find(|c| !matches!(**c, "checker" | "fluent" | "ask") && col(c).is_none())
-    {
-        return Err(file_error(format!(
-            "no column `{missing}`: is this an af check sheet (check/check-NNN.csv)?"
-        )));
-    }
     // Named by the whole path: filled sheets of one name in different folders are different
     // checkers' unless the column says otherwise.
     let default_checker = path.display().to_string();
-    let (mut good, mut bad) = (Vec::new(), Vec::new());
-    for record in reader.records() {
-        let record = record.map_err(|e| file_error(e.to_string()))?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
-        let get = |name: &str| {
-            col(name)
-                .and_then(|c| record.get(c))
-                .unwrap_or("")
-                .trim()
-                .to_string()
-        };
-        let row = parse_check(&get, key).map(|(item, slot, could_be_right, fluent)| {
-            let checker = Some(get("checker"))
-                .filter(|c| !c.is_empty())
-                .unwrap_or_else(|| default_checker.clone());
-            Check {
-                checker,
+    let required: Vec<&str> = CHECK_COLUMNS
+        .into_iter()
+        .filter(|c| !matches!(*c, "checker" | "fluent" | "ask"))
+        .collect();
+    read_rows(
+        path,
+        &required,
+        "an af check sheet (check/check-NNN.csv)",
+        skip_bad,
+        |get, line| {
+            parse_check(get, key).map(|(item, slot, could_be_right, fluent)| Check {
+                checker: Some(get("checker"))
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| default_checker.clone()),
                 item,
                 slot,
                 could_be_right,
                 fluent,
                 file: path.to_path_buf(),
                 line,
-            }
-        });
-        match row {
-            Ok(c) => good.push(c),
-            Err(message) => {
-                let e = SheetError::Row {
-                    path: path.to_path_buf(),
-                    line,
-                    message,
-                };
-                if !skip_bad {
-                    return Err(e);
-                }
-                bad.push(e);
-            }
-        }
-    }
-    Ok((good, bad))
+            })
+        },
+    )
 }
 
 type ParsedCheck = (String, usize, Option<bool>, Option<bool>);

@@ -329,12 +329,60 @@ function save(){
 "#;
 
 /// Reads a filled sheet against the key. Returns the good rows and, with `skip_bad`, the bad ones
-/// as errors (without it, the first bad row is the error).
+/// as errors (without it, the first bad row is the error). One annotator answering one item twice
+/// is caught across files by [`reject_repeats`].
 pub fn read_sheet(
     path: &Path,
     key: &HashMap<String, KeyItem>,
     skip_bad: bool,
 ) -> Result<(Vec<Annotation>, Vec<SheetError>), SheetError> {
+    let default_annotator = path
+        .file_stem()
+        .map_or("annotator".into(), |s| s.to_string_lossy().into_owned());
+    read_rows(
+        path,
+        &[
+            "sheet",
+            "row",
+            "item",
+            "annotator",
+            "ending_1",
+            "label_1",
+            "rank_1",
+        ],
+        "an af annotation sheet",
+        skip_bad,
+        |get, line| {
+            parse_row(get, key).map(|(item, labels, best, second)| Annotation {
+                annotator: Some(get("annotator"))
+                    .filter(|a| !a.is_empty())
+                    .unwrap_or_else(|| default_annotator.clone()),
+                item,
+                labels,
+                best,
+                second,
+                file: path.to_path_buf(),
+                line,
+            })
+        },
+    )
+}
+
+/// Reads a filled CSV sheet row by row, for the label sheets and the check's: the header must name
+/// every column in `required` (else the error says it is not `kind`); `parse` turns a row (its
+/// trimmed cells by column name, and its line) into a value or a message. Returns the good rows
+/// and, with `skip_bad`, the bad ones as errors (without it, the first bad row is the error).
+pub(crate) fn read_rows<T>(
+    path: &Path,
+    required: &[&str],
+    kind: &str,
+    skip_bad: bool,
+    mut parse: impl FnMut(&dyn Fn(&str) -> String, usize) -> Result<T, String>,
+) -> Result<(Vec<T>, Vec<SheetError>), SheetError> {
+    let file_error = |message: String| SheetError::File {
+        path: path.to_path_buf(),
+        message,
+    };
     let text = std::fs::read_to_string(path).map_err(|source| SheetError::Io {
         path: path.to_path_buf(),
         source,
@@ -344,40 +392,19 @@ pub fn read_sheet(
         .from_reader(text.as_bytes());
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| SheetError::File {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?
+        .map_err(|e| file_error(e.to_string()))?
         .iter()
         .map(str::to_string)
         .collect();
     let col = |name: &str| header.iter().position(|h| h == name);
-    for needed in [
-        "sheet",
-        "row",
-        "item",
-        "annotator",
-        "ending_1",
-        "label_1",
-        "rank_1",
-    ] {
-        if col(needed).is_none() {
-            return Err(SheetError::File {
-                path: path.to_path_buf(),
-                message: format!("no column `{needed}`: is this an af annotation sheet?"),
-            });
-        }
+    if let Some(missing) = required.iter().find(|c| col(c).is_none()) {
+        return Err(file_error(format!(
+            "no column `{missing}`: is this {kind}?"
+        )));
     }
-    let default_annotator = path
-        .file_stem()
-        .map_or("annotator".into(), |s| s.to_string_lossy().into_owned());
     let (mut good, mut bad) = (Vec::new(), Vec::new());
-    let mut seen: HashMap<(String, String), usize> = HashMap::new();
     for record in reader.records() {
-        let record = record.map_err(|e| SheetError::File {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let record = record.map_err(|e| file_error(e.to_string()))?;
         let line = record.position().map_or(0, |p| p.line() as usize);
         let get = |name: &str| {
             col(name)
@@ -386,27 +413,8 @@ pub fn read_sheet(
                 .trim()
                 .to_string()
         };
-        let row = parse_row(&get, key).and_then(|(item, labels, best, second)| {
-            let annotator = Some(get("annotator"))
-                .filter(|a| !a.is_empty())
-                .unwrap_or_else(|| default_annotator.clone());
-            if let Some(first) = seen.insert((annotator.clone(), item.clone()), line) {
-                return Err(format!(
-                    "`{annotator}` already annotated item `{item}` on line {first}"
-                ));
-            }
-            Ok(Annotation {
-                annotator,
-                item,
-                labels,
-                best,
-                second,
-                file: path.to_path_buf(),
-                line,
-            })
-        });
-        match row {
-            Ok(a) => good.push(a),
+        match parse(&get, line) {
+            Ok(row) => good.push(row),
             Err(message) => {
                 let e = SheetError::Row {
                     path: path.to_path_buf(),
