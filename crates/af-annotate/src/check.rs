@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::assemble::{Decided, Outcome, MIN_DISTRACTORS};
-use crate::sheet::{read_rows, shown_context, KeyItem, SheetError, SlotSource};
+use crate::sheet::{escape, read_rows, shown_context, KeyItem, SheetError, SlotSource, STYLE};
 
 /// Header of a check sheet.
 pub const CHECK_COLUMNS: [&str; 11] = [
@@ -173,13 +173,20 @@ pub fn next_checks(
     out
 }
 
+/// One check sheet: its name, the CSV, and the same sheet as a form.
+pub struct CheckSheet {
+    pub name: String,
+    pub csv: Vec<u8>,
+    pub html: String,
+}
+
 /// Check sheets of at most `rows_per_sheet` rows, in the order given (an item's candidates stay
-/// together, so a checker reads its context and true ending once). Returns (sheet name, CSV).
+/// together, so a checker reads its context and true ending once).
 pub fn check_sheets(
     key: &HashMap<String, KeyItem>,
     to_check: &[NextCheck],
     rows_per_sheet: usize,
-) -> Result<Vec<(String, Vec<u8>)>, csv::Error> {
+) -> Result<Vec<CheckSheet>, csv::Error> {
     let rows_per_sheet = rows_per_sheet.max(1);
     let mut sheets = Vec::new();
     // Cut between items where one would split across two sheets and the sheet has room left
@@ -219,10 +226,93 @@ pub fn check_sheets(
                 "",
             ])?;
         }
-        sheets.push((name, w.into_inner().map_err(|e| e.into_error())?));
+        let csv = w.into_inner().map_err(|e| e.into_error())?;
+        let html = check_sheet_html(&name, key, &rows);
+        sheets.push(CheckSheet { name, csv, html });
     }
     Ok(sheets)
 }
+
+/// The sheet as a form: per item its context and true ending, per candidate a yes/no for each
+/// question the row asks; "Save CSV" writes `NAME-filled.csv` in the CSV layout (the page's only
+/// script builds that file; nothing is sent anywhere).
+fn check_sheet_html(name: &str, key: &HashMap<String, KeyItem>, rows: &[&NextCheck]) -> String {
+    let mut body = String::new();
+    let mut open_item: Option<&str> = None;
+    for (r, t) in rows.iter().enumerate() {
+        let k = &key[&t.at.item];
+        if open_item != Some(k.item.as_str()) {
+            if open_item.is_some() {
+                body.push_str("</table></fieldset>\n");
+            }
+            open_item = Some(k.item.as_str());
+            body.push_str(&format!(
+                "<fieldset data-item=\"{}\" data-context=\"{}\" data-true=\"{}\"><legend>{}</legend><p>{}</p><p>True ending: <b>{}</b></p><table><tr><th>candidate</th><th>could also be right?</th><th>fluent?</th></tr>",
+                escape(&k.item),
+                escape(&shown_context(k)),
+                escape(&k.slots[k.found()].ending),
+                escape(&k.item),
+                escape(&shown_context(k)),
+                escape(&k.slots[k.found()].ending),
+            ));
+        }
+        let row = r + 1;
+        let radios = |question: &str, asked: bool| -> String {
+            if !asked {
+                return "<td>(answered)</td>".into();
+            }
+            let inputs: String = ["yes", "no"]
+                .iter()
+                .map(|v| {
+                    format!("<label><input type=\"radio\" name=\"r{row}{question}\" value=\"{v}\"> {v}</label> ")
+                })
+                .collect();
+            format!("<td>{inputs}</td>")
+        };
+        body.push_str(&format!(
+            "<tr data-row=\"{row}\" data-slot=\"{}\" data-ask=\"{}\" data-candidate=\"{}\"><td>{}</td>{}{}</tr>",
+            t.at.slot + 1,
+            t.ask.name(),
+            escape(&k.candidate(t.at.slot).ending),
+            escape(&k.candidate(t.at.slot).ending),
+            radios("c", t.ask != Ask::Fluent),
+            radios("f", t.ask != Ask::CouldBeRight),
+        ));
+    }
+    if open_item.is_some() {
+        body.push_str("</table></fieldset>\n");
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{name}</title><style>{STYLE}</style></head><body>\n\
+         <h1>Check {name}</h1><p>Each candidate is a wrong answer the dataset will offer. Could it also be a right continuation of the context, beside the true ending? Does it read as fluent, sensible English? Answer what each row asks; save writes <code>{name}-filled.csv</code>; send that file back.</p>\n\
+         <p><label>Your name: <input id=\"checker\"></label> <button onclick=\"save()\">Save CSV</button> <span id=\"status\"></span></p>\n{body}\
+         <script>const SHEET=\"{name}\";const HEADER={header:?};{CHECK_SCRIPT}</script></body></html>\n",
+        header = CHECK_COLUMNS,
+    )
+}
+
+const CHECK_SCRIPT: &str = r#"
+function q(s){return '"'+String(s).replace(/"/g,'""')+'"';}
+function save(){
+  const who=document.getElementById('checker').value.trim();
+  if(!who){alert('Please enter your name.');return;}
+  const lines=[HEADER.join(',')];const missing=[];
+  for(const f of document.querySelectorAll('fieldset')){
+    for(const tr of f.querySelectorAll('tr[data-row]')){
+      const row=tr.dataset.row;
+      const pick=(k)=>{const i=tr.querySelector('input[name="r'+row+k+'"]:checked');return i?i.value:'';};
+      const c=pick('c'),fl=pick('f');
+      if((tr.dataset.ask!=='fluent'&&!c)||(tr.dataset.ask!=='could_be_right'&&!fl))missing.push(row);
+      lines.push([SHEET,row,f.dataset.item,tr.dataset.slot,f.dataset.context,f.dataset.true,tr.dataset.candidate,tr.dataset.ask,c,fl,who].map(q).join(','));
+    }
+  }
+  if(missing.length&&!confirm('Rows '+missing.join(', ')+' are not finished. Save anyway?'))return;
+  const a=document.createElement('a');
+  a.href=URL.createObjectURL(new Blob([lines.join('\n')+'\n'],{type:'text/csv'}));
+  a.download=SHEET+'-filled.csv';a.click();
+  document.getElementById('status').textContent='saved '+a.download;
+}
+"#;
 
 /// Reads a filled check sheet against the label key. Returns the good rows and, with `skip_bad`,
 /// the bad ones as errors (without it, the first bad row is the error). One checker answering one
@@ -400,21 +490,21 @@ mod tests {
         );
         let sheets = check_sheets(&key, &rows, 4).unwrap();
         // a's three fit the first sheet; b's two would run it to five, so they open the next.
-        let names: Vec<&str> = sheets.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = sheets.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["check-001", "check-002"]);
-        let text = String::from_utf8(sheets[0].1.clone()).unwrap();
+        let text = String::from_utf8(sheets[0].csv.clone()).unwrap();
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.contains("A man stands on a roof. He ...,\"ending 1 of a, with a comma\""));
-        let second = String::from_utf8(sheets[1].1.clone()).unwrap();
+        let second = String::from_utf8(sheets[1].csv.clone()).unwrap();
         assert!(second.contains("b,5,A man stands"), "{second}");
         assert!(second.contains("replacement of b"), "{second}");
         let dir = tempfile::tempdir().unwrap();
         let mut checks = Vec::new();
-        for (name, bytes) in &sheets {
-            let path = dir.path().join(format!("{name}-filled.csv"));
+        for sheet in &sheets {
+            let path = dir.path().join(format!("{}-filled.csv", sheet.name));
             std::fs::write(
                 &path,
-                fill(bytes, "x", &|item, slot| item == "b" && slot == "5"),
+                fill(&sheet.csv, "x", &|item, slot| item == "b" && slot == "5"),
             )
             .unwrap();
             checks.extend(read_check_sheet(&path, &key, false).unwrap().0);
@@ -432,10 +522,45 @@ mod tests {
     }
 
     #[test]
+    fn the_form_asks_only_the_open_questions_and_saves_the_csv_layout() {
+        let key = key();
+        let rows = vec![
+            NextCheck {
+                at: to_check("a", &[0])[0].clone(),
+                ask: Ask::Both,
+            },
+            NextCheck {
+                at: to_check("a", &[2])[0].clone(),
+                ask: Ask::Fluent,
+            },
+            NextCheck {
+                at: to_check("b", &[4])[0].clone(),
+                ask: Ask::CouldBeRight,
+            },
+        ];
+        let html = &check_sheets(&key, &rows, 10).unwrap()[0].html;
+        // One fieldset per item, radios only for what each row asks.
+        assert_eq!(html.matches("<fieldset").count(), 2);
+        for name in ["r1c", "r1f", "r2f", "r3c"] {
+            assert_eq!(
+                html.matches(&format!("name=\"r{}\"", &name[1..])).count(),
+                2,
+                "{name}"
+            );
+        }
+        assert!(!html.contains("name=\"r2c\"") && !html.contains("name=\"r3f\""));
+        assert_eq!(html.matches("(answered)").count(), 2);
+        // The saved file's header is the CSV sheet's, and text is escaped in attributes.
+        assert!(html.contains(&format!("const HEADER={:?};", CHECK_COLUMNS)));
+        assert!(html.contains("data-true=\"ending 1 of a, with a comma\""));
+        assert!(html.contains("data-candidate=\"the replacement of b\""));
+    }
+
+    #[test]
     fn bad_rows_name_the_file_line_and_what_was_expected() {
         let key = key();
         let sheets = check_sheets(&key, &ask_both(to_check("a", &[0, 2])), 10).unwrap();
-        let good = fill(&sheets[0].1, "x", &|_, _| false);
+        let good = fill(&sheets[0].csv, "x", &|_, _| false);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("check-001-filled.csv");
         let error_of = |text: String| {
@@ -497,7 +622,7 @@ mod tests {
         // The same sheet filled by x twice, under two file names.
         for name in ["first.csv", "again.csv"] {
             let path = dir.path().join(name);
-            std::fs::write(&path, fill(&sheets[0].1, "x", &|_, _| false)).unwrap();
+            std::fs::write(&path, fill(&sheets[0].csv, "x", &|_, _| false)).unwrap();
             checks.extend(read_check_sheet(&path, &key, false).unwrap().0);
         }
         let repeat = |skip_bad| {
@@ -527,7 +652,7 @@ mod tests {
         for folder in ["p", "q"] {
             let path = dir.path().join(folder).join("check-001-filled.csv");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, fill(&sheets[0].1, "", &|_, _| false)).unwrap();
+            std::fs::write(&path, fill(&sheets[0].csv, "", &|_, _| false)).unwrap();
             unnamed.extend(read_check_sheet(&path, &key, false).unwrap().0);
         }
         assert_eq!(unnamed[0].checker, unnamed[0].file.display().to_string());

@@ -12,7 +12,7 @@ pub mod check;
 pub mod sheet;
 
 pub use assemble::{assemble, Assembled, DistractorRule, Outcome};
-pub use check::{check_sheets, read_check_sheet, Ask, Check, NextCheck, ToCheck};
+pub use check::{check_sheets, read_check_sheet, Ask, Check, CheckSheet, NextCheck, ToCheck};
 pub use sheet::{
     build_key, read_sheet, reject_repeats, sheet_csv, sheet_html, Annotation, KeyItem, Label,
     SheetError, Slot, SlotSource,

@@ -248,7 +248,7 @@ pub fn sheet_csv(items: &[&KeyItem]) -> Result<Vec<u8>, csv::Error> {
     w.into_inner().map_err(|e| e.into_error().into())
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -296,7 +296,7 @@ pub fn sheet_html(items: &[&KeyItem]) -> String {
     )
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em}fieldset{margin:1em 0;border:1px solid #ccc;border-radius:6px}td,th{padding:.2em .5em;border-bottom:1px solid #eee}td:first-child{max-width:560px}";
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em}fieldset{margin:1em 0;border:1px solid #ccc;border-radius:6px}td,th{padding:.2em .5em;border-bottom:1px solid #eee}td:first-child{max-width:560px}";
 
 const SCRIPT: &str = r#"
 function q(s){return '"'+String(s).replace(/"/g,'""')+'"';}

@@ -232,8 +232,9 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     let verdicts = af_annotate::check::verdicts(&checks);
     let to_check = af_annotate::check::next_checks(&key, &result.decided, &verdicts);
     let check_sheets = af_annotate::check_sheets(&by_id, &to_check, a.check_rows as usize)?;
-    for (name, bytes) in &check_sheets {
-        write(&format!("check/{name}.csv"), bytes)?;
+    for sheet in &check_sheets {
+        write(&format!("check/{}.csv", sheet.name), &sheet.csv)?;
+        write(&format!("check/{}.html", sheet.name), sheet.html.as_bytes())?;
     }
     let mut checkers: Vec<&str> = checks.iter().map(|c| c.checker.as_str()).collect();
     checkers.sort_unstable();

@@ -406,7 +406,12 @@ fn fill_checks(
     let mut sheets: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
         .collect();
+    // Each sheet comes with its form.
+    for csv in &sheets {
+        assert!(csv.with_extension("html").exists(), "{}", csv.display());
+    }
     sheets.sort();
     let (mut filled, mut rows) = (Vec::new(), Vec::new());
     for (i, sheet) in sheets.iter().enumerate() {
