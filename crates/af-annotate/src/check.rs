@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::assemble::{Decided, Outcome, MIN_DISTRACTORS};
-use crate::sheet::{escape, read_rows, shown_context, KeyItem, SheetError, SlotSource, STYLE};
+use crate::sheet::{
+    escape, read_rows, shown_context, KeyItem, SheetError, SlotSource, FORM_SAVE_SCRIPT, STYLE,
+};
 
 /// Header of a check sheet.
 pub const CHECK_COLUMNS: [&str; 11] = [
@@ -286,13 +288,12 @@ fn check_sheet_html(name: &str, key: &HashMap<String, KeyItem>, rows: &[&NextChe
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{name}</title><style>{STYLE}</style></head><body>\n\
          <h1>Check {name}</h1><p>Each candidate is a wrong answer the dataset will offer. Could it also be a right continuation of the context, beside the true ending? Does it read as fluent, sensible English? Answer what each row asks; save writes <code>{name}-filled.csv</code>; send that file back.</p>\n\
          <p><label>Your name: <input id=\"checker\"></label> <button onclick=\"save()\">Save CSV</button> <span id=\"status\"></span></p>\n{body}\
-         <script>const SHEET=\"{name}\";const HEADER={header:?};{CHECK_SCRIPT}</script></body></html>\n",
+         <script>const SHEET=\"{name}\";const HEADER={header:?};{FORM_SAVE_SCRIPT}{CHECK_SCRIPT}</script></body></html>\n",
         header = CHECK_COLUMNS,
     )
 }
 
 const CHECK_SCRIPT: &str = r#"
-function q(s){return '"'+String(s).replace(/"/g,'""')+'"';}
 function save(){
   const who=document.getElementById('checker').value.trim();
   if(!who){alert('Please enter your name.');return;}
@@ -306,11 +307,7 @@ function save(){
       lines.push([SHEET,row,f.dataset.item,tr.dataset.slot,f.dataset.context,f.dataset.true,tr.dataset.candidate,tr.dataset.ask,c,fl,who].map(q).join(','));
     }
   }
-  if(missing.length&&!confirm('Rows '+missing.join(', ')+' are not finished. Save anyway?'))return;
-  const a=document.createElement('a');
-  a.href=URL.createObjectURL(new Blob([lines.join('\n')+'\n'],{type:'text/csv'}));
-  a.download=SHEET+'-filled.csv';a.click();
-  document.getElementById('status').textContent='saved '+a.download;
+  download(lines,missing);
 }
 "#;
 

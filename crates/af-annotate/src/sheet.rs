@@ -292,14 +292,26 @@ pub fn sheet_html(items: &[&KeyItem]) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{name}</title><style>{STYLE}</style></head><body>\n\
          <h1>Annotation {name}</h1><p>For each ending: is it a <b>likely</b> continuation, an <b>unlikely</b> one, or <b>gibberish</b>? Then pick the best and the second best ending. Save writes <code>{name}-filled.csv</code>; send that file back.</p>\n\
          <p><label>Your name: <input id=\"annotator\"></label> <button onclick=\"save()\">Save CSV</button> <span id=\"status\"></span></p>\n{body}\
-         <script>const WIDTH={n};const SHEET=\"{name}\";{SCRIPT}</script></body></html>\n"
+         <script>const WIDTH={n};const SHEET=\"{name}\";{FORM_SAVE_SCRIPT}{SCRIPT}</script></body></html>\n"
     )
 }
 
 pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em}fieldset{margin:1em 0;border:1px solid #ccc;border-radius:6px}td,th{padding:.2em .5em;border-bottom:1px solid #eee}td:first-child{max-width:560px}";
 
-const SCRIPT: &str = r#"
+/// What both forms' Save buttons share: quoting a CSV cell, and handing the file to the browser
+/// (after asking about unfinished rows). Expects `SHEET` and a `#status` element.
+pub(crate) const FORM_SAVE_SCRIPT: &str = r#"
 function q(s){return '"'+String(s).replace(/"/g,'""')+'"';}
+function download(lines,missing){
+  if(missing.length&&!confirm('Rows '+missing.join(', ')+' are not finished. Save anyway?'))return;
+  const a=document.createElement('a');
+  a.href=URL.createObjectURL(new Blob([lines.join('\n')+'\n'],{type:'text/csv'}));
+  a.download=SHEET+'-filled.csv';a.click();
+  document.getElementById('status').textContent='saved '+a.download;
+}
+"#;
+
+const SCRIPT: &str = r#"
 function save(){
   const who=document.getElementById('annotator').value.trim();
   if(!who){alert('Please enter your name.');return;}
@@ -320,11 +332,7 @@ function save(){
     while(endings.length<WIDTH){endings.push('');labels.push('');ranks.push('');}
     lines.push([f.dataset.sheet,row,f.dataset.item,f.dataset.context].concat(endings,labels,ranks,[who]).map(q).join(','));
   }
-  if(missing.length&&!confirm('Rows '+missing.join(', ')+' are not finished. Save anyway?'))return;
-  const a=document.createElement('a');
-  a.href=URL.createObjectURL(new Blob([lines.join('\n')+'\n'],{type:'text/csv'}));
-  a.download=SHEET+'-filled.csv';a.click();
-  document.getElementById('status').textContent='saved '+a.download;
+  download(lines,missing);
 }
 "#;
 
