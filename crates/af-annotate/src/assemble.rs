@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::agreement::{krippendorff_alpha, pairwise_agreement};
-use crate::check::{verdicts, Check, ToCheck};
+use crate::check::{ToCheck, Verdict};
 use crate::sheet::{Annotation, KeyItem, Label, SlotSource};
 
 /// Distractors a kept item needs (a four-way question, as SWAG's).
@@ -150,14 +150,13 @@ fn worse(l: Label) -> u8 {
 }
 
 /// Applies the rules to every key item (in key order) given the good annotations and the
-/// second-answer check's answers (none: no check).
+/// second-answer check's verdicts ([`crate::check::verdicts`]; empty: no check).
 pub fn assemble(
     key: &[KeyItem],
     annotations: &[Annotation],
     rule: DistractorRule,
-    checks: &[Check],
+    verdicts: &HashMap<ToCheck, Verdict>,
 ) -> Assembled {
-    let verdicts = verdicts(checks);
     let mut by_item: HashMap<&str, Vec<&Annotation>> = HashMap::new();
     for a in annotations {
         by_item.entry(a.item.as_str()).or_default().push(a);
@@ -236,23 +235,19 @@ pub fn assemble(
                         DistractorRule::AllUnlikely => called(Label::Unlikely) == votes.len(),
                     }
                 });
+            let verdict = |slot: usize| {
+                verdicts.get(&ToCheck {
+                    item: k.item.clone(),
+                    slot,
+                })
+            };
             // A replacement was never labelled: only a complete check makes it usable.
-            let replacements = (n..k.candidates()).filter(|&s| {
-                verdicts
-                    .get(&ToCheck {
-                        item: k.item.clone(),
-                        slot: s,
-                    })
-                    .is_some_and(|v| v.complete())
-            });
+            let replacements =
+                (n..k.candidates()).filter(|&s| verdict(s).is_some_and(|v| v.complete()));
             let (mut usable, mut set_aside_could_be_right, mut set_aside_not_fluent) =
                 (Vec::new(), Vec::new(), Vec::new());
             for s in allowed.chain(replacements) {
-                let verdict = verdicts.get(&ToCheck {
-                    item: k.item.clone(),
-                    slot: s,
-                });
-                match verdict {
+                match verdict(s) {
                     Some(v) if v.could_be_right() => set_aside_could_be_right.push(s),
                     Some(v) if v.not_fluent() => set_aside_not_fluent.push(s),
                     _ => usable.push(s),
@@ -336,7 +331,7 @@ pub fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Ask;
+    use crate::check::{verdicts, Ask, Check};
     use crate::sheet::Slot;
 
     fn key(item: &str, split: &str) -> KeyItem {
@@ -410,7 +405,7 @@ mod tests {
             ann("a", "few", "ggluug", 2, 3),
             ann("a", "dropped", "llulll", 0, 1),
         ];
-        let r = assemble(&keys, &anns, DistractorRule::Swag, &[]);
+        let r = assemble(&keys, &anns, DistractorRule::Swag, &HashMap::new());
         let outcome = |i: usize| r.decided[i].outcome.clone();
         assert_eq!(outcome(0), kept(&[0, 1, 3, 4]), "slot 5 is gibberish");
         assert_eq!(
@@ -467,9 +462,9 @@ mod tests {
             ann("b", "gibberish", "uluuuu", 2, 1),
             ann("c", "gibberish", "gluuuu", 2, 1),
         ];
-        let swag = assemble(&keys, &anns, DistractorRule::Swag, &[]);
+        let swag = assemble(&keys, &anns, DistractorRule::Swag, &HashMap::new());
         assert_eq!(swag.decided[0].outcome, kept(&[0, 1, 4, 5]));
-        let strict = assemble(&keys, &anns, DistractorRule::Unlikely, &[]);
+        let strict = assemble(&keys, &anns, DistractorRule::Unlikely, &HashMap::new());
         assert_eq!(strict.decided[0].outcome, kept(&[0, 4, 5]));
         assert!(
             matches!(&strict.decided[1].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors (not found, not best, labelled unlikely")),
@@ -477,7 +472,7 @@ mod tests {
             strict.decided[1].outcome
         );
         // None likely: slot 0's one `likely` (annotator c) sets it aside, which leaves "x" two.
-        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely, &[]);
+        let none_likely = assemble(&keys, &anns, DistractorRule::NoneLikely, &HashMap::new());
         assert!(
             matches!(&none_likely.decided[0].outcome, Outcome::Reannotate { reason } if reason.starts_with("2 usable distractors") && reason.contains("and likely by none)")),
             "{:?}",
@@ -485,13 +480,13 @@ mod tests {
         );
         assert_eq!(none_likely.decided[0].usable, vec![4, 5]);
         for rule in [DistractorRule::Unlikely, DistractorRule::NoneLikely] {
-            let r = assemble(&keys, &anns, rule, &[]);
+            let r = assemble(&keys, &anns, rule, &HashMap::new());
             assert_eq!(r.decided[2].outcome, kept(&[3, 4, 5]), "{}", rule.name());
         }
         assert_eq!(none_likely.decided[3].outcome, kept(&[0, 3, 4, 5]));
         // All unlikely: "no-likely"'s slot 3 (u, u, u) stays; one `likely` (x's slot 0) or one
         // `gibberish` ("gibberish"'s slot 0) is enough to set an ending aside.
-        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely, &[]);
+        let all = assemble(&keys, &anns, DistractorRule::AllUnlikely, &HashMap::new());
         assert_eq!(all.decided[0].usable, vec![4, 5]);
         assert_eq!(all.decided[2].outcome, kept(&[3, 4, 5]));
         assert_eq!(all.decided[3].outcome, kept(&[3, 4, 5]));
@@ -534,7 +529,7 @@ mod tests {
             check("q", "few", 1, "c-"),
             check("q", "few", 3, "c-"),
         ];
-        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &verdicts(&checks));
         assert_eq!(r.decided[0].outcome, kept(&[0, 3, 4, 5]));
         assert_eq!(r.decided[0].set_aside_could_be_right, vec![1]);
         assert!(
@@ -544,7 +539,7 @@ mod tests {
         );
         assert_eq!(r.decided[1].usable, vec![4, 5]);
         // Without the checks both keep all five.
-        let unchecked = assemble(&keys, &anns, DistractorRule::NoneLikely, &[]);
+        let unchecked = assemble(&keys, &anns, DistractorRule::NoneLikely, &HashMap::new());
         assert_eq!(unchecked.decided[1].outcome, kept(&[0, 1, 3, 4, 5]));
     }
 
@@ -576,7 +571,7 @@ mod tests {
             check("p", "x", 5, "w-"),
         ];
         let keys = vec![k.clone()];
-        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &verdicts(&checks));
         assert_eq!(r.decided[0].set_aside_not_fluent, vec![0, 1]);
         // Slots 3, 4, 5 are left: kept, and its replacements are not needed yet.
         assert_eq!(r.decided[0].outcome, kept(&[3, 4, 5]));
@@ -591,7 +586,7 @@ mod tests {
         // 4 and 5 fail the check: short, so its replacements (slots 6, 7, 8) are asked for.
         checks.extend([check("r", "x", 4, "c-"), check("q", "x", 5, "-n")]);
         let v = crate::check::verdicts(&checks);
-        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &verdicts(&checks));
         assert!(matches!(r.decided[0].outcome, Outcome::Reannotate { .. }));
         let next = crate::check::next_checks(&keys, &r.decided, &v);
         let asked: Vec<(usize, Ask)> = next.iter().map(|t| (t.at.slot, t.ask)).collect();
@@ -603,11 +598,11 @@ mod tests {
             check("p", "x", 7, "w-"),
             check("p", "x", 8, "-f"),
         ]);
-        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &verdicts(&checks));
         assert!(matches!(r.decided[0].outcome, Outcome::Reannotate { .. }));
         assert_eq!(r.decided[0].usable, [3, 6]);
         checks.push(check("q", "x", 8, "w-"));
-        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &checks);
+        let r = assemble(&keys, &anns, DistractorRule::NoneLikely, &verdicts(&checks));
         assert_eq!(r.decided[0].outcome, kept(&[3, 6, 8]));
         assert_eq!(k.candidate(6).candidate, 20);
     }
@@ -622,7 +617,7 @@ mod tests {
             ann("a", "tie", "llllll", 0, 2),
             ann("b", "tie", "llllll", 2, 0),
         ];
-        let r = assemble(&keys, &anns, DistractorRule::Swag, &[]);
+        let r = assemble(&keys, &anns, DistractorRule::Swag, &HashMap::new());
         let x = &r.decided[0];
         assert_eq!(x.best, Some(2));
         // Slot 1: l, g, l -> likely; slot 5: g, g, l -> gibberish; slot 3: u, u, l -> unlikely.

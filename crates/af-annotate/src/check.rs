@@ -148,11 +148,12 @@ pub fn next_checks(
 ) -> Vec<NextCheck> {
     let mut out = Vec::new();
     for (k, d) in key.iter().zip(decided) {
-        let short = match d.outcome {
-            Outcome::Kept { .. } => false,
-            Outcome::Reannotate { .. } if d.best.is_some() => true,
-            _ => continue,
-        };
+        // A tie on the best ending (no best) waits for labels, not for checks.
+        let waiting = matches!(d.outcome, Outcome::Kept { .. })
+            || (matches!(d.outcome, Outcome::Reannotate { .. }) && d.best.is_some());
+        if !waiting {
+            continue;
+        }
         let open = |slot: usize| {
             let t = ToCheck {
                 item: k.item.clone(),
@@ -168,7 +169,7 @@ pub fn next_checks(
             (!v.could_be_right() && !v.not_fluent()).then_some(NextCheck { at: t, ask })
         };
         out.extend(d.usable.iter().filter_map(|&s| open(s)));
-        if short || d.usable.len() < MIN_DISTRACTORS {
+        if d.usable.len() < MIN_DISTRACTORS {
             out.extend((k.slots.len()..k.candidates()).filter_map(open));
         }
     }
@@ -190,25 +191,23 @@ pub fn check_sheets(
     rows_per_sheet: usize,
 ) -> Result<Vec<CheckSheet>, csv::Error> {
     let rows_per_sheet = rows_per_sheet.max(1);
+    // A sheet ends before an item that would run it past `rows_per_sheet`: an item's rows are
+    // never split, so a sheet may run short, never over (unless one item alone is longer).
+    let mut sheet_rows: Vec<&[NextCheck]> = Vec::new();
+    let mut start = 0;
+    let mut end = 0;
+    for group in to_check.chunk_by(|a, b| a.at.item == b.at.item) {
+        if end > start && end - start + group.len() > rows_per_sheet {
+            sheet_rows.push(&to_check[start..end]);
+            start = end;
+        }
+        end += group.len();
+    }
+    if end > start {
+        sheet_rows.push(&to_check[start..end]);
+    }
     let mut sheets = Vec::new();
-    // Cut between items where one would split across two sheets and the sheet has room left
-    // for nothing else: a sheet may run short, never over.
-    let mut chunks: Vec<Vec<&NextCheck>> = vec![Vec::new()];
-    let mut by_item: Vec<Vec<&NextCheck>> = Vec::new();
-    for t in to_check {
-        match by_item.last_mut() {
-            Some(group) if group[0].at.item == t.at.item => group.push(t),
-            _ => by_item.push(vec![t]),
-        }
-    }
-    for group in by_item {
-        let current = chunks.last_mut().expect("one chunk");
-        if !current.is_empty() && current.len() + group.len() > rows_per_sheet {
-            chunks.push(Vec::new());
-        }
-        chunks.last_mut().expect("one chunk").extend(group);
-    }
-    for (s, rows) in chunks.into_iter().filter(|c| !c.is_empty()).enumerate() {
+    for (s, rows) in sheet_rows.into_iter().enumerate() {
         let name = format!("check-{:03}", s + 1);
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(CHECK_COLUMNS)?;
@@ -229,7 +228,7 @@ pub fn check_sheets(
             ])?;
         }
         let csv = w.into_inner().map_err(|e| e.into_error())?;
-        let html = check_sheet_html(&name, key, &rows);
+        let html = check_sheet_html(&name, key, rows);
         sheets.push(CheckSheet { name, csv, html });
     }
     Ok(sheets)
@@ -238,7 +237,7 @@ pub fn check_sheets(
 /// The sheet as a form: per item its context and true ending, per candidate a yes/no for each
 /// question the row asks; "Save CSV" writes `NAME-filled.csv` in the CSV layout (the page's only
 /// script builds that file; nothing is sent anywhere).
-fn check_sheet_html(name: &str, key: &HashMap<String, KeyItem>, rows: &[&NextCheck]) -> String {
+fn check_sheet_html(name: &str, key: &HashMap<String, KeyItem>, rows: &[NextCheck]) -> String {
     let mut body = String::new();
     let mut open_item: Option<&str> = None;
     for (r, t) in rows.iter().enumerate() {
@@ -248,14 +247,13 @@ fn check_sheet_html(name: &str, key: &HashMap<String, KeyItem>, rows: &[&NextChe
                 body.push_str("</table></fieldset>\n");
             }
             open_item = Some(k.item.as_str());
+            let (item, context, gold) = (
+                escape(&k.item),
+                escape(&shown_context(k)),
+                escape(&k.slots[k.found()].ending),
+            );
             body.push_str(&format!(
-                "<fieldset data-item=\"{}\" data-context=\"{}\" data-true=\"{}\"><legend>{}</legend><p>{}</p><p>True ending: <b>{}</b></p><table><tr><th>candidate</th><th>could also be right?</th><th>fluent?</th></tr>",
-                escape(&k.item),
-                escape(&shown_context(k)),
-                escape(&k.slots[k.found()].ending),
-                escape(&k.item),
-                escape(&shown_context(k)),
-                escape(&k.slots[k.found()].ending),
+                "<fieldset data-item=\"{item}\" data-context=\"{context}\" data-true=\"{gold}\"><legend>{item}</legend><p>{context}</p><p>True ending: <b>{gold}</b></p><table><tr><th>candidate</th><th>could also be right?</th><th>fluent?</th></tr>",
             ));
         }
         let row = r + 1;

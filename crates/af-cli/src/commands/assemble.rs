@@ -148,7 +148,8 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     });
     super::empty_out_dir(&out, a.force)?;
     let rule = DistractorRule::from(a.distractors);
-    let result = assemble(&key, &annotations, rule, &checks);
+    let verdicts = af_annotate::check::verdicts(&checks);
+    let result = assemble(&key, &annotations, rule, &verdicts);
 
     let item_line = |k: &KeyItem, gold: usize, distractors: &[usize], split: &str| {
         json!({
@@ -229,7 +230,6 @@ pub fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         af_pipeline::stages::export::write_layouts(&out, &published, &a.task)?;
     }
     let write = |name: &str, bytes: &[u8]| af_core::atomic::write(out.join(name), bytes);
-    let verdicts = af_annotate::check::verdicts(&checks);
     let to_check = af_annotate::check::next_checks(&key, &result.decided, &verdicts);
     let check_sheets = af_annotate::check_sheets(&by_id, &to_check, a.check_rows as usize)?;
     for sheet in &check_sheets {
