@@ -9,6 +9,7 @@
 //! goes to a callback.
 
 pub mod length_rules;
+pub mod option_probe;
 pub mod stats;
 pub mod synthetic;
 pub mod tokens;

@@ -722,9 +722,8 @@ fn html(record: &AuditFile, chart: &str, lm: Option<&crate::eval::EvalSummary>) 
         sections.push(af_report::Section {
             title: "How hard it is for a language model (af eval)".into(),
             html: format!(
-                "<p><code>af eval</code> of the same file (<code>--lm-eval</code>: its <code>eval.json</code>).</p>{}<p class=\"sub\">{}</p>",
-                crate::eval::html_table(&[("this dataset", s)]),
-                af_report::escape(crate::eval::CONDITIONS_NOTE)
+                "<p><code>af eval</code> of the same file (<code>--lm-eval</code>: its <code>eval.json</code>).</p>{}",
+                crate::eval::results_html("this dataset", s)
             ),
         });
     }

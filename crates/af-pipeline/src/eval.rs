@@ -285,18 +285,19 @@ impl ScoredQuestion {
 /// An accuracy over the questions, its 95% Wilson interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Accuracy {
-    pub right: usize,
+    /// Questions answered right; ties, where a reading has them, credit 1/(options tied).
+    pub right: f64,
     pub accuracy: f64,
     pub low: f64,
     pub high: f64,
 }
 
 impl Accuracy {
-    fn of(right: usize, n: usize) -> Self {
-        let (low, high) = af_audit::stats::wilson(right as f64, n);
+    fn of(right: f64, n: usize) -> Self {
+        let (low, high) = af_audit::stats::wilson(right, n);
         Self {
             right,
-            accuracy: right as f64 / n.max(1) as f64,
+            accuracy: right / n.max(1) as f64,
             low,
             high,
         }
@@ -327,6 +328,89 @@ pub struct EvalSummary {
     pub seconds: f64,
     pub scored_now: usize,
     pub device: String,
+    /// The LM's scores read by a trained probe (absent from files af wrote before it had one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood_probe: Option<LikelihoodProbe>,
+}
+
+/// What each option gives the likelihood probe, in this order: the full condition's
+/// log-probability per character (acc_norm's score) and per token, what the context adds per
+/// token (full minus zero-prompt), and the choices-only log-probability per character.
+pub const PROBE_FEATURES: [&str; 4] = [
+    "full per character",
+    "full per token",
+    "context gain per token",
+    "choices-only per character",
+];
+
+/// Folds the likelihood probe is cross-fitted over.
+pub const PROBE_FOLDS: usize = 5;
+
+/// The LM's scores read both ways: acc and acc_norm take the most likely option, which says how
+/// hard the questions are for the LM as it is; a detector trained on the dataset can also learn
+/// that the gold is the *least* likely option, as it is where a pool was written by an LM and the
+/// gold by a person. `probe` is a conditional logit over [`PROBE_FEATURES`], trained on four
+/// folds of the questions and tested on the fifth in turn, so every question is tested once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LikelihoodProbe {
+    pub features: Vec<String>,
+    pub folds: usize,
+    pub probe: Accuracy,
+    /// Fitted on every question, per standardised feature: a negative weight reads the feature
+    /// the other way round (the gold scores lower than its distractors).
+    pub weights: Vec<f64>,
+    /// The option with the lowest full log-probability per character: acc_norm turned round.
+    pub least_likely: Accuracy,
+}
+
+fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
+    let (l, t, c) = (q.logprob[o], q.tokens[o], q.norm_chars[o]);
+    let per = |x: f64, n: usize| x / n.max(1) as f64;
+    vec![
+        per(l[0], c[0]),
+        per(l[0], t[0]),
+        per(l[0] - l[1], t[0]),
+        per(l[2], c[2]),
+    ]
+}
+
+/// The probe and the least-likely reading of scored questions; `seed` deals the folds.
+pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe {
+    use af_audit::option_probe::{cross_fitted, ProbeQuestion, ProbeSettings};
+    let questions: Vec<ProbeQuestion> = scored
+        .iter()
+        .map(|q| ProbeQuestion {
+            label: q.label,
+            options: (0..q.logprob.len()).map(|o| probe_features(q, o)).collect(),
+        })
+        .collect();
+    let result = cross_fitted(
+        &questions,
+        ProbeSettings {
+            folds: PROBE_FOLDS,
+            seed,
+            ..ProbeSettings::default()
+        },
+    );
+    let least = scored
+        .iter()
+        .filter(|q| {
+            let per_char = |o: usize| q.logprob[o][0] / q.norm_chars[o][0].max(1) as f64;
+            let lowest =
+                (0..q.logprob.len()).fold(
+                    0,
+                    |low, o| if per_char(o) < per_char(low) { o } else { low },
+                );
+            lowest == q.label
+        })
+        .count();
+    LikelihoodProbe {
+        features: PROBE_FEATURES.iter().map(|f| f.to_string()).collect(),
+        folds: PROBE_FOLDS,
+        probe: Accuracy::of(result.right, scored.len()),
+        weights: result.weights,
+        least_likely: Accuracy::of(least as f64, scored.len()),
+    }
 }
 
 /// The summary of scored questions.
@@ -345,7 +429,7 @@ pub fn summarise(scored: &[ScoredQuestion]) -> (f64, Vec<ConditionResult>) {
                 scored
                     .iter()
                     .filter(|q| q.choice(c, norm) == q.label)
-                    .count()
+                    .count() as f64
             };
             ConditionResult {
                 condition: name.to_string(),
@@ -516,6 +600,7 @@ pub fn run(request: &EvalRequest, progress: &dyn Progress) -> anyhow::Result<Eva
         seconds,
         scored_now: todo.len(),
         device: format!("{device:?}"),
+        likelihood_probe: Some(likelihood_probe(&scored, request.seed)),
     };
     write_outputs(request.out, &summary, &scored)?;
     Ok(summary)
@@ -547,6 +632,7 @@ pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
         "full_chars",
         "zero_prompt",
         "zero_prompt_tokens",
+        "zero_prompt_chars",
         "choices_only",
         "choices_only_tokens",
         "choice_chars",
@@ -563,6 +649,7 @@ pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
                 c[0].to_string(),
                 format!("{:.6}", l[1]),
                 t[1].to_string(),
+                c[1].to_string(),
                 format!("{:.6}", l[2]),
                 t[2].to_string(),
                 c[2].to_string(),
@@ -570,6 +657,154 @@ pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
         }
     }
     Ok(w.into_inner()?)
+}
+
+/// The scored questions of a `scores.csv`, in its order: what [`resummarise`] reads where the
+/// `scores.jsonl` cache was not kept (a run's committed files). Files from before the
+/// `zero_prompt_chars` column have the option's characters in its place, which is what it holds
+/// in every layout but WinoGrande's (`winogrande` says which layout the file is of).
+pub fn scored_from_csv(path: &Path, winogrande: bool) -> anyhow::Result<Vec<ScoredQuestion>> {
+    let mut reader =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let headers = reader.headers()?.clone();
+    let column = |name: &str| headers.iter().position(|h| h == name);
+    let need = |name: &str| {
+        column(name).with_context(|| {
+            format!(
+                "{}: no `{name}` column (is it af eval's scores.csv?)",
+                path.display()
+            )
+        })
+    };
+    let [id, option, gold, full, full_tokens, full_chars, zero, zero_tokens, choices, choices_tokens, choice_chars] =
+        [
+            "id",
+            "option",
+            "gold",
+            "full",
+            "full_tokens",
+            "full_chars",
+            "zero_prompt",
+            "zero_prompt_tokens",
+            "choices_only",
+            "choices_only_tokens",
+            "choice_chars",
+        ]
+        .map(need);
+    let (id, option, gold, full, full_tokens, full_chars) =
+        (id?, option?, gold?, full?, full_tokens?, full_chars?);
+    let (zero, zero_tokens, choices, choices_tokens, choice_chars) = (
+        zero?,
+        zero_tokens?,
+        choices?,
+        choices_tokens?,
+        choice_chars?,
+    );
+    let zero_chars = column("zero_prompt_chars");
+    anyhow::ensure!(
+        zero_chars.is_some() || !winogrande,
+        "{} has no `zero_prompt_chars` column: WinoGrande's zero-prompt acc_norm cannot be read \
+         back from it; score the dataset again",
+        path.display()
+    );
+    let mut out: Vec<ScoredQuestion> = Vec::new();
+    for (row, record) in reader.records().enumerate() {
+        let line = row + 2;
+        let record = record.with_context(|| format!("{} line {line}", path.display()))?;
+        let field = |i: usize| record.get(i).unwrap_or("");
+        let number = |i: usize| -> anyhow::Result<f64> {
+            field(i).parse().with_context(|| {
+                format!(
+                    "{} line {line}, `{}`: expected a number, found {:?}",
+                    path.display(),
+                    &headers[i],
+                    field(i)
+                )
+            })
+        };
+        let count = |i: usize| -> anyhow::Result<usize> {
+            field(i).parse().with_context(|| {
+                format!(
+                    "{} line {line}, `{}`: expected a count, found {:?}",
+                    path.display(),
+                    &headers[i],
+                    field(i)
+                )
+            })
+        };
+        let chars = count(full_chars)?;
+        let zero_chars = zero_chars.map_or(Ok(chars), count)?;
+        if out.last().is_none_or(|q| q.id != field(id)) {
+            out.push(ScoredQuestion {
+                id: field(id).to_string(),
+                label: usize::MAX,
+                kept: Vec::new(),
+                logprob: Vec::new(),
+                tokens: Vec::new(),
+                norm_chars: Vec::new(),
+            });
+        }
+        let q = out.last_mut().expect("pushed above");
+        if field(gold) == "1" {
+            q.label = q.kept.len();
+        }
+        q.kept.push(count(option)?);
+        q.logprob
+            .push([number(full)?, number(zero)?, number(choices)?]);
+        q.tokens.push([
+            count(full_tokens)?,
+            count(zero_tokens)?,
+            count(choices_tokens)?,
+        ]);
+        q.norm_chars.push([chars, zero_chars, count(choice_chars)?]);
+    }
+    if let Some(q) = out.iter().find(|q| q.label == usize::MAX) {
+        anyhow::bail!(
+            "{}: question {} has no option with gold 1",
+            path.display(),
+            q.id
+        );
+    }
+    Ok(out)
+}
+
+/// Summarises `dir` again from its `scores.csv` without the LM, keeping what its `eval.json`
+/// says of the dataset, model and run, and rewrites `eval.json` and `eval.html`: how results
+/// written before a new reading of the scores (the likelihood probe) get it.
+pub fn resummarise(dir: &Path) -> anyhow::Result<EvalSummary> {
+    let path = dir.join("eval.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {} (af eval writes it)", path.display()))?;
+    let old: EvalSummary = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not af eval's eval.json", path.display()))?;
+    let scored = scored_from_csv(
+        &dir.join("scores.csv"),
+        old.format == QuestionFormat::WINOGRANDE,
+    )?;
+    anyhow::ensure!(
+        scored.len() == old.questions,
+        "{} has {} questions, its eval.json {}",
+        dir.join("scores.csv").display(),
+        scored.len(),
+        old.questions
+    );
+    let (chance, conditions) = summarise(&scored);
+    let summary = EvalSummary {
+        chance,
+        conditions,
+        likelihood_probe: Some(likelihood_probe(&scored, old.seed)),
+        ..old
+    };
+    let write = |name: &str, bytes: &[u8]| {
+        af_core::atomic::write(dir.join(name), bytes)
+            .with_context(|| format!("cannot write {}", dir.join(name).display()))
+    };
+    write(
+        "eval.json",
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    write("eval.html", eval_page(&summary).as_bytes())?;
+    Ok(summary)
 }
 
 /// `af eval`'s summary in `dir` (its `eval.json`), which must be of the file `dataset`: what
@@ -644,6 +879,46 @@ fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyh
     };
     write("eval.json", serde_json::to_string_pretty(s)?.as_bytes())?;
     write("scores.csv", &scores_csv(scored)?)?;
+    write("eval.html", eval_page(s).as_bytes())?;
+    Ok(())
+}
+
+/// The likelihood probe in a sentence, for `eval.html` and the run's report.
+pub fn probe_sentence(p: &LikelihoodProbe, chance: f64) -> String {
+    let pct = |a: &Accuracy| {
+        format!(
+            "{:.1}% [{:.1}, {:.1}]",
+            100.0 * a.accuracy,
+            100.0 * a.low,
+            100.0 * a.high
+        )
+    };
+    format!(
+        "Read the other way: a probe trained on the LM's scores ({}; cross-fitted over {} folds) \
+         finds the gold {} of the time, chance {:.1}%; the least likely option per character is \
+         the gold {} of the time. Far above chance, a detector trained on this dataset can tell \
+         the gold by how likely the LM finds it, whatever acc and acc_norm say.",
+        p.features.join(", "),
+        p.folds,
+        pct(&p.probe),
+        100.0 * chance,
+        pct(&p.least_likely)
+    )
+}
+
+/// The results of one file as HTML: the table, what its conditions mean, and the probe.
+pub fn results_html(name: &str, s: &EvalSummary) -> String {
+    let probe = s.likelihood_probe.as_ref().map_or(String::new(), |p| {
+        format!("<p>{}</p>", af_report::escape(&probe_sentence(p, s.chance)))
+    });
+    format!(
+        "{}<p class=\"sub\">{}</p>{probe}",
+        html_table(&[(name, s)]),
+        af_report::escape(CONDITIONS_NOTE)
+    )
+}
+
+fn eval_page(s: &EvalSummary) -> String {
     let name = s
         .dataset
         .file_name()
@@ -660,16 +935,11 @@ fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyh
         ),
         sections: vec![af_report::Section {
             title: "How hard it is for a language model".into(),
-            html: format!(
-                "{}<p class=\"sub\">{}</p>",
-                html_table(&[(&name, s)]),
-                af_report::escape(CONDITIONS_NOTE)
-            ),
+            html: results_html(&name, s),
         }],
         questions: Vec::new(),
     };
-    write("eval.html", page.render().as_bytes())?;
-    Ok(())
+    page.render()
 }
 
 impl std::fmt::Display for EvalSummary {
@@ -695,6 +965,19 @@ impl std::fmt::Display for EvalSummary {
                 100.0 * c.acc_norm.accuracy,
                 100.0 * c.acc_norm.low,
                 100.0 * c.acc_norm.high
+            )?;
+        }
+        if let Some(p) = &self.likelihood_probe {
+            writeln!(
+                f,
+                "  read the other way (a probe trained on the scores, {} folds): {:.1}% [{:.1}, {:.1}]; least likely per character {:.1}% [{:.1}, {:.1}]",
+                p.folds,
+                100.0 * p.probe.accuracy,
+                100.0 * p.probe.low,
+                100.0 * p.probe.high,
+                100.0 * p.least_likely.accuracy,
+                100.0 * p.least_likely.low,
+                100.0 * p.least_likely.high
             )?;
         }
         Ok(())
@@ -793,6 +1076,113 @@ mod tests {
             && q.kept[q.label] == file.questions.iter().find(|f| f.id == q.id).unwrap().label));
     }
 
+    /// `n` 4-way questions whose gold the LM finds less likely per token than its distractors
+    /// (by `gap` nats, plus noise), as a pool an LM wrote itself.
+    fn lm_written(n: usize, gap: f64) -> Vec<ScoredQuestion> {
+        use rand::Rng;
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        (0..n)
+            .map(|i| {
+                let label = i % 4;
+                let mut logprob = Vec::new();
+                let mut tokens = Vec::new();
+                for o in 0..4 {
+                    let t = rng.random_range(5..15usize);
+                    let per_token = -2.0 - rng.random::<f64>() - if o == label { gap } else { 0.0 };
+                    let full = per_token * t as f64;
+                    logprob.push([full, full - 5.0 * rng.random::<f64>(), full - 10.0]);
+                    tokens.push([t; 3]);
+                }
+                ScoredQuestion {
+                    id: format!("q{i}"),
+                    label,
+                    kept: vec![0, 1, 2, 3],
+                    norm_chars: tokens.iter().map(|t| [t[0] * 5; 3]).collect(),
+                    logprob,
+                    tokens,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_probe_reads_a_gold_the_lm_finds_least_likely() {
+        let scored = lm_written(400, 0.6);
+        let (_, conditions) = summarise(&scored);
+        assert!(conditions[0].acc_norm.accuracy < 0.15, "{conditions:?}");
+        let p = likelihood_probe(&scored, 0);
+        assert!(p.probe.accuracy > 0.6, "{p:?}");
+        assert!(p.least_likely.accuracy > 0.6, "{p:?}");
+        assert!(p.weights[0] < 0.0 && p.weights[1] < 0.0, "{p:?}");
+        let fair = likelihood_probe(&lm_written(400, 0.0), 0);
+        assert!(fair.probe.low < 0.25 && 0.25 < fair.probe.high, "{fair:?}");
+    }
+
+    #[test]
+    fn scores_csv_reads_back_and_resummarises_to_the_same_conditions() {
+        let scored = lm_written(40, 0.3);
+        let dir = tempfile::tempdir().unwrap();
+        let (chance, conditions) = summarise(&scored);
+        let summary = EvalSummary {
+            dataset: "d.jsonl".into(),
+            format: QuestionFormat::AF,
+            model: "m.gguf".into(),
+            model_name: "m".into(),
+            ways: Some(4),
+            seed: 3,
+            questions: scored.len(),
+            chance,
+            conditions,
+            seconds: 1.0,
+            scored_now: scored.len(),
+            device: "Cpu".into(),
+            likelihood_probe: None,
+        };
+        write_outputs(dir.path(), &summary, &scored).unwrap();
+        let csv_path = dir.path().join("scores.csv");
+        let back = scored_from_csv(&csv_path, false).unwrap();
+        assert_eq!(back.len(), scored.len());
+        for (a, b) in back.iter().zip(&scored) {
+            assert_eq!(
+                (&a.id, a.label, &a.kept, &a.tokens),
+                (&b.id, b.label, &b.kept, &b.tokens)
+            );
+            assert_eq!(a.norm_chars, b.norm_chars);
+            for (x, y) in a.logprob.iter().flatten().zip(b.logprob.iter().flatten()) {
+                assert!((x - y).abs() < 1e-6);
+            }
+        }
+        let again = resummarise(dir.path()).unwrap();
+        assert_eq!(again.conditions, summary.conditions);
+        assert_eq!(again.likelihood_probe, Some(likelihood_probe(&back, 3)));
+        let json: EvalSummary =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval.json")).unwrap())
+                .unwrap();
+        assert_eq!(json, again);
+        assert!(std::fs::read_to_string(dir.path().join("eval.html"))
+            .unwrap()
+            .contains("Read the other way"));
+
+        // A file from before the zero_prompt_chars column reads back for every layout but
+        // WinoGrande's; a row without its number says where.
+        let text = std::fs::read_to_string(&csv_path).unwrap();
+        let old: String = text
+            .lines()
+            .map(|l| {
+                let mut f: Vec<&str> = l.split(',').collect();
+                f.remove(8);
+                f.join(",") + "\n"
+            })
+            .collect();
+        std::fs::write(&csv_path, &old).unwrap();
+        assert_eq!(scored_from_csv(&csv_path, false).unwrap(), back);
+        let e = scored_from_csv(&csv_path, true).unwrap_err();
+        assert!(format!("{e:#}").contains("zero_prompt_chars"), "{e:#}");
+        std::fs::write(&csv_path, old.replacen("-", "x", 1)).unwrap();
+        let e = format!("{:#}", scored_from_csv(&csv_path, false).unwrap_err());
+        assert!(e.contains("line 2") && e.contains("`full`"), "{e}");
+    }
+
     #[test]
     fn acc_takes_the_first_highest_sum_and_acc_norm_divides_by_characters() {
         let q = ScoredQuestion {
@@ -817,8 +1207,8 @@ mod tests {
         assert_eq!(q.choice(2, false), 1);
         let (chance, results) = summarise(&[q.clone(), ScoredQuestion { label: 0, ..q }]);
         assert!((chance - 1.0 / 3.0).abs() < 1e-12);
-        assert_eq!(results[0].acc.right, 1);
-        assert_eq!(results[0].acc_norm.right, 0);
+        assert_eq!(results[0].acc.right, 1.0);
+        assert_eq!(results[0].acc_norm.right, 0.0);
         assert!(results[0].acc.low < 0.5 && results[0].acc.high > 0.5);
     }
 }

@@ -12,7 +12,13 @@ use clap::Args;
 pub struct EvalArgs {
     /// The dataset: any layout `af audit` reads (SWAG CSV, HellaSwag, WinoGrande, generic JSONL,
     /// af's dataset.jsonl). The layout is detected.
-    dataset: PathBuf,
+    #[arg(required_unless_present = "summarise")]
+    dataset: Option<PathBuf>,
+    /// Summarise an earlier run's folder again from its scores.csv, without the LM or the
+    /// dataset: its eval.json and eval.html are rewritten with every reading af now makes of the
+    /// scores (the likelihood probe among them). For results written before such a reading.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["dataset", "model", "ways", "format", "out"])]
+    summarise: Option<PathBuf>,
     /// The pretrained LM, a Llama-architecture GGUF file (default: $AF_CAUSAL_LM, SmolLM2-135M,
     /// which scripts/setup installs).
     #[arg(long)]
@@ -39,6 +45,15 @@ pub struct EvalArgs {
 }
 
 pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &a.summarise {
+        let summary = af_pipeline::eval::resummarise(dir)?;
+        print!("{summary}");
+        println!("rewrote {} and eval.html", dir.join("eval.json").display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let dataset = a
+        .dataset
+        .expect("clap requires a dataset without --summarise");
     let model = a
         .model
         .or_else(af_nn::causal_lm::default_path)
@@ -49,14 +64,13 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     let out = a.out.unwrap_or_else(|| {
-        let stem = a
-            .dataset
+        let stem = dataset
             .file_stem()
             .map_or("dataset".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("eval").join(stem)
     });
     let request = EvalRequest {
-        dataset: &a.dataset,
+        dataset: &dataset,
         name: None,
         format: a.format,
         skip_bad: a.skip_bad,

@@ -369,7 +369,7 @@ fn lm_section(export_dir: &Path, evaluation: &Value) -> anyhow::Result<String> {
     };
     let af = &summaries[1];
     let mut out = format!(
-        "{}, zero-shot, on {} questions of the test split (the same questions with random and with AF's distractors; `eval/random/eval.json`, `eval/af/eval.json`), scored as lm-evaluation-harness scores multiple choice: `acc` takes the option with the highest summed log-probability after the context, `acc_norm` the highest per character. *full*: the whole context; *zero-prompt*: the first sentence removed; *choices-only*: the option alone. Accuracy far above chance under zero-prompt or choices-only means the questions can be answered without reading them. 95% Wilson intervals.\n\n",
+        "{}, zero-shot, on {} questions of the test split (the same questions with random and with AF's distractors; `eval/random/eval.json`, `eval/af/eval.json`), scored as lm-evaluation-harness scores multiple choice: `acc` takes the option with the highest summed log-probability after the context, `acc_norm` the highest per character. *full*: the whole context; *zero-prompt*: the first sentence removed; *choices-only*: the option alone. Accuracy far above chance under zero-prompt or choices-only means the questions can be answered without reading them. The last two rows read the same scores the other way: a probe trained on them (a conditional logit over four per-option scores, cross-fitted over five folds) and the option least likely per character; far above chance, a detector trained on the dataset can tell the gold by how likely the LM finds it, even where `acc` is below chance. 95% Wilson intervals.\n\n",
         af.model_name, af.questions
     );
     out.push_str(&md_table(&lm::COLUMNS, &lm::rows(&summaries)));

@@ -251,6 +251,25 @@ pub fn rows(summaries: &[EvalSummary]) -> Vec<Vec<String>> {
             ]);
         }
     }
+    // The same scores read the other way (decision 483), where both files have the probe.
+    if let (Some(r), Some(a)) = (&random.likelihood_probe, &af.likelihood_probe) {
+        for (measure, ra, aa) in [
+            ("probe trained on the scores", &r.probe, &a.probe),
+            (
+                "least likely per character",
+                &r.least_likely,
+                &a.least_likely,
+            ),
+        ] {
+            rows.push(vec![
+                "full".to_string(),
+                measure.to_string(),
+                pct(ra),
+                pct(aa),
+                format!("{:.1}%", 100.0 * af.chance),
+            ]);
+        }
+    }
     rows
 }
 
@@ -283,6 +302,16 @@ impl std::fmt::Display for Outcome {
                         a.acc.accuracy,
                         r.acc_norm.accuracy,
                         a.acc_norm.accuracy
+                    )?;
+                }
+                if let (Some(r), Some(a)) = (&random.likelihood_probe, &af.likelihood_probe) {
+                    write!(
+                        f,
+                        "\n  read the other way: probe {:.3} -> {:.3}  least likely {:.3} -> {:.3}",
+                        r.probe.accuracy,
+                        a.probe.accuracy,
+                        r.least_likely.accuracy,
+                        a.least_likely.accuracy
                     )?;
                 }
                 Ok(())
