@@ -148,3 +148,55 @@ fn bad_inputs_fail_clearly_and_write_nothing() {
         );
     }
 }
+
+#[test]
+fn eval_summarise_reads_a_folder_back_from_its_scores_without_the_lm() {
+    // A committed `af eval` folder of a pool the LM wrote (200 questions, 4-way).
+    let committed = repo().join("docs/runs/activitynet-lm-likelihood/eval/swag");
+    let d = tempfile::tempdir().unwrap();
+    for name in ["eval.json", "scores.csv"] {
+        std::fs::copy(committed.join(name), d.path().join(name)).unwrap();
+    }
+    let before: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("eval.json")).unwrap())
+            .unwrap();
+    let o = af(
+        &["eval", "--summarise", d.path().to_str().unwrap()],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("read the other way"), "{}", stdout(&o));
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("eval.json")).unwrap())
+            .unwrap();
+    assert_eq!(after["conditions"], before["conditions"]);
+    assert_eq!(after["model"], before["model"]);
+    let probe = &after["likelihood_probe"];
+    assert_eq!(probe["folds"], 5);
+    let (probe_acc, least) = (
+        probe["probe"]["accuracy"].as_f64().unwrap(),
+        probe["least_likely"]["accuracy"].as_f64().unwrap(),
+    );
+    // Under chance as lm-eval reads it, far above chance read the other way.
+    let acc_norm = after["conditions"][0]["acc_norm"]["accuracy"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        acc_norm < 0.25 && least > 0.3 && probe_acc > 0.35,
+        "{probe}"
+    );
+    assert!(std::fs::read_to_string(d.path().join("eval.html"))
+        .unwrap()
+        .contains("Read the other way"));
+
+    let empty = tempfile::tempdir().unwrap();
+    let o = af(
+        &["eval", "--summarise", empty.path().to_str().unwrap()],
+        &repo(),
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("eval.json"), "{}", stderr(&o));
+    let o = af(&["eval"], &repo());
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("DATASET"), "{}", stderr(&o));
+}
