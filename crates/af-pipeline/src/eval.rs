@@ -304,6 +304,19 @@ impl Accuracy {
     }
 }
 
+/// As every table and printout shows it: `23.5% [18.2, 29.8]`.
+impl std::fmt::Display for Accuracy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1}% [{:.1}, {:.1}]",
+            100.0 * self.accuracy,
+            100.0 * self.low,
+            100.0 * self.high
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConditionResult {
     pub condition: String,
@@ -620,23 +633,29 @@ fn read_cache(path: &Path) -> anyhow::Result<HashMap<String, ScoredQuestion>> {
     Ok(out)
 }
 
+/// The columns of `scores.csv`.
+const SCORES_COLUMNS: [&str; 12] = [
+    "id",
+    "option",
+    "gold",
+    "full",
+    "full_tokens",
+    "full_chars",
+    "zero_prompt",
+    "zero_prompt_tokens",
+    "zero_prompt_chars",
+    "choices_only",
+    "choices_only_tokens",
+    "choice_chars",
+];
+
+/// The one column of [`SCORES_COLUMNS`] a file may lack: it came after the others.
+const LATE_COLUMN: &str = "zero_prompt_chars";
+
 /// `scores.csv`: one row per kept option.
 pub fn scores_csv(scored: &[ScoredQuestion]) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "id",
-        "option",
-        "gold",
-        "full",
-        "full_tokens",
-        "full_chars",
-        "zero_prompt",
-        "zero_prompt_tokens",
-        "zero_prompt_chars",
-        "choices_only",
-        "choices_only_tokens",
-        "choice_chars",
-    ])?;
+    w.write_record(SCORES_COLUMNS)?;
     for q in scored {
         for (i, &o) in q.kept.iter().enumerate() {
             let (l, t, c) = (q.logprob[i], q.tokens[i], q.norm_chars[i]);
@@ -667,71 +686,40 @@ pub fn scored_from_csv(path: &Path, winogrande: bool) -> anyhow::Result<Vec<Scor
     let mut reader =
         csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
     let headers = reader.headers()?.clone();
-    let column = |name: &str| headers.iter().position(|h| h == name);
-    let need = |name: &str| {
-        column(name).with_context(|| {
-            format!(
-                "{}: no `{name}` column (is it af eval's scores.csv?)",
-                path.display()
-            )
-        })
-    };
-    let [id, option, gold, full, full_tokens, full_chars, zero, zero_tokens, choices, choices_tokens, choice_chars] =
-        [
-            "id",
-            "option",
-            "gold",
-            "full",
-            "full_tokens",
-            "full_chars",
-            "zero_prompt",
-            "zero_prompt_tokens",
-            "choices_only",
-            "choices_only_tokens",
-            "choice_chars",
-        ]
-        .map(need);
-    let (id, option, gold, full, full_tokens, full_chars) =
-        (id?, option?, gold?, full?, full_tokens?, full_chars?);
-    let (zero, zero_tokens, choices, choices_tokens, choice_chars) = (
-        zero?,
-        zero_tokens?,
-        choices?,
-        choices_tokens?,
-        choice_chars?,
-    );
-    let zero_chars = column("zero_prompt_chars");
+    let columns = SCORES_COLUMNS.map(|name| headers.iter().position(|h| h == name));
+    if let Some((name, _)) = SCORES_COLUMNS
+        .iter()
+        .zip(&columns)
+        .find(|(name, c)| c.is_none() && **name != LATE_COLUMN)
+    {
+        anyhow::bail!(
+            "{}: no `{name}` column (is it af eval's scores.csv?)",
+            path.display()
+        );
+    }
+    let late = SCORES_COLUMNS.iter().position(|&c| c == LATE_COLUMN);
+    let zero_chars = columns[late.expect("a column of the list")];
     anyhow::ensure!(
         zero_chars.is_some() || !winogrande,
-        "{} has no `zero_prompt_chars` column: WinoGrande's zero-prompt acc_norm cannot be read \
+        "{} has no `{LATE_COLUMN}` column: WinoGrande's zero-prompt acc_norm cannot be read \
          back from it; score the dataset again",
         path.display()
     );
+    let [id, option, gold, full, full_tokens, full_chars, zero, zero_tokens, _, choices, choices_tokens, choice_chars] =
+        columns.map(|c| c.unwrap_or(usize::MAX));
     let mut out: Vec<ScoredQuestion> = Vec::new();
     for (row, record) in reader.records().enumerate() {
         let line = row + 2;
         let record = record.with_context(|| format!("{} line {line}", path.display()))?;
         let field = |i: usize| record.get(i).unwrap_or("");
-        let number = |i: usize| -> anyhow::Result<f64> {
-            field(i).parse().with_context(|| {
-                format!(
-                    "{} line {line}, `{}`: expected a number, found {:?}",
-                    path.display(),
-                    &headers[i],
-                    field(i)
-                )
-            })
+        let at = |i: usize| Field {
+            path,
+            line,
+            column: &headers[i],
+            text: field(i),
         };
-        let count = |i: usize| -> anyhow::Result<usize> {
-            field(i).parse().with_context(|| {
-                format!(
-                    "{} line {line}, `{}`: expected a count, found {:?}",
-                    path.display(),
-                    &headers[i],
-                    field(i)
-                )
-            })
-        };
+        let number = |i: usize| at(i).parse::<f64>("a number");
+        let count = |i: usize| at(i).parse::<usize>("a count");
         let chars = count(full_chars)?;
         let zero_chars = zero_chars.map_or(Ok(chars), count)?;
         if out.last().is_none_or(|q| q.id != field(id)) {
@@ -766,6 +754,28 @@ pub fn scored_from_csv(path: &Path, winogrande: bool) -> anyhow::Result<Vec<Scor
         );
     }
     Ok(out)
+}
+
+/// One field of a CSV row, for its error message.
+struct Field<'a> {
+    path: &'a Path,
+    line: usize,
+    column: &'a str,
+    text: &'a str,
+}
+
+impl Field<'_> {
+    fn parse<T: std::str::FromStr>(&self, what: &str) -> anyhow::Result<T> {
+        self.text.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "{} line {}, `{}`: expected {what}, found {:?}",
+                self.path.display(),
+                self.line,
+                self.column,
+                self.text
+            )
+        })
+    }
 }
 
 /// Summarises `dir` again from its `scores.csv` without the LM, keeping what its `eval.json`
@@ -835,22 +845,14 @@ pub fn summary_of(dir: &Path, dataset: &Path) -> anyhow::Result<EvalSummary> {
 /// The results as an HTML table, with a line on how they were made: for `eval.html` and the
 /// run's report.
 pub fn html_table(results: &[(&str, &EvalSummary)]) -> String {
-    let pct = |a: &Accuracy| {
-        format!(
-            "{:.1}% [{:.1}, {:.1}]",
-            100.0 * a.accuracy,
-            100.0 * a.low,
-            100.0 * a.high
-        )
-    };
     let mut rows = Vec::new();
     for (name, s) in results {
         for c in &s.conditions {
             rows.push(vec![
                 name.to_string(),
                 c.condition.clone(),
-                pct(&c.acc),
-                pct(&c.acc_norm),
+                c.acc.to_string(),
+                c.acc_norm.to_string(),
                 format!("{:.1}%", 100.0 * s.chance),
                 s.questions.to_string(),
             ]);
@@ -885,14 +887,6 @@ fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyh
 
 /// The likelihood probe in a sentence, for `eval.html` and the run's report.
 pub fn probe_sentence(p: &LikelihoodProbe, chance: f64) -> String {
-    let pct = |a: &Accuracy| {
-        format!(
-            "{:.1}% [{:.1}, {:.1}]",
-            100.0 * a.accuracy,
-            100.0 * a.low,
-            100.0 * a.high
-        )
-    };
     format!(
         "Read the other way: a probe trained on the LM's scores ({}; cross-fitted over {} folds) \
          finds the gold {} of the time, chance {:.1}%; the least likely option per character is \
@@ -900,9 +894,9 @@ pub fn probe_sentence(p: &LikelihoodProbe, chance: f64) -> String {
          the gold by how likely the LM finds it, whatever acc and acc_norm say.",
         p.features.join(", "),
         p.folds,
-        pct(&p.probe),
+        p.probe,
         100.0 * chance,
-        pct(&p.least_likely)
+        p.least_likely
     )
 }
 
@@ -957,27 +951,15 @@ impl std::fmt::Display for EvalSummary {
         for c in &self.conditions {
             writeln!(
                 f,
-                "  {:<13} acc {:.1}% [{:.1}, {:.1}]  acc_norm {:.1}% [{:.1}, {:.1}]",
-                c.condition,
-                100.0 * c.acc.accuracy,
-                100.0 * c.acc.low,
-                100.0 * c.acc.high,
-                100.0 * c.acc_norm.accuracy,
-                100.0 * c.acc_norm.low,
-                100.0 * c.acc_norm.high
+                "  {:<13} acc {}  acc_norm {}",
+                c.condition, c.acc, c.acc_norm
             )?;
         }
         if let Some(p) = &self.likelihood_probe {
             writeln!(
                 f,
-                "  read the other way (a probe trained on the scores, {} folds): {:.1}% [{:.1}, {:.1}]; least likely per character {:.1}% [{:.1}, {:.1}]",
-                p.folds,
-                100.0 * p.probe.accuracy,
-                100.0 * p.probe.low,
-                100.0 * p.probe.high,
-                100.0 * p.least_likely.accuracy,
-                100.0 * p.least_likely.low,
-                100.0 * p.least_likely.high
+                "  read the other way (a probe trained on the scores, {} folds): {}; least likely per character {}",
+                p.folds, p.probe, p.least_likely
             )?;
         }
         Ok(())

@@ -227,14 +227,6 @@ pub fn read(export_dir: &Path) -> anyhow::Result<Option<Vec<EvalSummary>>> {
 
 /// The results as rows: per condition and measure, random and AF with their intervals.
 pub fn rows(summaries: &[EvalSummary]) -> Vec<Vec<String>> {
-    let pct = |a: &crate::eval::Accuracy| {
-        format!(
-            "{:.1}% [{:.1}, {:.1}]",
-            100.0 * a.accuracy,
-            100.0 * a.low,
-            100.0 * a.high
-        )
-    };
     let (random, af) = (&summaries[0], &summaries[1]);
     let mut rows = Vec::new();
     for (r, a) in random.conditions.iter().zip(&af.conditions) {
@@ -245,8 +237,8 @@ pub fn rows(summaries: &[EvalSummary]) -> Vec<Vec<String>> {
             rows.push(vec![
                 r.condition.clone(),
                 measure.to_string(),
-                pct(ra),
-                pct(aa),
+                ra.to_string(),
+                aa.to_string(),
                 format!("{:.1}%", 100.0 * af.chance),
             ]);
         }
@@ -264,8 +256,8 @@ pub fn rows(summaries: &[EvalSummary]) -> Vec<Vec<String>> {
             rows.push(vec![
                 "full".to_string(),
                 measure.to_string(),
-                pct(ra),
-                pct(aa),
+                ra.to_string(),
+                aa.to_string(),
                 format!("{:.1}%", 100.0 * af.chance),
             ]);
         }
