@@ -270,15 +270,24 @@ pub struct ScoredQuestion {
 impl ScoredQuestion {
     /// The first option with the highest score (numpy's argmax), raw or per character.
     pub fn choice(&self, condition: usize, normalised: bool) -> usize {
-        let score = |o: usize| {
-            let l = self.logprob[o][condition];
-            if normalised {
-                l / self.norm_chars[o][condition].max(1) as f64
-            } else {
-                l
-            }
-        };
+        let score = |o: usize| self.score(o, condition, normalised);
         (0..self.logprob.len()).fold(0, |best, o| if score(o) > score(best) { o } else { best })
+    }
+
+    /// The first option with the lowest score: [`Self::choice`] turned round.
+    pub fn least_likely(&self, condition: usize, normalised: bool) -> usize {
+        let score = |o: usize| self.score(o, condition, normalised);
+        (0..self.logprob.len()).fold(0, |low, o| if score(o) < score(low) { o } else { low })
+    }
+
+    /// Option `o`'s log-probability under `condition`, raw or per character.
+    fn score(&self, o: usize, condition: usize, normalised: bool) -> f64 {
+        let l = self.logprob[o][condition];
+        if normalised {
+            l / self.norm_chars[o][condition].max(1) as f64
+        } else {
+            l
+        }
     }
 }
 
@@ -377,13 +386,12 @@ pub struct LikelihoodProbe {
 }
 
 fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
-    let (l, t, c) = (q.logprob[o], q.tokens[o], q.norm_chars[o]);
-    let per = |x: f64, n: usize| x / n.max(1) as f64;
+    let (l, t) = (q.logprob[o], q.tokens[o][0].max(1) as f64);
     vec![
-        per(l[0], c[0]),
-        per(l[0], t[0]),
-        per(l[0] - l[1], t[0]),
-        per(l[2], c[2]),
+        q.score(o, 0, true),
+        l[0] / t,
+        (l[0] - l[1]) / t,
+        q.score(o, 2, true),
     ]
 }
 
@@ -407,15 +415,7 @@ pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe
     );
     let least = scored
         .iter()
-        .filter(|q| {
-            let per_char = |o: usize| q.logprob[o][0] / q.norm_chars[o][0].max(1) as f64;
-            let lowest =
-                (0..q.logprob.len()).fold(
-                    0,
-                    |low, o| if per_char(o) < per_char(low) { o } else { low },
-                );
-            lowest == q.label
-        })
+        .filter(|q| q.least_likely(0, true) == q.label)
         .count();
     LikelihoodProbe {
         features: PROBE_FEATURES.iter().map(|f| f.to_string()).collect(),
@@ -805,15 +805,7 @@ pub fn resummarise(dir: &Path) -> anyhow::Result<EvalSummary> {
         likelihood_probe: Some(likelihood_probe(&scored, old.seed)),
         ..old
     };
-    let write = |name: &str, bytes: &[u8]| {
-        af_core::atomic::write(dir.join(name), bytes)
-            .with_context(|| format!("cannot write {}", dir.join(name).display()))
-    };
-    write(
-        "eval.json",
-        serde_json::to_string_pretty(&summary)?.as_bytes(),
-    )?;
-    write("eval.html", eval_page(&summary).as_bytes())?;
+    write_summary(dir, &summary)?;
     Ok(summary)
 }
 
@@ -875,14 +867,23 @@ pub fn html_table(results: &[(&str, &EvalSummary)]) -> String {
 pub const CONDITIONS_NOTE: &str = "Scored as lm-evaluation-harness scores multiple choice: acc picks the option with the highest summed log-probability, acc_norm divides it by the option's length in characters. full: the whole context; zero-prompt: the first sentence removed (only the start of the second sentence, or for WinoGrande the option alone, is context); choices-only: the option after the BOS token alone (lm-eval's unconditional likelihood). A dataset whose zero-prompt or choices-only accuracy is far above chance can be answered without reading its context.";
 
 fn write_outputs(out: &Path, s: &EvalSummary, scored: &[ScoredQuestion]) -> anyhow::Result<()> {
-    let write = |name: &str, bytes: &[u8]| {
-        af_core::atomic::write(out.join(name), bytes)
-            .with_context(|| format!("cannot write {}", out.join(name).display()))
-    };
-    write("eval.json", serde_json::to_string_pretty(s)?.as_bytes())?;
-    write("scores.csv", &scores_csv(scored)?)?;
-    write("eval.html", eval_page(s).as_bytes())?;
-    Ok(())
+    write_file(out, "scores.csv", &scores_csv(scored)?)?;
+    write_summary(out, s)
+}
+
+/// `eval.json` and `eval.html`.
+fn write_summary(out: &Path, s: &EvalSummary) -> anyhow::Result<()> {
+    write_file(
+        out,
+        "eval.json",
+        serde_json::to_string_pretty(s)?.as_bytes(),
+    )?;
+    write_file(out, "eval.html", eval_page(s).as_bytes())
+}
+
+fn write_file(out: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    af_core::atomic::write(out.join(name), bytes)
+        .with_context(|| format!("cannot write {}", out.join(name).display()))
 }
 
 /// The likelihood probe in a sentence, for `eval.html` and the run's report.
