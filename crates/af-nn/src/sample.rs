@@ -27,6 +27,10 @@ pub struct SampleSettings {
     /// Draw from the nucleus: the fewest most likely tokens whose probability reaches `top_p`
     /// (1: all). Applied after `top_k`, on the distribution over the temperature.
     pub top_p: f64,
+    /// Locally typical sampling: draw among the tokens whose surprisal is nearest the
+    /// distribution's entropy, fewest first, until their probability reaches `typical_p` (1: all).
+    /// Applied after `top_p`; see [`typical_set`].
+    pub typical_p: f64,
     /// Token ids that end an ending (and are kept in it): `.`, `!`, `?`.
     pub stop: Vec<i64>,
     pub device: Device,
@@ -106,6 +110,7 @@ fn sample_dropping_finished(
             bans.apply(logits, s.temperature, t == 0),
             s.top_k,
             s.top_p,
+            s.typical_p,
             &uniforms.narrow(1, t as i64, 1),
         );
         let picked = log_probs.gather(1, &token.unsqueeze(1), false);
@@ -195,12 +200,19 @@ pub(crate) fn expand_jobs(
 }
 
 /// One token per row from next-token `logits` (over the temperature, banned tokens at -inf),
-/// truncated to top-k and the nucleus, by inverse CDF at each row's uniform number.
+/// truncated to top-k, the nucleus and the typical set, by inverse CDF at each row's uniform
+/// number.
 /// # Shapes
 /// `logits`: [B, V], `uniforms`: [B, 1] -> [B]
-pub(crate) fn draw(logits: Tensor, top_k: usize, top_p: f64, uniforms: &Tensor) -> Tensor {
+pub(crate) fn draw(
+    logits: Tensor,
+    top_k: usize,
+    top_p: f64,
+    typical_p: f64,
+    uniforms: &Tensor,
+) -> Tensor {
     let vocab = logits.size()[1];
-    let cdf = truncate(logits, top_k, top_p)
+    let cdf = truncate(logits, top_k, top_p, typical_p)
         .softmax(-1, Kind::Float)
         .cumsum(1, Kind::Float);
     let target = uniforms * cdf.narrow(1, vocab - 1, 1);
@@ -212,11 +224,12 @@ pub(crate) fn draw(logits: Tensor, top_k: usize, top_p: f64, uniforms: &Tensor) 
         .squeeze_dim(1)
 }
 
-/// Top-k, then nucleus (top-p) truncation of next-token logits: the tokens outside are set to
-/// -inf. Ties with the k-th logit are kept; the most likely token always is.
+/// Top-k, then nucleus (top-p), then typical-set truncation of next-token logits: the tokens
+/// outside are set to -inf. Ties with the k-th logit are kept; the most likely token always
+/// survives top-k and the nucleus, and some token always survives the typical set.
 /// # Shapes
 /// [B, V] -> [B, V]
-fn truncate(logits: Tensor, top_k: usize, top_p: f64) -> Tensor {
+fn truncate(logits: Tensor, top_k: usize, top_p: f64, typical_p: f64) -> Tensor {
     let mut logits = logits;
     let vocab = logits.size()[1];
     if top_k > 0 && (top_k as i64) < vocab {
@@ -233,7 +246,40 @@ fn truncate(logits: Tensor, top_k: usize, top_p: f64) -> Tensor {
             nucleus_among_top(logits, top_p, NUCLEUS_CANDIDATES)
         };
     }
+    if typical_p < 1.0 {
+        logits = typical_set(logits, typical_p);
+    }
     logits
+}
+
+/// Locally typical sampling's truncation (Meister et al., TACL 2023; Hugging Face's
+/// `typical_p`): order each row's tokens by how far their surprisal lies from the row's entropy,
+/// and keep the nearest until their probability reaches `typical_p` (a token is outside when
+/// those before it already reach it). A person's text carries about the entropy's information
+/// per token; the nucleus keeps the likeliest tokens, so its draws are more likely to the LM than
+/// a person's sentence (docs/decisions/484-typical-sampling.md). Sorts the whole vocabulary,
+/// stably, so ties keep the vocabulary's order.
+/// # Shapes
+/// [B, V] -> [B, V]
+fn typical_set(logits: Tensor, typical_p: f64) -> Tensor {
+    let log_probs = logits.log_softmax(-1, Kind::Float);
+    let probs = log_probs.exp();
+    // A banned token has probability 0 and log-probability -inf: its share of the entropy is 0.
+    let entropy = (&probs * &log_probs)
+        .nan_to_num(0.0, None::<f64>, None::<f64>)
+        .sum_dim_intlist(-1, true, Kind::Float)
+        .neg();
+    let distance = (log_probs.neg() - entropy).abs();
+    let (_, order) = distance.sort_stable(true, -1, false);
+    let ordered = probs.gather(-1, &order, false);
+    let outside_ordered = (ordered.cumsum(-1, Kind::Float) - &ordered)
+        .ge(typical_p)
+        .to_kind(Kind::Float);
+    let outside = outside_ordered
+        .zeros_like()
+        .scatter(-1, &order, &outside_ordered)
+        .gt(0.5);
+    logits.masked_fill(&outside, f64::NEG_INFINITY)
 }
 
 /// The nucleus without ordering the vocabulary (decision 475), for logits on the CPU: a trained
@@ -722,7 +768,7 @@ pub fn first_token_distribution(
         s.temperature,
         true,
     );
-    let p = truncate(logits, s.top_k, s.top_p)
+    let p = truncate(logits, s.top_k, s.top_p, s.typical_p)
         .softmax(-1, Kind::Float)
         .to_device(Device::Cpu);
     let flat = Vec::<f32>::try_from(p.flatten(0, -1)).expect("f32 probabilities");
@@ -765,6 +811,7 @@ mod tests {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            typical_p: 1.0,
             stop: vec![4],
             device: Device::Cpu,
         }
@@ -837,6 +884,7 @@ mod tests {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            typical_p: 1.0,
             stop: vec![],
             device: Device::Cpu,
         };
@@ -947,6 +995,111 @@ mod tests {
         assert!(drawn[0]
             .iter()
             .all(|e| ranked[..3].contains(&(e.tokens[0] as usize))));
+    }
+
+    /// The tokens of each row that [`typical_set`] keeps.
+    fn kept_by_typical_set(logits: &Tensor, typical_p: f64) -> Vec<Vec<usize>> {
+        let out = typical_set(logits.shallow_clone(), typical_p);
+        let cols = logits.size()[1] as usize;
+        let flat = Vec::<f32>::try_from(out.flatten(0, -1)).expect("f32 logits");
+        flat.chunks(cols)
+            .map(|row| (0..cols).filter(|&t| row[t].is_finite()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_typical_set_keeps_the_tokens_whose_surprisal_is_nearest_the_entropy() {
+        // p = [0.5, 0.2, 0.15, 0.1, 0.05]: entropy 1.333 nats; surprisals 0.69, 1.61, 1.90, 2.30,
+        // 3.00, so by distance from it: token 1, 2, 0, 3, 4. A banned token (-inf) in a second row
+        // changes neither its entropy nor its set.
+        let p = [0.5f32, 0.2, 0.15, 0.1, 0.05];
+        let mut row: Vec<f32> = p.iter().map(|x| x.ln()).collect();
+        row.push(f32::NEG_INFINITY);
+        let logits = Tensor::from_slice(&row).view([1, 6]).repeat([2, 1]);
+        let _ = logits.get(0).narrow(0, 5, 1).fill_(-30.0);
+        let _ = logits.get(1).narrow(0, 0, 5).g_add_scalar_(3.0);
+        // Row 0 has a sixth token of probability e^-30 (surprisal 30, last); row 1 bans it.
+        assert_eq!(
+            kept_by_typical_set(&logits, 0.3),
+            vec![vec![1, 2], vec![1, 2]]
+        );
+        assert_eq!(
+            kept_by_typical_set(&logits, 0.9),
+            vec![vec![0, 1, 2, 3], vec![0, 1, 2, 3]]
+        );
+        // The most likely token can be outside; some token is always in.
+        assert_eq!(kept_by_typical_set(&logits, 1e-6), vec![vec![1], vec![1]]);
+        assert_eq!(
+            kept_by_typical_set(&logits, 0.999),
+            vec![vec![0, 1, 2, 3, 4], vec![0, 1, 2, 3, 4]]
+        );
+
+        // Against a plain reference on random rows (f64, sorted by distance, no ties).
+        tch::manual_seed(5);
+        let logits = Tensor::randn([8, 300], (Kind::Float, Device::Cpu)) * 2.0;
+        let flat = Vec::<f32>::try_from(logits.flatten(0, -1)).expect("f32");
+        for typical_p in [0.2, 0.5, 0.95] {
+            let want: Vec<Vec<usize>> = flat
+                .chunks(300)
+                .map(|row| {
+                    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+                    let z: f64 = row.iter().map(|&l| (l as f64 - m).exp()).sum();
+                    let lp: Vec<f64> = row.iter().map(|&l| l as f64 - m - z.ln()).collect();
+                    let h: f64 = -lp.iter().map(|l| l.exp() * l).sum::<f64>();
+                    let mut order: Vec<usize> = (0..300).collect();
+                    order.sort_by(|&a, &b| (-lp[a] - h).abs().total_cmp(&(-lp[b] - h).abs()));
+                    let mut before = 0.0;
+                    let mut kept: Vec<usize> = order
+                        .into_iter()
+                        .take_while(|&t| {
+                            let inside = before < typical_p;
+                            before += lp[t].exp();
+                            inside
+                        })
+                        .collect();
+                    kept.sort_unstable();
+                    kept
+                })
+                .collect();
+            assert_eq!(
+                kept_by_typical_set(&logits, typical_p),
+                want,
+                "typical-p {typical_p}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sampler_draws_only_from_the_typical_set() {
+        let _torch_rng = crate::torch_rng_lock();
+        let (_vs, lm) = model();
+        let prefix: &[i64] = &[BOS, 5, 6];
+        let typical = SampleSettings {
+            typical_p: 0.5,
+            ..settings()
+        };
+        let dist = first_token_distribution(&lm, &[prefix], &typical).remove(0);
+        let allowed: Vec<usize> = (0..dist.len()).filter(|&t| dist[t] > 0.0).collect();
+        let full = first_token_distribution(&lm, &[prefix], &settings()).remove(0);
+        assert!(
+            !allowed.is_empty() && allowed.len() < full.iter().filter(|&&p| p > 0.0).count(),
+            "{allowed:?}"
+        );
+        let u: Vec<f32> = (0..400)
+            .flat_map(|i| [(i as f32 + 0.5) / 400.0; 6])
+            .collect();
+        let drawn = sample(
+            &lm,
+            &[SampleJob {
+                prefix,
+                count: 400,
+                uniforms: &u,
+            }],
+            &typical,
+        );
+        assert!(drawn[0]
+            .iter()
+            .all(|e| allowed.contains(&(e.tokens[0] as usize))));
     }
 
     #[test]
@@ -1150,6 +1303,7 @@ mod tests {
                 temperature: 0.7,
                 top_k: 12,
                 top_p: 0.9,
+                typical_p: 1.0,
                 ..settings()
             },
             settings(),

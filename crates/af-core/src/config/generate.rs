@@ -26,6 +26,13 @@ pub struct GenerateConfig {
     /// (1: all).
     #[serde(skip_serializing_if = "is_one")]
     pub top_p: f64,
+    /// Locally typical sampling (Meister et al., 2023): draw among the tokens whose surprisal is
+    /// nearest the distribution's entropy, until their probability reaches p (1: all). Applied
+    /// after `top-p`. A person's sentence carries about the entropy's information per token; the
+    /// nucleus keeps an LM's likeliest tokens, so its endings are likelier to the LM than the gold
+    /// (docs/decisions/484-typical-sampling.md).
+    #[serde(skip_serializing_if = "is_one")]
+    pub typical_p: f64,
     /// Endings breaking these rules are not kept (more are sampled in later rounds); every rule
     /// is counted in the report either way.
     #[serde(skip_serializing_if = "is_default")]
@@ -171,6 +178,7 @@ impl Default for GenerateConfig {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            typical_p: 1.0,
             reject: Vec::new(),
             near_copy_overlap: DEFAULT_NEAR_COPY_OVERLAP,
             max_length_gap: DEFAULT_MAX_LENGTH_GAP,
@@ -235,6 +243,12 @@ impl GenerateConfig {
             return Err(format!(
                 "[generate] top-p = {}: must be in (0, 1]",
                 self.top_p
+            ));
+        }
+        if !(self.typical_p > 0.0 && self.typical_p <= 1.0) {
+            return Err(format!(
+                "[generate] typical-p = {}: must be in (0, 1]",
+                self.typical_p
             ));
         }
         if self.pretrained_model.is_some() && self.pretrained_endings == 0 {
@@ -334,6 +348,7 @@ impl GenerateConfig {
             temperature,
             top_k,
             top_p,
+            typical_p,
             reject,
             near_copy_overlap,
             max_length_gap,
@@ -370,6 +385,7 @@ impl GenerateConfig {
             .key("temperature", temperature)
             .later("top-k", top_k, &d.top_k)
             .later("top-p", top_p, &d.top_p)
+            .later("typical-p", typical_p, &d.typical_p)
             .later("reject", reject, &d.reject)
             .later("near-copy-overlap", near_copy_overlap, &d.near_copy_overlap)
             .later("max-length-gap", max_length_gap, &d.max_length_gap)

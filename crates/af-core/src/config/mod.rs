@@ -330,6 +330,26 @@ mod tests {
     }
 
     #[test]
+    fn a_truncation_outside_its_range_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        for (key, value) in [("typical-p", "0.0"), ("typical-p", "1.5"), ("top-p", "0.0")] {
+            std::fs::write(&file, format!("[generate]\n{key} = {value}\n")).unwrap();
+            let err = Config::load(&file).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "{}: [generate] {key} = {}: must be in (0, 1]",
+                    file.display(),
+                    value.parse::<f64>().unwrap()
+                )
+            );
+        }
+        std::fs::write(&file, "[generate]\ntypical-p = 0.95\n").unwrap();
+        assert_eq!(Config::load(&file).unwrap().generate.typical_p, 0.95);
+    }
+
+    #[test]
     fn resolved_config_round_trips_through_toml() {
         let mut c = Config::default();
         c.pairs.inputs.push(InputSpec {

@@ -9,7 +9,7 @@
 //! alike (docs/decisions/206-a-pretrained-generator-for-the-pool.md).
 //!
 //! Sampling is af's: one uniform number per sequence and step from per-item seeds, inverse CDF
-//! after temperature, top-k and nucleus truncation ([`crate::sample::draw`]), so an item's endings
+//! after temperature, top-k, nucleus and typical-set truncation ([`crate::sample::draw`]), so an item's endings
 //! do not depend on which items share its batch.
 
 mod adapter;
@@ -59,6 +59,8 @@ pub struct CausalSampleSettings {
     pub temperature: f64,
     pub top_k: usize,
     pub top_p: f64,
+    /// Locally typical sampling, as [`crate::sample::SampleSettings::typical_p`] (1: off).
+    pub typical_p: f64,
     /// Length shaping for jobs with `lengths` (0: none). An ending may not stop while it would be
     /// more than `length_floor` words short of its length; once stopping would make it as long as
     /// its length or longer, `length_bias` nats per word past it (the first counted) are added to
@@ -78,6 +80,7 @@ impl CausalSampleSettings {
             temperature,
             top_k,
             top_p,
+            typical_p: 1.0,
             length_bias: 0.0,
             length_floor: 0,
         }
@@ -308,8 +311,13 @@ impl CausalLm {
             if shaping {
                 l = self.shape_length(l, &words, &target, &stops_f, s);
             }
-            let mut token =
-                crate::sample::draw(l, s.top_k, s.top_p, &uniforms.narrow(1, t as i64, 1));
+            let mut token = crate::sample::draw(
+                l,
+                s.top_k,
+                s.top_p,
+                s.typical_p,
+                &uniforms.narrow(1, t as i64, 1),
+            );
             if shaping {
                 words = words + self.word_starts_t.index_select(0, &token);
             }

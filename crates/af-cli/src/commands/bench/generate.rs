@@ -49,6 +49,10 @@ pub struct GenerateArgs {
     /// tokens first, this times the truncation's worst case.
     #[arg(long, default_value_t = 1.0)]
     top_p: f64,
+    /// Locally typical sampling, as `[generate] typical-p` (1: off): a sort of the whole
+    /// vocabulary per step.
+    #[arg(long, default_value_t = 1.0)]
+    typical_p: f64,
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
@@ -66,10 +70,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         precision,
         feature_batch,
         top_p,
+        typical_p,
     } = args;
     anyhow::ensure!(
-        top_p > 0.0 && top_p <= 1.0,
-        "--top-p {top_p}: must be in (0, 1]"
+        top_p > 0.0 && top_p <= 1.0 && typical_p > 0.0 && typical_p <= 1.0,
+        "--top-p {top_p}, --typical-p {typical_p}: each must be in (0, 1]"
     );
     use af_nn::lm::{BiLm, LmShape, BOS};
     use af_nn::runtime::in_precision;
@@ -96,6 +101,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         temperature: 1.0,
         top_k: 0,
         top_p,
+        typical_p,
         stop: vec![4],
         device,
     };
@@ -163,6 +169,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         "sequences_per_batch": contexts * per_context,
         "max_tokens": max_tokens,
         "top_p": top_p,
+        "typical_p": typical_p,
         "batches": batches,
         "precision": if mixed { "mixed" } else { "fp32" },
         "endings": endings,

@@ -28,6 +28,9 @@ pub struct PretrainedArgs {
     max_tokens: usize,
     #[arg(long, default_value_t = 0.9)]
     top_p: f64,
+    /// Locally typical sampling, as `[generate] typical-p` (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    typical_p: f64,
     /// Timed batches (after one warm-up batch).
     #[arg(long, default_value_t = 2)]
     batches: usize,
@@ -53,6 +56,7 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
         examples,
         max_tokens,
         top_p,
+        typical_p,
         batches,
         ref device,
         ..
@@ -63,12 +67,22 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
         prompts > 0 && per_prompt > 0 && max_tokens > 0 && batches > 0,
         "--prompts, --per-prompt, --max-tokens and --batches must be positive"
     );
+    anyhow::ensure!(
+        top_p > 0.0 && top_p <= 1.0 && typical_p > 0.0 && typical_p <= 1.0,
+        "--top-p {top_p}, --typical-p {typical_p}: each must be in (0, 1]"
+    );
     let device = crate::commands::device_named(device)?;
     let start = Instant::now();
     let lm = CausalLm::load(path, device)?;
     let load_seconds = start.elapsed().as_secs_f64();
-    let settings = CausalSampleSettings::new(max_tokens, 1.0, 0, top_p);
-    let first_token = CausalSampleSettings::new(1, 1.0, 0, top_p);
+    let settings = CausalSampleSettings {
+        typical_p,
+        ..CausalSampleSettings::new(max_tokens, 1.0, 0, top_p)
+    };
+    let first_token = CausalSampleSettings {
+        max_tokens: 1,
+        ..settings.clone()
+    };
     let sentences = caption_sentences((batches + 1) * prompts * (examples + 1) + 1);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
     let (mut draws, mut words, mut seconds, mut prompt_seconds) = (0usize, 0usize, 0.0, 0.0);
@@ -140,6 +154,7 @@ fn bench(path: &std::path::Path, args: &PretrainedArgs) -> anyhow::Result<ExitCo
         "examples": examples,
         "max_tokens": max_tokens,
         "top_p": top_p,
+        "typical_p": typical_p,
         "draws": draws,
         "mean_words": words as f64 / draws.max(1) as f64,
         "seconds": seconds,

@@ -339,6 +339,7 @@ pub fn run(ctx: &StageContext) -> anyhow::Result<GenerateOutcome> {
             temperature: g.temperature,
             top_k: g.top_k,
             top_p: g.top_p,
+            typical_p: g.typical_p,
             stop,
             device,
         },
@@ -914,6 +915,7 @@ mod tests {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            typical_p: 1.0,
             stop: vec![i64::from(vocab.id("."))],
             device: Device::Cpu,
         };

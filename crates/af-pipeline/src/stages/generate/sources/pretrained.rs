@@ -714,6 +714,7 @@ fn pretrained_endings(
     let settings = CausalSampleSettings {
         length_bias: g.pretrained_length_bias,
         length_floor: g.max_length_gap / 2,
+        typical_p: g.typical_p,
         ..CausalSampleSettings::new(g.max_tokens, g.temperature, g.top_k, g.top_p)
     };
     let start = Instant::now();
