@@ -108,6 +108,80 @@ pub struct PoolLikelihood {
     /// Rows an interrupted run had scored, read back.
     pub resumed: usize,
     pub seconds: f64,
+    /// Where the golds fall among their pools (also `gold-place.json` in the cache); set where the
+    /// scores were attached to a table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gold_place: Option<GoldPlace>,
+}
+
+/// Where each item's gold falls among its pool by the LM's scores. A gold less likely than every
+/// candidate of its pool is told from any choice of its distractors by a reader of likelihood
+/// (decision 483): this is the pool's floor for such a reader, as the filter's pool floor is for
+/// the committee's head.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoldPlace {
+    /// Items with at least one candidate besides the gold.
+    pub items: usize,
+    /// By log-probability per character of the ending (`acc_norm`'s reading).
+    pub per_char: PlaceAmong,
+    /// By log-probability per token of the continuation.
+    pub per_token: PlaceAmong,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlaceAmong {
+    /// Share of items whose gold is less likely than every candidate.
+    pub least_likely: f64,
+    /// Share of items whose gold is likelier than every candidate.
+    pub most_likely: f64,
+    /// Mean over items of the share of candidates less likely than the gold (a tie counts
+    /// half): 0.5 where the gold is like its candidates, 0 where it is below them all.
+    pub share_below: f64,
+}
+
+/// [`GoldPlace`] of a pool's scores; `item_rows` as in
+/// [`af_nn::committee::members::lm_likelihood::features`] (each item's rows, gold first).
+pub fn gold_place(scores: &PoolScores, item_rows: &[usize]) -> GoldPlace {
+    let place = |score: &dyn Fn(usize) -> f64| {
+        let (mut items, mut least, mut most, mut below) = (0usize, 0usize, 0usize, 0.0);
+        let mut at = 0;
+        for &n in item_rows {
+            let (gold, rows) = (score(at), at + 1..at + n);
+            at += n;
+            if rows.is_empty() {
+                continue;
+            }
+            items += 1;
+            let candidates = rows.len() as f64;
+            let under: f64 = rows
+                .clone()
+                .map(|r| match score(r).total_cmp(&gold) {
+                    std::cmp::Ordering::Less => 1.0,
+                    std::cmp::Ordering::Equal => 0.5,
+                    std::cmp::Ordering::Greater => 0.0,
+                })
+                .sum();
+            least += usize::from(rows.clone().all(|r| score(r) > gold));
+            most += usize::from(rows.clone().all(|r| score(r) < gold));
+            below += under / candidates;
+        }
+        let share = |k: f64| if items == 0 { 0.0 } else { k / items as f64 };
+        (
+            items,
+            PlaceAmong {
+                least_likely: share(least as f64),
+                most_likely: share(most as f64),
+                share_below: share(below),
+            },
+        )
+    };
+    let (items, per_char) = place(&|r| scores.logprob[r] / scores.chars[r].max(1) as f64);
+    let (_, per_token) = place(&|r| scores.logprob[r] / scores.tokens[r].max(1) as f64);
+    GoldPlace {
+        items,
+        per_char,
+        per_token,
+    }
 }
 
 fn requests_hash(requests: &[RowRequest]) -> String {
@@ -155,7 +229,15 @@ pub fn attach_pool_in_chunks(
     let item_rows: Vec<usize> = pool.sizes.iter().map(|s| s + 1).collect();
     let chars: Vec<usize> = scores.chars.iter().map(|&c| c as usize).collect();
     table.attach_lm_likelihood(lm_likelihood::features(&scores.logprob, &chars, &item_rows))?;
-    Ok(done)
+    let place = gold_place(&scores, &item_rows);
+    af_core::atomic::write(
+        cache.join("gold-place.json"),
+        serde_json::to_string_pretty(&place)?.as_bytes(),
+    )?;
+    Ok(PoolLikelihood {
+        gold_place: Some(place),
+        ..done
+    })
 }
 
 /// What scores a pool when its cache does not hold the scores.
@@ -194,6 +276,7 @@ pub fn score_pool(
         .and_then(|t| serde_json::from_str::<CacheKey>(&t).ok())
         .is_some_and(|k| k == key);
     let done = |cached, resumed| PoolLikelihood {
+        gold_place: None,
         model: source.model.clone(),
         rows: requests.len(),
         cached,
@@ -379,6 +462,17 @@ pub(crate) fn attach_for_config(
         },
         done.seconds
     );
+    if let Some(p) = &done.gold_place {
+        tracing::info!(
+            "{}: the gold is the least likely option of its pool on {:.0}% of {} items per character ({:.0}% per token); {:.2} of its candidates are less likely than it on average (0.5: like them; {})",
+            lm_likelihood::NAME,
+            100.0 * p.per_char.least_likely,
+            p.items,
+            100.0 * p.per_token.least_likely,
+            p.per_char.share_below,
+            cache_dir(config).join("gold-place.json").display()
+        );
+    }
     Ok(())
 }
 
@@ -525,6 +619,30 @@ mod tests {
         .unwrap();
         assert!(!done.cached);
         assert_ne!(rescored.logprob, scores.logprob);
+    }
+
+    #[test]
+    fn the_gold_s_place_among_its_pool_counts_floors_ceilings_and_ties() {
+        // Item 0: gold below both candidates per character and per token. Item 1: gold above
+        // both per character, and below both per token (1 token against 10). Item 2: a tie and
+        // one below, both ways. Item 3: the gold alone, left out.
+        let scores = PoolScores {
+            logprob: vec![
+                -30.0, -10.0, -20.0, -10.0, -30.0, -20.0, -20.0, -20.0, -40.0, -5.0,
+            ],
+            chars: vec![10; 10],
+            tokens: vec![5, 5, 5, 1, 10, 10, 5, 5, 5, 5],
+        };
+        let place = gold_place(&scores, &[3, 3, 3, 1]);
+        assert_eq!(place.items, 3);
+        let third = |x: f64| x / 3.0;
+        assert_eq!(place.per_char.least_likely, third(1.0));
+        assert_eq!(place.per_char.most_likely, third(1.0));
+        // Shares below the gold: 0, 1 and (0.5 + 1) / 2.
+        assert!((place.per_char.share_below - third(1.75)).abs() < 1e-12);
+        assert_eq!(place.per_token.least_likely, third(2.0));
+        assert_eq!(place.per_token.most_likely, 0.0);
+        assert!((place.per_token.share_below - third(0.75)).abs() < 1e-12);
     }
 
     #[test]
