@@ -688,7 +688,7 @@ mod tests {
             model,
             batch_size: 16,
         };
-        attach_pool(
+        let done = attach_pool(
             &mut table,
             &pool,
             &source,
@@ -696,6 +696,13 @@ mod tests {
             &NoProgress,
         )
         .unwrap();
+        // Where the golds fall is written beside the scores, as the log reports it.
+        let written: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("cache/gold-place.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(written, serde_json::to_value(&done.gold_place).unwrap());
+        assert_eq!(written["items"], 20);
         let features = table.lm_likelihood.as_ref().unwrap();
         assert_eq!(features.size(), [pool.rows as i64, 4]);
         let registry = Registry::builtin();
