@@ -29,8 +29,8 @@ pub struct GenerateConfig {
     /// Locally typical sampling (Meister et al., 2023): draw among the tokens whose surprisal is
     /// nearest the distribution's entropy, until their probability reaches p (1: all). Applied
     /// after `top-p`. A person's sentence carries about the entropy's information per token; the
-    /// nucleus keeps an LM's likeliest tokens, so its endings are likelier to the LM than the gold
-    /// (docs/decisions/484-typical-sampling.md).
+    /// nucleus keeps an LM's likeliest tokens, so its endings are likelier to the LM than the gold.
+    /// On SmolLM2, 0.95 draws what `top-p = 0.95` draws (docs/decisions/484-typical-sampling.md).
     #[serde(skip_serializing_if = "is_one")]
     pub typical_p: f64,
     /// Endings breaking these rules are not kept (more are sampled in later rounds); every rule
