@@ -154,15 +154,14 @@ pub fn gold_place(scores: &PoolScores, item_rows: &[usize]) -> GoldPlace {
             items += 1;
             let candidates = rows.len() as f64;
             let under: f64 = rows
-                .clone()
                 .map(|r| match score(r).total_cmp(&gold) {
                     std::cmp::Ordering::Less => 1.0,
                     std::cmp::Ordering::Equal => 0.5,
                     std::cmp::Ordering::Greater => 0.0,
                 })
                 .sum();
-            least += usize::from(rows.clone().all(|r| score(r) > gold));
-            most += usize::from(rows.clone().all(|r| score(r) < gold));
+            least += usize::from(under == 0.0);
+            most += usize::from(under == candidates);
             below += under / candidates;
         }
         let share = |k: f64| if items == 0 { 0.0 } else { k / items as f64 };
