@@ -383,6 +383,67 @@ pub struct LikelihoodProbe {
     pub weights: Vec<f64>,
     /// The option with the lowest full log-probability per character: acc_norm turned round.
     pub least_likely: Accuracy,
+    /// Each feature alone, and the characters per token of the option's tokenisation: how often
+    /// the gold has the lowest value among its question's options and how often the highest
+    /// (ties credit 1/(options tied)). Says which reading carries the probe's edge; absent from
+    /// files af wrote before it had them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<SingleReading>,
+}
+
+/// One reading of the options, the gold's place at either end of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SingleReading {
+    pub reading: String,
+    pub gold_lowest: Accuracy,
+    pub gold_highest: Accuracy,
+}
+
+/// The reading [`LikelihoodProbe::readings`] adds to the probe's features: no LM score, only how
+/// the LM's tokenizer cuts the option. A writer whose words are shorter or commoner than the
+/// person's leaves it even where the scores match.
+pub const CHARACTERS_PER_TOKEN: &str = "characters per token";
+
+/// The gold's credit at the low and the high end of `values` (one per option), ties shared.
+fn gold_at_ends(values: &[f64], label: usize) -> (f64, f64) {
+    let credit = |extreme: f64| {
+        let tied = values.iter().filter(|&&v| v == extreme).count();
+        if values[label] == extreme {
+            1.0 / tied as f64
+        } else {
+            0.0
+        }
+    };
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (credit(low), credit(high))
+}
+
+fn single_readings(scored: &[ScoredQuestion], features: &[Vec<Vec<f64>>]) -> Vec<SingleReading> {
+    let names = PROBE_FEATURES.iter().copied().chain([CHARACTERS_PER_TOKEN]);
+    names
+        .enumerate()
+        .map(|(f, name)| {
+            let (mut low, mut high) = (0.0, 0.0);
+            for (q, options) in scored.iter().zip(features) {
+                let values: Vec<f64> = if f < PROBE_FEATURES.len() {
+                    options.iter().map(|o| o[f]).collect()
+                } else {
+                    (0..q.logprob.len())
+                        .map(|o| q.norm_chars[o][0] as f64 / q.tokens[o][0].max(1) as f64)
+                        .collect()
+                };
+                let (l, h) = gold_at_ends(&values, q.label);
+                low += l;
+                high += h;
+            }
+            SingleReading {
+                reading: name.to_string(),
+                gold_lowest: Accuracy::of(low, scored.len()),
+                gold_highest: Accuracy::of(high, scored.len()),
+            }
+        })
+        .collect()
 }
 
 fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
@@ -398,11 +459,16 @@ fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
 /// The probe and the least-likely reading of scored questions; `seed` deals the folds.
 pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe {
     use af_audit::option_probe::{cross_fitted, ProbeQuestion, ProbeSettings};
+    let features: Vec<Vec<Vec<f64>>> = scored
+        .iter()
+        .map(|q| (0..q.logprob.len()).map(|o| probe_features(q, o)).collect())
+        .collect();
     let questions: Vec<ProbeQuestion> = scored
         .iter()
-        .map(|q| ProbeQuestion {
+        .zip(&features)
+        .map(|(q, options)| ProbeQuestion {
             label: q.label,
-            options: (0..q.logprob.len()).map(|o| probe_features(q, o)).collect(),
+            options: options.clone(),
         })
         .collect();
     let result = cross_fitted(
@@ -423,6 +489,7 @@ pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe
         probe: Accuracy::of(result.right, scored.len()),
         weights: result.weights,
         least_likely: Accuracy::of(least as f64, scored.len()),
+        readings: single_readings(scored, &features),
     }
 }
 
@@ -904,12 +971,42 @@ pub fn probe_sentence(p: &LikelihoodProbe, chance: f64) -> String {
 /// The results of one file as HTML: the table, what its conditions mean, and the probe.
 pub fn results_html(name: &str, s: &EvalSummary) -> String {
     let probe = s.likelihood_probe.as_ref().map_or(String::new(), |p| {
-        format!("<p>{}</p>", af_report::escape(&probe_sentence(p, s.chance)))
+        format!(
+            "<p>{}</p>{}",
+            af_report::escape(&probe_sentence(p, s.chance)),
+            readings_table(p)
+        )
     });
     format!(
         "{}<p class=\"sub\">{}</p>{probe}",
         html_table(&[(name, s)]),
         af_report::escape(CONDITIONS_NOTE)
+    )
+}
+
+/// The single readings, one row each; empty for files written before them.
+fn readings_table(p: &LikelihoodProbe) -> String {
+    if p.readings.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = p
+        .readings
+        .iter()
+        .map(|r| {
+            vec![
+                r.reading.clone(),
+                r.gold_lowest.to_string(),
+                r.gold_highest.to_string(),
+            ]
+        })
+        .collect();
+    af_report::table(
+        &[
+            "one reading alone",
+            "gold lowest [95%]",
+            "gold highest [95%]",
+        ],
+        &rows,
     )
 }
 
@@ -962,6 +1059,13 @@ impl std::fmt::Display for EvalSummary {
                 "  read the other way (a probe trained on the scores, {} folds): {}; least likely per character {}",
                 p.folds, p.probe, p.least_likely
             )?;
+            for r in &p.readings {
+                writeln!(
+                    f,
+                    "    {:<27} gold lowest {}  highest {}",
+                    r.reading, r.gold_lowest, r.gold_highest
+                )?;
+            }
         }
         Ok(())
     }
@@ -1099,6 +1203,52 @@ mod tests {
         assert!(p.weights[0] < 0.0 && p.weights[1] < 0.0, "{p:?}");
         let fair = likelihood_probe(&lm_written(400, 0.0), 0);
         assert!(fair.probe.low < 0.25 && 0.25 < fair.probe.high, "{fair:?}");
+        // The first reading is acc_norm's score: its low end is the least likely reading, its
+        // high end acc_norm itself.
+        let first = &p.readings[0];
+        assert_eq!(first.reading, PROBE_FEATURES[0]);
+        assert_eq!(first.gold_lowest.right, p.least_likely.right);
+        assert_eq!(first.gold_highest.accuracy, conditions[0].acc_norm.accuracy);
+        assert_eq!(p.readings.last().unwrap().reading, CHARACTERS_PER_TOKEN);
+    }
+
+    #[test]
+    fn a_single_reading_credits_the_gold_at_either_end_and_shares_ties() {
+        assert_eq!(gold_at_ends(&[1.0, 2.0, 3.0], 0), (1.0, 0.0));
+        assert_eq!(gold_at_ends(&[1.0, 2.0, 3.0], 2), (0.0, 1.0));
+        assert_eq!(gold_at_ends(&[1.0, 2.0, 3.0], 1), (0.0, 0.0));
+        assert_eq!(gold_at_ends(&[2.0, 2.0, 5.0, 2.0], 3), (1.0 / 3.0, 0.0));
+        assert_eq!(gold_at_ends(&[4.0, 4.0], 0), (0.5, 0.5));
+        // Characters per token from the full condition's counts: the gold (9 characters in 2
+        // tokens) has the most, the option of 5 characters in 5 tokens the fewest.
+        let q = ScoredQuestion {
+            id: "q".into(),
+            label: 1,
+            kept: vec![0, 1, 2],
+            logprob: vec![[-6.0; 3], [-4.0; 3], [-5.0; 3]],
+            tokens: vec![[4; 3], [2; 3], [5; 3]],
+            norm_chars: vec![[9; 3], [9; 3], [5; 3]],
+        };
+        let features = vec![(0..3).map(|o| probe_features(&q, o)).collect()];
+        let readings = single_readings(std::slice::from_ref(&q), &features);
+        let cpt = readings.last().unwrap();
+        assert_eq!((cpt.gold_lowest.right, cpt.gold_highest.right), (0.0, 1.0));
+        // Per character the gold (-4/9 against -6/9 and -5/5) is the likeliest, per token (-4/2
+        // against -6/4 and -5/5) the least likely.
+        assert_eq!(
+            (
+                readings[0].gold_lowest.right,
+                readings[0].gold_highest.right
+            ),
+            (0.0, 1.0)
+        );
+        assert_eq!(
+            (
+                readings[1].gold_lowest.right,
+                readings[1].gold_highest.right
+            ),
+            (1.0, 0.0)
+        );
     }
 
     #[test]
