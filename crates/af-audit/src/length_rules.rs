@@ -2,7 +2,11 @@
 //! ones; the median-length rule catches the opposite artifact: a pool whose wrong endings are
 //! spread around the right one's length (a generator aimed at the gold's length, a length-gap
 //! filter centred on it) makes the right ending the most typical length among its options, which
-//! neither extreme sees (docs/notebook/2026-12-03-pretrained-length-shaping.md).
+//! neither extreme sees (docs/notebook/2026-12-03-pretrained-length-shaping.md). The same
+//! extremes of the mean length of an option's words catch a writer whose vocabulary is plainer
+//! than the people's: SmolLM2-135M's endings average 4.0 characters a word against the captions'
+//! 4.35, and the option with the longest words is the gold on 37-46% of 4-way questions
+//! (docs/notebook/2026-12-06-recipe-nucleus-095.md), whatever the endings' lengths.
 
 /// A rule that scores each option of a question from the options' lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +48,27 @@ impl LengthRule {
     }
 }
 
+/// The baselines on the mean length of an option's words, in the order the audit reports them:
+/// the rule and the detector's name.
+pub const WORD_LENGTH_RULES: [(LengthRule, &str); 2] = [
+    (LengthRule::Shortest, "shortest-words-ending"),
+    (LengthRule::Longest, "longest-words-ending"),
+];
+
+/// The mean length in characters of the tokens that hold a letter or digit (punctuation is not
+/// a word); 0 for an option with none.
+pub fn mean_word_length(tokens: &[String]) -> f32 {
+    let (chars, words) = tokens
+        .iter()
+        .filter(|t| t.chars().any(char::is_alphanumeric))
+        .fold((0usize, 0usize), |(c, w), t| (c + t.chars().count(), w + 1));
+    if words == 0 {
+        0.0
+    } else {
+        chars as f32 / words as f32
+    }
+}
+
 /// The median, the mean of the two middle values for an even count; 0 for none.
 fn median(values: &[f32]) -> f32 {
     let mut sorted = values.to_vec();
@@ -74,5 +99,14 @@ mod tests {
         let even = [4.0, 6.0, 9.0, 10.0];
         assert_eq!(credit(&LengthRule::Median.scores(&even), 1), 0.5);
         assert_eq!(credit(&LengthRule::Median.scores(&even), 0), 0.0);
+    }
+
+    #[test]
+    fn a_mean_word_length_counts_characters_of_words_not_punctuation() {
+        let tokens = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(mean_word_length(&tokens("the dog runs .")), 10.0 / 3.0);
+        assert_eq!(mean_word_length(&tokens("café , 2 ...")), 2.5);
+        assert_eq!(mean_word_length(&tokens(". !")), 0.0);
+        assert_eq!(mean_word_length(&[]), 0.0);
     }
 }

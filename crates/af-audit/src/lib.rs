@@ -94,7 +94,8 @@ pub struct TwinScore {
 #[derive(Clone, Debug, Serialize)]
 pub struct DetectorResult {
     /// `random`, `shortest-ending`, `longest-ending`, `median-length-ending`,
-    /// `token-statistics/ending`, `cnn/full`, `lstm/no-candidates`, ...
+    /// `shortest-words-ending`, `longest-words-ending`, `token-statistics/ending`, `cnn/full`,
+    /// `lstm/no-candidates`, ...
     pub name: String,
     /// `baseline`, `token-statistics` or `learned`.
     pub family: String,
@@ -409,6 +410,20 @@ pub fn audit<L: Learner>(
     for rule in LengthRule::ALL {
         let scores: Vec<Vec<f32>> = lengths.iter().map(|l| rule.scores(l)).collect();
         detectors.push(scorer.result(rule.name(), "baseline", None, None, &scores));
+    }
+    let word_lengths: Vec<Vec<f32>> = eval
+        .iter()
+        .map(|&i| {
+            tokenized[i]
+                .endings
+                .iter()
+                .map(|e| length_rules::mean_word_length(e))
+                .collect()
+        })
+        .collect();
+    for (rule, name) in length_rules::WORD_LENGTH_RULES {
+        let scores: Vec<Vec<f32>> = word_lengths.iter().map(|l| rule.scores(l)).collect();
+        detectors.push(scorer.result(name, "baseline", None, None, &scores));
     }
 
     // Token statistics: the dataset's table over every question; the detector from the training split's.

@@ -12,13 +12,17 @@ pub enum Planted {
     /// Nothing: every ending is drawn the same way.
     Nothing,
     /// The right ending contains this word (in place of one of its words, so lengths stay
-    /// identically distributed); no wrong ending ever does.
+    /// identically distributed); no wrong ending ever does. A word longer than the filler
+    /// words (`zzgold`) makes the right ending's words longer on average too.
     Word(&'static str),
     /// The right ending is longer than every wrong one.
     Longest,
     /// The right ending has 7 words, the wrong ones alternate between 4-5 and 9-10: with an odd
     /// number of options the right one is the median length, nearest the middle by 2 words or more.
     MedianLength,
+    /// The right ending's words are the 4-character ones (`w100` to `w299`), the wrong ones'
+    /// any of the 300 (2 to 4 characters): the same number of words, longer words.
+    LongWords,
 }
 
 /// `n` questions of `options` endings: a context of 8 words, a second-sentence start of 2, endings
@@ -64,7 +68,13 @@ pub fn questions(n: usize, options: usize, planted: Planted, seed: u64) -> Vec<Q
                 .iter()
                 .enumerate()
                 .map(|(o, &len)| {
-                    let mut e = sentence(&mut rng, len);
+                    let mut e = if planted == Planted::LongWords && o == label {
+                        (0..len)
+                            .map(|_| words[100..].choose(&mut rng).expect("words").clone())
+                            .collect()
+                    } else {
+                        sentence(&mut rng, len)
+                    };
                     if let (Planted::Word(w), true) = (planted, o == label) {
                         let at = rng.random_range(0..len);
                         e[at] = w.to_string();

@@ -93,9 +93,11 @@ fn flagged(r: &AuditReport) -> Vec<&str> {
 #[test]
 fn a_planted_word_is_flagged_by_token_statistics_and_the_learned_detectors_only() {
     let r = run(Planted::Word("zzgold"), 1);
+    // And by the longest-words baseline: six characters in place of two to four.
     assert_eq!(
         flagged(&r),
         [
+            "longest-words-ending",
             "token-statistics/ending",
             "ngram/ending",
             "ngram/second-sentence",
@@ -125,6 +127,28 @@ fn right_answers_always_longest_are_flagged_by_the_longest_ending_baseline_only(
         "the length-adjusted no-artifact rate absorbs length: {:?}",
         &r.tokens.top[..3]
     );
+}
+
+#[test]
+fn right_answers_with_longer_words_are_flagged_by_the_longest_words_baseline_not_by_length() {
+    let r = run(Planted::LongWords, 3);
+    let flagged = flagged(&r);
+    assert!(flagged.contains(&"longest-words-ending"), "{flagged:?}");
+    for quiet in [
+        "shortest-words-ending",
+        "shortest-ending",
+        "longest-ending",
+        "median-length-ending",
+        "random",
+    ] {
+        assert!(!flagged.contains(&quiet), "{quiet}: {flagged:?}");
+    }
+    let longest = r
+        .detectors
+        .iter()
+        .find(|d| d.name == "longest-words-ending")
+        .unwrap();
+    assert!(longest.accuracy > 0.8, "{longest:?}");
 }
 
 #[test]
@@ -386,6 +410,7 @@ fn cross_fitting_measures_every_question_once_with_detectors_that_never_trained_
     assert_eq!(
         flagged(&r),
         [
+            "longest-words-ending",
             "token-statistics/ending",
             "ngram/ending",
             "ngram/second-sentence",

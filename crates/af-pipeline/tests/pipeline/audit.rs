@@ -113,7 +113,11 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
         dir.path(),
         &write_generic(dir.path(), "word.jsonl", Planted::Word("zzgold"), 1),
     );
-    let mut want: Vec<String> = vec!["token-statistics/ending".into()];
+    // The planted word is longer than the filler words: the longest-words baseline reads it too.
+    let mut want: Vec<String> = vec![
+        "longest-words-ending".into(),
+        "token-statistics/ending".into(),
+    ];
     for view in ["ending", "second-sentence", "full"] {
         for model in ["ngram", "cnn", "lstm"] {
             want.push(format!("{model}/{view}"));
@@ -134,6 +138,8 @@ fn planted_artifacts_are_flagged_by_the_matching_detectors_and_a_clean_set_by_no
     for blind in [
         "random",
         "shortest-ending",
+        "shortest-words-ending",
+        "longest-words-ending",
         "token-statistics/ending",
         "ngram/ending",
         "ngram/second-sentence",

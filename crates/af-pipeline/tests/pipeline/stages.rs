@@ -485,6 +485,8 @@ fn filter_export_and_report_agree() {
             "shortest-ending",
             "longest-ending",
             "median-length-ending",
+            "shortest-words-ending",
+            "longest-words-ending",
             "token-statistics/ending",
             "ngram/ending",
             "cnn/ending",
