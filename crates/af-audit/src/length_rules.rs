@@ -4,9 +4,10 @@
 //! filter centred on it) makes the right ending the most typical length among its options, which
 //! neither extreme sees (docs/notebook/2026-12-03-pretrained-length-shaping.md). The same
 //! extremes of the mean length of an option's words catch a writer whose vocabulary is plainer
-//! than the people's: SmolLM2-135M's endings average 4.0 characters a word against the captions'
-//! 4.35, and the option with the longest words is the gold on 37-46% of 4-way questions
-//! (docs/notebook/2026-12-06-recipe-nucleus-095.md), whatever the endings' lengths.
+//! than the people's: counted on whole 4-way datasets, SmolLM2-135M's endings average 4.0
+//! characters a word against the captions' 4.35, and the option with the longest words is the
+//! gold on 37-46% of the questions (docs/notebook/2026-12-06-recipe-nucleus-095.md), whatever
+//! the endings' lengths.
 
 /// A rule that scores each option of a question from the options' lengths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,17 +57,30 @@ pub const WORD_LENGTH_RULES: [(LengthRule, &str); 2] = [
 ];
 
 /// The mean length in characters of the tokens that hold a letter or digit (punctuation is not
-/// a word); 0 for an option with none.
-pub fn mean_word_length(tokens: &[String]) -> f32 {
+/// a word), leaving out a token between `[` and `]` (HellaSwag's `[title]`, `[step]`, which are
+/// markup, not words); `None` for an option with no word.
+pub fn mean_word_length(tokens: &[String]) -> Option<f32> {
+    let is_tag =
+        |i: usize| i > 0 && tokens[i - 1] == "[" && tokens.get(i + 1).is_some_and(|t| t == "]");
     let (chars, words) = tokens
         .iter()
-        .filter(|t| t.chars().any(char::is_alphanumeric))
-        .fold((0usize, 0usize), |(c, w), t| (c + t.chars().count(), w + 1));
-    if words == 0 {
-        0.0
-    } else {
-        chars as f32 / words as f32
-    }
+        .enumerate()
+        .filter(|&(i, t)| t.chars().any(char::is_alphanumeric) && !is_tag(i))
+        .fold((0usize, 0usize), |(c, w), (_, t)| {
+            (c + t.chars().count(), w + 1)
+        });
+    (words > 0).then(|| chars as f32 / words as f32)
+}
+
+/// A word-length rule's scores: an option with no word is never picked (unless no option has
+/// one, when all tie).
+pub fn word_length_scores(rule: LengthRule, lengths: &[Option<f32>]) -> Vec<f32> {
+    let present: Vec<f32> = lengths.iter().map(|l| l.unwrap_or(0.0)).collect();
+    rule.scores(&present)
+        .into_iter()
+        .zip(lengths)
+        .map(|(s, l)| if l.is_some() { s } else { f32::NEG_INFINITY })
+        .collect()
 }
 
 /// The median, the mean of the two middle values for an even count; 0 for none.
@@ -102,11 +116,32 @@ mod tests {
     }
 
     #[test]
-    fn a_mean_word_length_counts_characters_of_words_not_punctuation() {
+    fn a_mean_word_length_counts_characters_of_words_not_punctuation_or_tags() {
         let tokens = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        assert_eq!(mean_word_length(&tokens("the dog runs .")), 10.0 / 3.0);
-        assert_eq!(mean_word_length(&tokens("café , 2 ...")), 2.5);
-        assert_eq!(mean_word_length(&tokens(". !")), 0.0);
-        assert_eq!(mean_word_length(&[]), 0.0);
+        assert_eq!(
+            mean_word_length(&tokens("the dog runs .")),
+            Some(10.0 / 3.0)
+        );
+        assert_eq!(mean_word_length(&tokens("café , 2 ...")), Some(2.5));
+        assert_eq!(mean_word_length(&tokens("[ substeps ] go on")), Some(2.0));
+        assert_eq!(mean_word_length(&tokens("[ a , b ]")), Some(1.0));
+        assert_eq!(mean_word_length(&tokens(". !")), None);
+        assert_eq!(mean_word_length(&[]), None);
+    }
+
+    #[test]
+    fn an_option_with_no_word_is_picked_by_neither_word_length_rule() {
+        let lengths = [Some(4.0), None, Some(3.0)];
+        let (shortest, longest) = (
+            word_length_scores(LengthRule::Shortest, &lengths),
+            word_length_scores(LengthRule::Longest, &lengths),
+        );
+        assert_eq!((credit(&shortest, 2), credit(&shortest, 1)), (1.0, 0.0));
+        assert_eq!((credit(&longest, 0), credit(&longest, 1)), (1.0, 0.0));
+        let none = [None, None];
+        assert_eq!(
+            credit(&word_length_scores(LengthRule::Shortest, &none), 0),
+            0.5
+        );
     }
 }

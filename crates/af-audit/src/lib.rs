@@ -411,7 +411,7 @@ pub fn audit<L: Learner>(
         let scores: Vec<Vec<f32>> = lengths.iter().map(|l| rule.scores(l)).collect();
         detectors.push(scorer.result(rule.name(), "baseline", None, None, &scores));
     }
-    let word_lengths: Vec<Vec<f32>> = eval
+    let word_lengths: Vec<Vec<Option<f32>>> = eval
         .iter()
         .map(|&i| {
             tokenized[i]
@@ -422,7 +422,10 @@ pub fn audit<L: Learner>(
         })
         .collect();
     for (rule, name) in length_rules::WORD_LENGTH_RULES {
-        let scores: Vec<Vec<f32>> = word_lengths.iter().map(|l| rule.scores(l)).collect();
+        let scores: Vec<Vec<f32>> = word_lengths
+            .iter()
+            .map(|l| length_rules::word_length_scores(rule, l))
+            .collect();
         detectors.push(scorer.result(name, "baseline", None, None, &scores));
     }
 

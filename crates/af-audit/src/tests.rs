@@ -91,7 +91,7 @@ fn flagged(r: &AuditReport) -> Vec<&str> {
 }
 
 #[test]
-fn a_planted_word_is_flagged_by_token_statistics_and_the_learned_detectors_only() {
+fn a_planted_word_is_flagged_by_token_statistics_the_learned_detectors_and_its_length() {
     let r = run(Planted::Word("zzgold"), 1);
     // And by the longest-words baseline: six characters in place of two to four.
     assert_eq!(

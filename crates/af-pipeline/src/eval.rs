@@ -400,8 +400,10 @@ pub struct SingleReading {
 }
 
 /// The reading [`LikelihoodProbe::readings`] adds to the probe's features: no LM score, only how
-/// the LM's tokenizer cuts the option. A writer whose words are shorter or commoner than the
-/// person's leaves it even where the scores match.
+/// the LM's tokenizer cuts the option on its own (the choices-only condition's characters and
+/// tokens: in WinoGrande's layout the full condition's tokens are the shared continuation). A
+/// writer whose words are shorter or commoner than the person's leaves it even where the scores
+/// match.
 pub const CHARACTERS_PER_TOKEN: &str = "characters per token";
 
 /// The gold's credit at the low and the high end of `values` (one per option), ties shared.
@@ -430,7 +432,7 @@ fn single_readings(scored: &[ScoredQuestion], features: &[Vec<Vec<f64>>]) -> Vec
                     options.iter().map(|o| o[f]).collect()
                 } else {
                     (0..q.logprob.len())
-                        .map(|o| q.norm_chars[o][0] as f64 / q.tokens[o][0].max(1) as f64)
+                        .map(|o| q.norm_chars[o][2] as f64 / q.tokens[o][2].max(1) as f64)
                         .collect()
                 };
                 let (l, h) = gold_at_ends(&values, q.label);
@@ -1204,7 +1206,8 @@ mod tests {
         let fair = likelihood_probe(&lm_written(400, 0.0), 0);
         assert!(fair.probe.low < 0.25 && 0.25 < fair.probe.high, "{fair:?}");
         // The first reading is acc_norm's score: its low end is the least likely reading, its
-        // high end acc_norm itself.
+        // high end acc_norm itself (equal where no two options tie, as here: the readings share
+        // a tie, acc_norm and least_likely take the first option tied).
         let first = &p.readings[0];
         assert_eq!(first.reading, PROBE_FEATURES[0]);
         assert_eq!(first.gold_lowest.right, p.least_likely.right);
@@ -1219,8 +1222,9 @@ mod tests {
         assert_eq!(gold_at_ends(&[1.0, 2.0, 3.0], 1), (0.0, 0.0));
         assert_eq!(gold_at_ends(&[2.0, 2.0, 5.0, 2.0], 3), (1.0 / 3.0, 0.0));
         assert_eq!(gold_at_ends(&[4.0, 4.0], 0), (0.5, 0.5));
-        // Characters per token from the full condition's counts: the gold (9 characters in 2
-        // tokens) has the most, the option of 5 characters in 5 tokens the fewest.
+        // Characters per token from the choices-only condition's counts (the same in every
+        // condition here): the gold (9 characters in 2 tokens) has the most, the option of 5
+        // characters in 5 tokens the fewest.
         let q = ScoredQuestion {
             id: "q".into(),
             label: 1,
