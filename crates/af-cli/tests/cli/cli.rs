@@ -174,7 +174,11 @@ fn eval_summarise_reads_a_folder_back_from_its_scores_without_the_lm() {
     let probe = &after["likelihood_probe"];
     assert_eq!(probe["folds"], 5);
     let readings = probe["readings"].as_array().unwrap();
-    assert_eq!(readings.len(), 5, "the probe's four features and characters per token");
+    assert_eq!(
+        readings.len(),
+        5,
+        "the probe's four features and characters per token"
+    );
     assert_eq!(readings[0]["gold_lowest"], probe["least_likely"]);
     let (probe_acc, least) = (
         probe["probe"]["accuracy"].as_f64().unwrap(),
