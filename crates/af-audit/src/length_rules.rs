@@ -72,14 +72,17 @@ pub fn mean_word_length(tokens: &[String]) -> Option<f32> {
     (words > 0).then(|| chars as f32 / words as f32)
 }
 
-/// A word-length rule's scores: an option with no word is never picked (unless no option has
-/// one, when all tie).
+/// A word-length rule's scores over the options that have words (so a median is theirs); an
+/// option with no word is never picked (unless no option has one, when all tie).
 pub fn word_length_scores(rule: LengthRule, lengths: &[Option<f32>]) -> Vec<f32> {
-    let present: Vec<f32> = lengths.iter().map(|l| l.unwrap_or(0.0)).collect();
-    rule.scores(&present)
-        .into_iter()
-        .zip(lengths)
-        .map(|(s, l)| if l.is_some() { s } else { f32::NEG_INFINITY })
+    let present: Vec<f32> = lengths.iter().flatten().copied().collect();
+    let mut scores = rule.scores(&present).into_iter();
+    lengths
+        .iter()
+        .map(|l| match l {
+            Some(_) => scores.next().expect("one score per option with words"),
+            None => f32::NEG_INFINITY,
+        })
         .collect()
 }
 

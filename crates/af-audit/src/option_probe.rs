@@ -138,7 +138,7 @@ fn scores(weights: &[f64], q: &ProbeQuestion) -> Vec<f64> {
 }
 
 /// 1 when the label alone scores highest, 1/k when it ties with k - 1 others, else 0.
-fn credit(scores: &[f64], label: usize) -> f64 {
+pub fn credit(scores: &[f64], label: usize) -> f64 {
     let best = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if scores[label] < best {
         return 0.0;

@@ -406,46 +406,44 @@ pub struct SingleReading {
 /// match.
 pub const CHARACTERS_PER_TOKEN: &str = "characters per token";
 
-/// The gold's credit at the low and the high end of `values` (one per option), ties shared.
+/// The gold's credit at the low and the high end of `values` (one per option), ties shared as
+/// the probe shares them.
 fn gold_at_ends(values: &[f64], label: usize) -> (f64, f64) {
-    let credit = |extreme: f64| {
-        let tied = values.iter().filter(|&&v| v == extreme).count();
-        if values[label] == extreme {
-            1.0 / tied as f64
-        } else {
-            0.0
-        }
-    };
-    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (credit(low), credit(high))
+    use af_audit::option_probe::credit;
+    let negated: Vec<f64> = values.iter().map(|v| -v).collect();
+    (credit(&negated, label), credit(values, label))
 }
 
-fn single_readings(scored: &[ScoredQuestion], features: &[Vec<Vec<f64>>]) -> Vec<SingleReading> {
-    let names = PROBE_FEATURES.iter().copied().chain([CHARACTERS_PER_TOKEN]);
-    names
+/// Each of the probe's features alone, then characters per token.
+fn single_readings(
+    scored: &[ScoredQuestion],
+    probed: &[af_audit::option_probe::ProbeQuestion],
+) -> Vec<SingleReading> {
+    let reading = |name: &str, values: &dyn Fn(usize) -> Vec<f64>| {
+        let (mut low, mut high) = (0.0, 0.0);
+        for (i, q) in scored.iter().enumerate() {
+            let (l, h) = gold_at_ends(&values(i), q.label);
+            low += l;
+            high += h;
+        }
+        SingleReading {
+            reading: name.to_string(),
+            gold_lowest: Accuracy::of(low, scored.len()),
+            gold_highest: Accuracy::of(high, scored.len()),
+        }
+    };
+    let mut readings: Vec<SingleReading> = PROBE_FEATURES
+        .iter()
         .enumerate()
-        .map(|(f, name)| {
-            let (mut low, mut high) = (0.0, 0.0);
-            for (q, options) in scored.iter().zip(features) {
-                let values: Vec<f64> = if f < PROBE_FEATURES.len() {
-                    options.iter().map(|o| o[f]).collect()
-                } else {
-                    (0..q.logprob.len())
-                        .map(|o| q.norm_chars[o][2] as f64 / q.tokens[o][2].max(1) as f64)
-                        .collect()
-                };
-                let (l, h) = gold_at_ends(&values, q.label);
-                low += l;
-                high += h;
-            }
-            SingleReading {
-                reading: name.to_string(),
-                gold_lowest: Accuracy::of(low, scored.len()),
-                gold_highest: Accuracy::of(high, scored.len()),
-            }
-        })
-        .collect()
+        .map(|(f, name)| reading(name, &|i| probed[i].options.iter().map(|o| o[f]).collect()))
+        .collect();
+    readings.push(reading(CHARACTERS_PER_TOKEN, &|i| {
+        let q = &scored[i];
+        (0..q.logprob.len())
+            .map(|o| q.norm_chars[o][2] as f64 / q.tokens[o][2].max(1) as f64)
+            .collect()
+    }));
+    readings
 }
 
 fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
@@ -461,16 +459,11 @@ fn probe_features(q: &ScoredQuestion, o: usize) -> Vec<f64> {
 /// The probe and the least-likely reading of scored questions; `seed` deals the folds.
 pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe {
     use af_audit::option_probe::{cross_fitted, ProbeQuestion, ProbeSettings};
-    let features: Vec<Vec<Vec<f64>>> = scored
-        .iter()
-        .map(|q| (0..q.logprob.len()).map(|o| probe_features(q, o)).collect())
-        .collect();
     let questions: Vec<ProbeQuestion> = scored
         .iter()
-        .zip(&features)
-        .map(|(q, options)| ProbeQuestion {
+        .map(|q| ProbeQuestion {
             label: q.label,
-            options: options.clone(),
+            options: (0..q.logprob.len()).map(|o| probe_features(q, o)).collect(),
         })
         .collect();
     let result = cross_fitted(
@@ -491,7 +484,7 @@ pub fn likelihood_probe(scored: &[ScoredQuestion], seed: u64) -> LikelihoodProbe
         probe: Accuracy::of(result.right, scored.len()),
         weights: result.weights,
         least_likely: Accuracy::of(least as f64, scored.len()),
-        readings: single_readings(scored, &features),
+        readings: single_readings(scored, &questions),
     }
 }
 
@@ -1233,8 +1226,11 @@ mod tests {
             tokens: vec![[4; 3], [2; 3], [5; 3]],
             norm_chars: vec![[9; 3], [9; 3], [5; 3]],
         };
-        let features = vec![(0..3).map(|o| probe_features(&q, o)).collect()];
-        let readings = single_readings(std::slice::from_ref(&q), &features);
+        let probed = [af_audit::option_probe::ProbeQuestion {
+            label: q.label,
+            options: (0..3).map(|o| probe_features(&q, o)).collect(),
+        }];
+        let readings = single_readings(std::slice::from_ref(&q), &probed);
         let cpt = readings.last().unwrap();
         assert_eq!((cpt.gold_lowest.right, cpt.gold_highest.right), (0.0, 1.0));
         // Per character the gold (-4/9 against -6/9 and -5/5) is the likeliest, per token (-4/2
