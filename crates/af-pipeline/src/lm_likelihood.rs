@@ -1,7 +1,8 @@
 //! The `lm-likelihood` member's scores of a pool: every candidate's log-likelihood under the
 //! pretrained causal LM its settings name, requested as `af eval` requests an option of af's
 //! layout ([`crate::eval::tokenised_prompts`]: the item's context and noun phrase as context, a
-//! space and the ending as continuation) and scored by the same code
+//! space and the ending as continuation; and the same continuation after nothing but the BOS
+//! token, `af eval`'s choices-only condition) and scored by the same code
 //! ([`af_nn::causal_lm::CausalLm::loglikelihoods`]), so the member reads the numbers `af eval`
 //! would report for the same options. Computed once per run and cached in `<run>/lm-likelihood/`
 //! (keyed by the requests and the model), so a resumed or repeated filter, `af ablate` and the
@@ -33,7 +34,8 @@ pub fn cache_dir(config: &Config) -> PathBuf {
     config.run.dir.join("lm-likelihood")
 }
 
-/// One pool row's request, as `af eval` makes it for the option in af's layout.
+/// One pool row's request, as `af eval` makes it for the option in af's layout. The
+/// choices-only request is the same continuation after an empty context.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowRequest {
     pub context: String,
@@ -77,6 +79,9 @@ struct CacheKey {
     model: PathBuf,
     model_bytes: u64,
     rows: usize,
+    /// `af eval`'s conditions scored, in the order of the cached columns (a cache written
+    /// before the member read the ending alone has no such field, and is scored again).
+    conditions: Vec<String>,
     /// FNV-1a over every request (context, continuation), in order (hex).
     requests: String,
 }
@@ -87,15 +92,63 @@ struct PartialKey {
     chunk: usize,
 }
 
+/// `af eval`'s conditions the member's scores are of ([`crate::eval::CONDITIONS`]).
+const SCORED_CONDITIONS: [&str; 2] = ["full", "choices-only"];
+
 /// The pool's scores, per row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolScores {
-    /// Summed log-probability of the continuation (natural log).
+    /// Summed log-probability of the continuation after its context (natural log).
     pub logprob: Vec<f64>,
     /// The continuation's tokens.
     pub tokens: Vec<i64>,
+    /// Summed log-probability of the continuation after the BOS token alone.
+    pub choices_only: Vec<f64>,
+    /// The continuation's tokens on its own.
+    pub choices_only_tokens: Vec<i64>,
     /// The ending's characters.
     pub chars: Vec<i64>,
+}
+
+impl PoolScores {
+    /// What the member's features are computed from.
+    pub fn lm_scores(&self) -> lm_likelihood::PoolLmScores<'_> {
+        lm_likelihood::PoolLmScores {
+            logprob: &self.logprob,
+            tokens: &self.tokens,
+            choices_only: &self.choices_only,
+            choices_only_tokens: &self.choices_only_tokens,
+            chars: &self.chars,
+        }
+    }
+}
+
+/// Scores of some rows in both conditions, as a chunk or the whole cache holds them.
+#[derive(Default)]
+struct Scored {
+    logprob: Vec<f64>,
+    tokens: Vec<i64>,
+    choices_only: Vec<f64>,
+    choices_only_tokens: Vec<i64>,
+}
+
+impl Scored {
+    fn extend(&mut self, other: Scored) {
+        self.logprob.extend(other.logprob);
+        self.tokens.extend(other.tokens);
+        self.choices_only.extend(other.choices_only);
+        self.choices_only_tokens.extend(other.choices_only_tokens);
+    }
+
+    fn with_chars(self, chars: Vec<i64>) -> PoolScores {
+        PoolScores {
+            logprob: self.logprob,
+            tokens: self.tokens,
+            choices_only: self.choices_only,
+            choices_only_tokens: self.choices_only_tokens,
+            chars,
+        }
+    }
 }
 
 /// What scoring a pool did, for the stage's log.
@@ -126,6 +179,9 @@ pub struct GoldPlace {
     pub per_char: PlaceAmong,
     /// By log-probability per token of the continuation.
     pub per_token: PlaceAmong,
+    /// By the ending's log-probability per character on its own (after the BOS token alone):
+    /// the reading `af eval`'s probe finds the gold by where an LM wrote the pool (decision 485).
+    pub choices_only_per_char: PlaceAmong,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -176,10 +232,13 @@ pub fn gold_place(scores: &PoolScores, item_rows: &[usize]) -> GoldPlace {
     };
     let (items, per_char) = place(&|r| scores.logprob[r] / scores.chars[r].max(1) as f64);
     let (_, per_token) = place(&|r| scores.logprob[r] / scores.tokens[r].max(1) as f64);
+    let (_, choices_only_per_char) =
+        place(&|r| scores.choices_only[r] / scores.chars[r].max(1) as f64);
     GoldPlace {
         items,
         per_char,
         per_token,
+        choices_only_per_char,
     }
 }
 
@@ -226,8 +285,7 @@ pub fn attach_pool_in_chunks(
         chunk,
     )?;
     let item_rows: Vec<usize> = pool.sizes.iter().map(|s| s + 1).collect();
-    let chars: Vec<usize> = scores.chars.iter().map(|&c| c as usize).collect();
-    table.attach_lm_likelihood(lm_likelihood::features(&scores.logprob, &chars, &item_rows))?;
+    table.attach_lm_likelihood(lm_likelihood::features(scores.lm_scores(), &item_rows))?;
     let place = gold_place(&scores, &item_rows);
     af_core::atomic::write(
         cache.join("gold-place.json"),
@@ -267,6 +325,7 @@ pub fn score_pool(
         model: source.model.clone(),
         model_bytes,
         rows: requests.len(),
+        conditions: SCORED_CONDITIONS.map(String::from).to_vec(),
         requests: requests_hash(&requests),
     };
     let (key_path, scores_path) = (cache.join("key.json"), cache.join("scores.safetensors"));
@@ -284,14 +343,7 @@ pub fn score_pool(
     };
     if cached {
         match read_scores(&scores_path, requests.len()) {
-            Ok((logprob, tokens)) => {
-                let scores = PoolScores {
-                    logprob,
-                    tokens,
-                    chars,
-                };
-                return Ok((scores, done(true, 0)));
-            }
+            Ok(scored) => return Ok((scored.with_chars(chars), done(true, 0))),
             Err(e) => tracing::warn!("{e:#}: scoring the pool again"),
         }
     }
@@ -318,64 +370,68 @@ pub fn score_pool(
         },
     )?;
     let bar = progress.bar("LM likelihood of the pool", requests.len() as u64);
-    let (mut logprob, mut tokens) = (
-        Vec::with_capacity(requests.len()),
-        Vec::with_capacity(requests.len()),
-    );
+    let mut scored = Scored::default();
     let mut resumed = 0;
     let mut keeping = true;
     for (c, rows) in requests.chunks(chunk).enumerate() {
         let path = partial.join(format!("chunk-{c:06}.safetensors"));
-        if let Ok((l, t)) = read_scores(&path, rows.len()) {
-            logprob.extend(l);
-            tokens.extend(t);
+        if let Ok(kept) = read_scores(&path, rows.len()) {
+            scored.extend(kept);
             resumed += rows.len();
             bar.inc(rows.len() as u64);
             continue;
         }
-        let (mut l, mut t) = (Vec::with_capacity(rows.len()), Vec::new());
+        let mut now = Scored::default();
         // Several forward passes per call, so the bar moves within a chunk.
         for part in rows.chunks(source.batch_size * 4) {
+            // Both conditions in one call: the LM batches requests by length, and the endings
+            // alone are short.
             let continuations: Vec<Continuation> = part
                 .iter()
                 .map(|r| Continuation {
                     context: &r.context,
                     continuation: &r.continuation,
                 })
+                .chain(part.iter().map(|r| Continuation {
+                    context: "",
+                    continuation: &r.continuation,
+                }))
                 .collect();
-            for s in lm.loglikelihoods(&continuations, source.batch_size)? {
-                l.push(s.logprob);
-                t.push(s.tokens as i64);
-            }
+            let scores = lm.loglikelihoods(&continuations, source.batch_size)?;
+            let (full, alone) = scores.split_at(part.len());
+            now.logprob.extend(full.iter().map(|s| s.logprob));
+            now.tokens.extend(full.iter().map(|s| s.tokens as i64));
+            now.choices_only.extend(alone.iter().map(|s| s.logprob));
+            now.choices_only_tokens
+                .extend(alone.iter().map(|s| s.tokens as i64));
             bar.inc(part.len() as u64);
         }
         if keeping {
-            if let Err(e) = write_scores(&path, &l, &t) {
+            if let Err(e) = write_scores(&path, &now) {
                 tracing::warn!("{e:#}: the pool's LM scores go on without keeping chunks, so a kill now loses them");
                 keeping = false;
             }
         }
-        logprob.extend(l);
-        tokens.extend(t);
+        scored.extend(now);
     }
     bar.finish();
-    if let Some(bad) = logprob.iter().position(|l| !l.is_finite()) {
-        anyhow::bail!(
-            "the LM scored pool row {bad} {}: its scores must be finite",
-            logprob[bad]
-        );
+    for (condition, scores) in SCORED_CONDITIONS
+        .iter()
+        .zip([&scored.logprob, &scored.choices_only])
+    {
+        if let Some(bad) = scores.iter().position(|l| !l.is_finite()) {
+            anyhow::bail!(
+                "the LM scored pool row {bad} {} ({condition}): its scores must be finite",
+                scores[bad]
+            );
+        }
     }
     let _ = std::fs::remove_file(&key_path);
-    write_scores(&scores_path, &logprob, &tokens)?;
+    write_scores(&scores_path, &scored)?;
     af_core::atomic::write(&key_path, serde_json::to_string_pretty(&key)?.as_bytes())?;
     // The whole pool is in the cache now: its chunks are not needed.
     let _ = std::fs::remove_dir_all(&partial);
-    let scores = PoolScores {
-        logprob,
-        tokens,
-        chars,
-    };
-    Ok((scores, done(false, resumed)))
+    Ok((scored.with_chars(chars), done(false, resumed)))
 }
 
 /// Makes `dir` hold the chunks of `key`: chunks of another key are removed.
@@ -396,13 +452,22 @@ fn open_partial(dir: &Path, key: &PartialKey) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes scores (f64) and token counts, renamed into place once written whole.
-fn write_scores(path: &Path, logprob: &[f64], tokens: &[i64]) -> anyhow::Result<()> {
+/// Writes scores (f64) and token counts of both conditions, renamed into place once written
+/// whole.
+fn write_scores(path: &Path, scored: &Scored) -> anyhow::Result<()> {
     let tmp = path.with_extension("safetensors.tmp");
     Tensor::write_safetensors(
         &[
-            ("logprob", Tensor::from_slice(logprob)),
-            ("tokens", Tensor::from_slice(tokens)),
+            ("logprob", Tensor::from_slice(&scored.logprob)),
+            ("tokens", Tensor::from_slice(&scored.tokens)),
+            (
+                "choices_only_logprob",
+                Tensor::from_slice(&scored.choices_only),
+            ),
+            (
+                "choices_only_tokens",
+                Tensor::from_slice(&scored.choices_only_tokens),
+            ),
         ],
         &tmp,
     )
@@ -411,7 +476,7 @@ fn write_scores(path: &Path, logprob: &[f64], tokens: &[i64]) -> anyhow::Result<
 }
 
 /// Scores and token counts of `rows` rows, checked.
-fn read_scores(path: &Path, rows: usize) -> anyhow::Result<(Vec<f64>, Vec<i64>)> {
+fn read_scores(path: &Path, rows: usize) -> anyhow::Result<Scored> {
     let named: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .into_iter()
@@ -429,10 +494,12 @@ fn read_scores(path: &Path, rows: usize) -> anyhow::Result<(Vec<f64>, Vec<i64>)>
         );
         Ok(t)
     };
-    Ok((
-        Vec::<f64>::try_from(get("logprob", Kind::Double)?)?,
-        Vec::<i64>::try_from(get("tokens", Kind::Int64)?)?,
-    ))
+    Ok(Scored {
+        logprob: Vec::<f64>::try_from(get("logprob", Kind::Double)?)?,
+        tokens: Vec::<i64>::try_from(get("tokens", Kind::Int64)?)?,
+        choices_only: Vec::<f64>::try_from(get("choices_only_logprob", Kind::Double)?)?,
+        choices_only_tokens: Vec::<i64>::try_from(get("choices_only_tokens", Kind::Int64)?)?,
+    })
 }
 
 /// Attaches the features when a member the config names reads them (the filter's and
@@ -463,12 +530,14 @@ pub(crate) fn attach_for_config(
     );
     if let Some(p) = &done.gold_place {
         tracing::info!(
-            "{}: the gold is the least likely option of its pool on {:.0}% of {} items per character ({:.0}% per token); {:.2} of its candidates are less likely than it on average (0.5: like them; {})",
+            "{}: the gold is the least likely option of its pool on {:.0}% of {} items per character ({:.0}% per token, {:.0}% by the ending alone); {:.2} of its candidates are less likely than it on average per character ({:.2} by the ending alone; 0.5: like them; {})",
             lm_likelihood::NAME,
             100.0 * p.per_char.least_likely,
             p.items,
             100.0 * p.per_token.least_likely,
+            100.0 * p.choices_only_per_char.least_likely,
             p.per_char.share_below,
+            p.choices_only_per_char.share_below,
             cache_dir(config).join("gold-place.json").display()
         );
     }
@@ -585,6 +654,15 @@ mod tests {
                 );
                 assert_eq!(tokens[0] as i64, scores.tokens[row]);
                 assert_eq!(q.norm_chars[o][0] as i64, scores.chars[row]);
+                // The ending alone: af eval's choices-only condition.
+                assert!(
+                    (logprob[2] - scores.choices_only[row]).abs() < 1e-4,
+                    "{} option {o} alone: af eval {}, the member {}",
+                    q.id,
+                    logprob[2],
+                    scores.choices_only[row]
+                );
+                assert_eq!(tokens[2] as i64, scores.choices_only_tokens[row]);
                 compared += 1;
             }
         }
@@ -625,12 +703,20 @@ mod tests {
         // Item 0: gold below both candidates per character and per token. Item 1: gold above
         // both per character, and below both per token (1 token against 10). Item 2: a tie and
         // one below, both ways. Item 3: the gold alone, left out.
+        // Alone, every ending is as likely per character as after its context, but item 0's
+        // gold is above both.
+        let mut choices_only = vec![
+            -30.0, -10.0, -20.0, -10.0, -30.0, -20.0, -20.0, -20.0, -40.0, -5.0,
+        ];
+        choices_only[0] = -5.0;
         let scores = PoolScores {
             logprob: vec![
                 -30.0, -10.0, -20.0, -10.0, -30.0, -20.0, -20.0, -20.0, -40.0, -5.0,
             ],
             chars: vec![10; 10],
             tokens: vec![5, 5, 5, 1, 10, 10, 5, 5, 5, 5],
+            choices_only,
+            choices_only_tokens: vec![5; 10],
         };
         let place = gold_place(&scores, &[3, 3, 3, 1]);
         assert_eq!(place.items, 3);
@@ -642,6 +728,9 @@ mod tests {
         assert_eq!(place.per_token.least_likely, third(2.0));
         assert_eq!(place.per_token.most_likely, 0.0);
         assert!((place.per_token.share_below - third(0.75)).abs() < 1e-12);
+        assert_eq!(place.choices_only_per_char.least_likely, 0.0);
+        assert_eq!(place.choices_only_per_char.most_likely, third(2.0));
+        assert!((place.choices_only_per_char.share_below - third(2.75)).abs() < 1e-12);
     }
 
     #[test]
@@ -703,7 +792,10 @@ mod tests {
         assert_eq!(written, serde_json::to_value(&done.gold_place).unwrap());
         assert_eq!(written["items"], 20);
         let features = table.lm_likelihood.as_ref().unwrap();
-        assert_eq!(features.size(), [pool.rows as i64, 4]);
+        assert_eq!(
+            features.size(),
+            [pool.rows as i64, lm_likelihood::FEATURES.len() as i64]
+        );
         let registry = Registry::builtin();
         let committee =
             crate::committee::TorchCommittee::new(&pool, &table, &config, &registry, Device::Cpu);

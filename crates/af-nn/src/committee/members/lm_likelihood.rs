@@ -7,12 +7,17 @@
 //! directory and attaches [`features`] of them to the table; only the head trains.
 //!
 //! The features compare a candidate with the other candidates of its item
-//! (docs/decisions/440-lm-likelihood-member.md): the summed log-probability (lm-eval's `acc`
-//! score) and the same per character of the ending (`acc_norm`'s), each raw and centred on its
-//! item's mean over the whole pool of that item (gold included), every column standardised over
-//! the pool. A committee scores one candidate at a time and compares the options of a question
-//! only in its softmax; centred columns carry the comparison into the head itself, while the raw
-//! ones keep the level (a context after which every ending is unlikely).
+//! (docs/decisions/440-lm-likelihood-member.md, 486-the-member-reads-the-ending-alone-too.md):
+//! the summed log-probability (lm-eval's `acc` score), the same per character of the ending
+//! (`acc_norm`'s) and per token, the ending's log-probability on its own (after the BOS token
+//! alone, lm-eval's unconditional likelihood and `af eval`'s choices-only condition) per
+//! character, what the context adds per token, and the characters per token of the ending's own
+//! tokenisation; each raw and centred on its item's mean over the whole pool of that item (gold
+//! included), every column standardised over the pool. A committee scores one candidate at a
+//! time and compares the options of a question only in its softmax; centred columns carry the
+//! comparison into the head itself, while the raw ones keep the level (a context after which
+//! every ending is unlikely). The ending's own likelihood and its tokenisation are what `af
+//! eval`'s probe reads the gold by where a person wrote it and an LM the pool (decision 485).
 //!
 //! `[committee.member.lm-likelihood]`: `model` (a Llama-architecture GGUF file; default
 //! `$AF_CAUSAL_LM`, which `scripts/setup --env` sets), `batch-size` (sequences per forward pass
@@ -33,13 +38,46 @@ use crate::NnError;
 
 pub const NAME: &str = "lm-likelihood";
 
-/// The columns of [`features`], in order.
-pub const FEATURES: [&str; 4] = [
+/// The readings of a candidate's scores [`features`] takes, raw and then centred per item.
+const READINGS: [&str; 6] = [
     "logprob",
     "logprob_per_char",
+    "logprob_per_token",
+    "choices_only_per_char",
+    "context_gain_per_token",
+    "characters_per_token",
+];
+
+/// The columns of [`features`], in order: [`READINGS`] raw, then each centred on its item.
+pub const FEATURES: [&str; 12] = [
+    "logprob",
+    "logprob_per_char",
+    "logprob_per_token",
+    "choices_only_per_char",
+    "context_gain_per_token",
+    "characters_per_token",
     "logprob_centred",
     "logprob_per_char_centred",
+    "logprob_per_token_centred",
+    "choices_only_per_char_centred",
+    "context_gain_per_token_centred",
+    "characters_per_token_centred",
 ];
+
+/// A pool's LM scores, one entry per row (`af eval`'s full and choices-only conditions).
+#[derive(Clone, Copy, Debug)]
+pub struct PoolLmScores<'a> {
+    /// Summed log-probability of the ending after its context (natural log).
+    pub logprob: &'a [f64],
+    /// The ending's tokens after its context.
+    pub tokens: &'a [i64],
+    /// Summed log-probability of the ending alone, after the BOS token.
+    pub choices_only: &'a [f64],
+    /// The ending's tokens on its own.
+    pub choices_only_tokens: &'a [i64],
+    /// The ending's characters (`acc_norm`'s divisor).
+    pub chars: &'a [i64],
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -122,44 +160,59 @@ impl LmLikelihoodSettings {
     }
 }
 
-/// The member's features of a pool's candidates ([`FEATURES`]): per row, its summed
-/// log-probability and its ending's length in characters; `item_rows` says how many consecutive
-/// rows each item has (its candidates, gold first). Standardised per column over the rows (a
-/// column that does not vary is centred only).
+/// The member's features of a pool's candidates ([`FEATURES`]); `item_rows` says how many
+/// consecutive rows each item has (its candidates, gold first). Standardised per column over the
+/// rows (a column that does not vary is centred only).
 /// # Shapes
-/// -> [rows, 4] f32 on the CPU
-pub fn features(logprob: &[f64], chars: &[usize], item_rows: &[usize]) -> Tensor {
-    assert_eq!(logprob.len(), chars.len(), "one length per score");
+/// -> [rows, 12] f32 on the CPU
+pub fn features(scores: PoolLmScores, item_rows: &[usize]) -> Tensor {
+    let n = scores.logprob.len();
+    for len in [
+        scores.tokens.len(),
+        scores.choices_only.len(),
+        scores.choices_only_tokens.len(),
+        scores.chars.len(),
+    ] {
+        assert_eq!(len, n, "one entry per row in every score");
+    }
     assert_eq!(
         item_rows.iter().sum::<usize>(),
-        logprob.len(),
+        n,
         "the items cover the rows"
     );
-    let per_char: Vec<f64> = logprob
-        .iter()
-        .zip(chars)
-        .map(|(&l, &c)| l / c.max(1) as f64)
-        .collect();
+    let per = |x: f64, by: i64| x / by.max(1) as f64;
+    let raw: [Vec<f64>; READINGS.len()] = [
+        scores.logprob.to_vec(),
+        (0..n)
+            .map(|r| per(scores.logprob[r], scores.chars[r]))
+            .collect(),
+        (0..n)
+            .map(|r| per(scores.logprob[r], scores.tokens[r]))
+            .collect(),
+        (0..n)
+            .map(|r| per(scores.choices_only[r], scores.chars[r]))
+            .collect(),
+        (0..n)
+            .map(|r| per(scores.logprob[r] - scores.choices_only[r], scores.tokens[r]))
+            .collect(),
+        (0..n)
+            .map(|r| per(scores.chars[r] as f64, scores.choices_only_tokens[r]))
+            .collect(),
+    ];
     let centred = |v: &[f64]| -> Vec<f64> {
         let mut out = Vec::with_capacity(v.len());
         let mut at = 0;
-        for &n in item_rows {
-            let rows = &v[at..at + n];
-            let mean = rows.iter().sum::<f64>() / n.max(1) as f64;
+        for &rows_of_item in item_rows {
+            let rows = &v[at..at + rows_of_item];
+            let mean = rows.iter().sum::<f64>() / rows_of_item.max(1) as f64;
             out.extend(rows.iter().map(|x| x - mean));
-            at += n;
+            at += rows_of_item;
         }
         out
     };
-    let columns = [
-        logprob.to_vec(),
-        per_char.clone(),
-        centred(logprob),
-        centred(&per_char),
-    ];
-    let n = logprob.len();
+    let centred: Vec<Vec<f64>> = raw.iter().map(|c| centred(c)).collect();
     let mut flat = vec![0f32; n * FEATURES.len()];
-    for (f, column) in columns.iter().enumerate() {
+    for (f, column) in raw.iter().chain(&centred).enumerate() {
         let mean = column.iter().sum::<f64>() / n.max(1) as f64;
         let var = column.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n.max(1) as f64;
         let scale = if var > 1e-12 { var.sqrt() } else { 1.0 };
@@ -178,7 +231,7 @@ impl Member for LmLikelihood {
     }
 
     fn describe(&self) -> &'static str {
-        "head over a pretrained causal LM's log-likelihood of the ending after the context, raw and per character, centred per item"
+        "head over a pretrained causal LM's log-likelihood of the ending after the context and alone, per character and per token, centred per item"
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -204,7 +257,7 @@ impl Member for LmLikelihood {
             .map(Some)
     }
 
-    /// The features [4], the hidden layer and its ReLU [2h], the output and its copy [2h]; kept
+    /// The features [12], the hidden layer and its ReLU [2h], the output and its copy [2h]; kept
     /// with the dropout's mask.
     fn row_bytes(&self, committee: &CommitteeConfig, tokens: u64, training: bool) -> u64 {
         LmLikelihoodSettings::resolve(committee).map_or_else(
@@ -268,36 +321,77 @@ mod tests {
     #[test]
     fn features_are_standardised_and_centred_per_item() {
         // Two items: 3 and 2 rows.
-        let logprob = [-10.0, -20.0, -30.0, -5.0, -7.0];
-        let chars = [10, 10, 30, 5, 14];
-        let f = features(&logprob, &chars, &[3, 2]);
-        assert_eq!(f.size(), [5, 4]);
-        let col = |c: i64| Vec::<f32>::try_from(f.select(1, c)).unwrap();
-        for c in 0..4 {
-            let v = col(c);
+        let scores = PoolLmScores {
+            logprob: &[-10.0, -20.0, -30.0, -5.0, -7.0],
+            tokens: &[5, 5, 10, 1, 7],
+            choices_only: &[-20.0, -20.0, -60.0, -5.0, -21.0],
+            choices_only_tokens: &[5, 4, 10, 2, 7],
+            chars: &[10, 10, 30, 5, 14],
+        };
+        let f = features(scores, &[3, 2]);
+        assert_eq!(f.size(), [5, FEATURES.len() as i64]);
+        let col = |name: &str| {
+            let c = FEATURES.iter().position(|f| *f == name).unwrap() as i64;
+            Vec::<f32>::try_from(f.select(1, c)).unwrap()
+        };
+        for name in FEATURES {
+            let v = col(name);
             let mean = v.iter().sum::<f32>() / 5.0;
             let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / 5.0;
-            assert!(mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-4, "{c}: {v:?}");
+            assert!(
+                mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-4,
+                "{name}: {v:?}"
+            );
         }
-        // Raw: the order of the sums; per character: -1, -2, -1, -1, -0.5.
-        let raw = col(0);
-        assert!(raw[3] > raw[4] && raw[4] > raw[0] && raw[0] > raw[1] && raw[1] > raw[2]);
-        let per_char = col(1);
-        assert!((per_char[0] - per_char[2]).abs() < 1e-6 && per_char[4] > per_char[0]);
-        // Centred: within an item, the same differences as raw (up to the column's scale); item 2's
-        // two rows sit symmetrically around zero before standardising.
-        let centred = col(2);
+        // Up to each column's scale and shift, a reading's order is the order of its values.
+        let same_order = |name: &str, values: [f64; 5]| {
+            let v = col(name);
+            for i in 0..5 {
+                for j in 0..5 {
+                    if values[i] < values[j] - 1e-9 {
+                        assert!(v[i] < v[j], "{name}: rows {i} and {j} of {v:?}");
+                    } else if (values[i] - values[j]).abs() < 1e-9 {
+                        assert!(
+                            (v[i] - v[j]).abs() < 1e-5,
+                            "{name}: rows {i} and {j} of {v:?}"
+                        );
+                    }
+                }
+            }
+        };
+        same_order("logprob", [-10.0, -20.0, -30.0, -5.0, -7.0]);
+        same_order("logprob_per_char", [-1.0, -2.0, -1.0, -1.0, -0.5]);
+        same_order("logprob_per_token", [-2.0, -4.0, -3.0, -5.0, -1.0]);
+        same_order("choices_only_per_char", [-2.0, -2.0, -2.0, -1.0, -1.5]);
+        same_order("context_gain_per_token", [2.0, 0.0, 3.0, 0.0, 2.0]);
+        same_order("characters_per_token", [2.0, 2.5, 3.0, 2.5, 2.0]);
+        // Centred: within an item, the same differences as raw (up to the column's scale); item
+        // 2's two rows sit symmetrically around zero before standardising.
+        let (raw, centred) = (col("logprob"), col("logprob_centred"));
         let (scale_raw, scale_centred) =
             ((raw[0] - raw[1]) / 10.0, (centred[0] - centred[1]) / 10.0);
         assert!(scale_raw > 0.0 && scale_centred > 0.0);
         assert!(((centred[3] - centred[4]) / scale_centred - 2.0).abs() < 1e-4);
-        assert!(
-            (centred[3] + centred[4]).abs() < 1e-4,
-            "{centred:?}: item means are removed (the pool's mean is then 0 too)"
-        );
+        for name in FEATURES.iter().filter(|f| f.ends_with("_centred")) {
+            let c = col(name);
+            assert!(
+                (c[3] + c[4]).abs() < 1e-4,
+                "{name}: {c:?}: item means are removed (the pool's mean is then 0 too)"
+            );
+        }
         // A constant column is left at zero rather than divided by zero.
-        let same = features(&[-3.0, -3.0], &[3, 3], &[2]);
-        assert_eq!(Vec::<f32>::try_from(same.flatten(0, -1)).unwrap(), [0.0; 8]);
+        let constant = PoolLmScores {
+            logprob: &[-3.0, -3.0],
+            tokens: &[2, 2],
+            choices_only: &[-5.0, -5.0],
+            choices_only_tokens: &[3, 3],
+            chars: &[6, 6],
+        };
+        let same = features(constant, &[2]);
+        assert_eq!(
+            Vec::<f32>::try_from(same.flatten(0, -1)).unwrap(),
+            [0.0; 2 * FEATURES.len()]
+        );
     }
 
     #[test]
@@ -346,17 +440,25 @@ mod tests {
             4,
             1,
         );
-        let (mut logprob, mut chars) = (Vec::new(), Vec::new());
+        let mut logprob = Vec::new();
         for i in 0..items {
             let level = -10.0 * (i % 7) as f64;
             for c in 0..4 {
                 let bonus = if c == 0 { 3.0 } else { (c as f64) * 0.5 };
                 logprob.push(level - 5.0 + bonus);
-                chars.push(20);
             }
         }
+        let (level, chars) = (vec![-30.0; logprob.len()], vec![20; logprob.len()]);
+        let tokens = vec![5; logprob.len()];
+        let scores = PoolLmScores {
+            logprob: &logprob,
+            tokens: &tokens,
+            choices_only: &level,
+            choices_only_tokens: &tokens,
+            chars: &chars,
+        };
         table
-            .attach_lm_likelihood(features(&logprob, &chars, &vec![4; items]))
+            .attach_lm_likelihood(features(scores, &vec![4; items]))
             .unwrap();
         table
     }
