@@ -91,7 +91,12 @@ fn bench_lm_likelihood(
     )?;
     sync();
     let seconds = start.elapsed().as_secs_f64();
-    let tokens: i64 = scores.tokens.iter().sum();
+    // Every candidate is scored after its context and alone (decision 486): both count.
+    let tokens: i64 = scores
+        .tokens
+        .iter()
+        .chain(&scores.choices_only_tokens)
+        .sum();
     let mut out = json!({
         "model": path.display().to_string(),
         "weights": if random_weights { "random (seed 19)" } else { "the file's" },
@@ -116,7 +121,9 @@ fn bench_lm_likelihood(
             1024,
         )?;
         let (mut abs, mut rel) = (0f64, 0f64);
-        for (a, b) in on_device.logprob.iter().zip(&cpu.logprob) {
+        // Both conditions the member reads: after the context and the ending alone.
+        let device_scores = on_device.logprob.iter().chain(&on_device.choices_only);
+        for (a, b) in device_scores.zip(cpu.logprob.iter().chain(&cpu.choices_only)) {
             abs = abs.max((a - b).abs());
             rel = rel.max((a - b).abs() / b.abs().max(1.0));
         }
