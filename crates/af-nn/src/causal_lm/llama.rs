@@ -383,24 +383,29 @@ impl Llama {
         self.logits(&hidden.select(1, 0))
     }
 
-    /// Right-padded `inputs` [B, T] with `mask` [B, T] (1: a token, then 0s): per position, the
-    /// log-probability of `targets` [B, T] as the next token, and whether it is the most likely
-    /// next token (lm-eval's `is_greedy`): ([B, T] float, [B, T] bool). Padding positions hold
-    /// numbers that mean nothing.
-    pub fn next_token_scores(
+    /// Right-padded `inputs` [B, T] with `mask` [B, T] (1: a token, then 0s): at the flat
+    /// positions `rows` [N] (indices into B * T), the log-probability of `targets` [N] as the next
+    /// token, and whether it is the most likely next token (lm-eval's `is_greedy`): ([N] float,
+    /// [N] bool). Only those positions' logits are computed: a context's positions are read but
+    /// not scored, and a [T, V] vocabulary product per sequence is most of what scoring costs
+    /// beyond the model's body.
+    pub fn next_token_scores_at(
         &self,
         inputs: &Tensor,
         mask: &Tensor,
+        rows: &Tensor,
         targets: &Tensor,
     ) -> (Tensor, Tensor) {
         let positions = (mask.cumsum(1, Kind::Int64) - 1).clamp_min(0);
         let mut cache = self.new_cache(mask, inputs.size()[1]);
-        let logprobs = self
-            .logits(&self.run(inputs, &positions, &mut cache))
-            .log_softmax(-1, Kind::Float);
+        let hidden = self
+            .run(inputs, &positions, &mut cache)
+            .flatten(0, 1)
+            .index_select(0, rows);
+        let logprobs = self.logits(&hidden).log_softmax(-1, Kind::Float);
         let chosen = logprobs
-            .gather(2, &targets.unsqueeze(2), false)
-            .squeeze_dim(2);
+            .gather(1, &targets.unsqueeze(1), false)
+            .squeeze_dim(1);
         let greedy = logprobs.argmax(-1, false).eq_tensor(targets);
         (chosen, greedy)
     }

@@ -106,37 +106,40 @@ impl CausalLm {
                 .map(|&i| request_ids[i].inputs.len())
                 .max()
                 .unwrap_or(1);
-            let (mut inputs, mut targets, mut mask) = (
-                Vec::with_capacity(chunk.len() * width),
+            let (mut inputs, mut mask) = (
                 Vec::with_capacity(chunk.len() * width),
                 Vec::with_capacity(chunk.len() * width),
             );
-            for &i in chunk {
+            // The scored positions, flat, and their targets: each request's last `scored`.
+            let (mut rows, mut targets) = (Vec::new(), Vec::new());
+            for (row, &i) in chunk.iter().enumerate() {
                 let e = &request_ids[i];
                 let pad = width - e.inputs.len();
                 inputs.extend(e.inputs.iter().copied().chain(std::iter::repeat_n(0, pad)));
-                targets.extend(e.targets.iter().copied().chain(std::iter::repeat_n(0, pad)));
                 mask.extend(
                     std::iter::repeat_n(1i64, e.inputs.len()).chain(std::iter::repeat_n(0, pad)),
                 );
+                let scored = e.scored.min(e.inputs.len());
+                let first = e.inputs.len() - scored;
+                rows.extend((row * width + first..row * width + e.inputs.len()).map(|r| r as i64));
+                targets.extend_from_slice(&e.targets[first..]);
             }
             let shape = [chunk.len() as i64, width as i64];
-            let on = |v: &[i64]| Tensor::from_slice(v).view(shape).to_device(self.device);
-            let (logprobs, greedy) =
-                self.model
-                    .next_token_scores(&on(&inputs), &on(&mask), &on(&targets));
-            let logprobs: Vec<f32> = Vec::try_from(
-                logprobs
-                    .to_kind(Kind::Float)
-                    .to_device(Device::Cpu)
-                    .flatten(0, -1),
-            )?;
-            let greedy: Vec<bool> = Vec::try_from(greedy.to_device(Device::Cpu).flatten(0, -1))?;
-            for (row, &i) in chunk.iter().enumerate() {
+            let on = |v: &[i64]| Tensor::from_slice(v).to_device(self.device);
+            let (logprobs, greedy) = self.model.next_token_scores_at(
+                &on(&inputs).view(shape),
+                &on(&mask).view(shape),
+                &on(&rows),
+                &on(&targets),
+            );
+            let logprobs: Vec<f32> =
+                Vec::try_from(logprobs.to_kind(Kind::Float).to_device(Device::Cpu))?;
+            let greedy: Vec<bool> = Vec::try_from(greedy.to_device(Device::Cpu))?;
+            let mut at = 0;
+            for &i in chunk {
                 let e = &request_ids[i];
-                // The continuation's tokens are the targets of the last `scored` real positions.
-                let (end, scored) = (row * width + e.inputs.len(), e.scored.min(e.inputs.len()));
-                let span = end - scored..end;
+                let span = at..at + e.scored.min(e.inputs.len());
+                at = span.end;
                 out[i] = LogLikelihood {
                     logprob: logprobs[span.clone()].iter().map(|&l| f64::from(l)).sum(),
                     greedy: greedy[span].iter().all(|&g| g),
