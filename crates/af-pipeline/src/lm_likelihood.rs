@@ -733,6 +733,45 @@ mod tests {
         assert!((place.choices_only_per_char.share_below - third(2.75)).abs() < 1e-12);
     }
 
+    /// A cache written before the member scored the ending alone (its key names no conditions)
+    /// is scored again rather than read.
+    #[test]
+    fn a_cache_without_the_ending_alone_is_scored_again() {
+        let _lock = af_test_support::lock();
+        let dir = tempfile::tempdir().unwrap();
+        af_io::pool_index::write_synthetic_pool(dir.path(), 3, 2, 4).unwrap();
+        let pool = Pool::load(dir.path()).unwrap();
+        let model = dir.path().join("toy.gguf");
+        af_nn::causal_lm::toy::write_toy_llama(&model, 11).unwrap();
+        let source = LmLikelihoodSource {
+            model,
+            batch_size: 4,
+        };
+        let cache = dir.path().join("cache");
+        let score = || {
+            score_pool(
+                &pool,
+                &source,
+                &cache,
+                Scorer::Load(Device::Cpu),
+                &NoProgress,
+                CHUNK,
+            )
+            .unwrap()
+        };
+        let (first, _) = score();
+        assert!(score().1.cached);
+        let key_path = cache.join("key.json");
+        let mut key: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&key_path).unwrap()).unwrap();
+        key.as_object_mut().unwrap().remove("conditions");
+        std::fs::write(&key_path, key.to_string()).unwrap();
+        let (again, done) = score();
+        assert!(!done.cached, "{done:?}");
+        assert_eq!(again, first);
+        assert!(first.choices_only.iter().all(|l| l.is_finite() && *l < 0.0));
+    }
+
     #[test]
     fn a_pools_scores_are_af_evals_with_a_toy_lm() {
         let dir = tempfile::tempdir().unwrap();
