@@ -16,6 +16,8 @@ use af_core::Config;
 use af_io::pool_index::Pool;
 use af_io::questions::QuestionFormat;
 use af_nn::causal_lm::{CausalLm, Continuation};
+/// The pool's scores, per row: the member's own type, which its features read.
+pub use af_nn::committee::members::lm_likelihood::PoolScores;
 use af_nn::committee::members::{lm_likelihood, LmLikelihoodSource};
 use af_nn::committee::Registry;
 use af_nn::table::CandidateTable;
@@ -94,34 +96,6 @@ struct PartialKey {
 
 /// `af eval`'s conditions the member's scores are of ([`crate::eval::CONDITIONS`]).
 const SCORED_CONDITIONS: [&str; 2] = ["full", "choices-only"];
-
-/// The pool's scores, per row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PoolScores {
-    /// Summed log-probability of the continuation after its context (natural log).
-    pub logprob: Vec<f64>,
-    /// The continuation's tokens.
-    pub tokens: Vec<i64>,
-    /// Summed log-probability of the continuation after the BOS token alone.
-    pub choices_only: Vec<f64>,
-    /// The continuation's tokens on its own.
-    pub choices_only_tokens: Vec<i64>,
-    /// The ending's characters.
-    pub chars: Vec<i64>,
-}
-
-impl PoolScores {
-    /// What the member's features are computed from.
-    pub fn lm_scores(&self) -> lm_likelihood::PoolLmScores<'_> {
-        lm_likelihood::PoolLmScores {
-            logprob: &self.logprob,
-            tokens: &self.tokens,
-            choices_only: &self.choices_only,
-            choices_only_tokens: &self.choices_only_tokens,
-            chars: &self.chars,
-        }
-    }
-}
 
 /// Scores of some rows in both conditions, as a chunk or the whole cache holds them.
 #[derive(Default)]
@@ -285,7 +259,7 @@ pub fn attach_pool_in_chunks(
         chunk,
     )?;
     let item_rows: Vec<usize> = pool.sizes.iter().map(|s| s + 1).collect();
-    table.attach_lm_likelihood(lm_likelihood::features(scores.lm_scores(), &item_rows))?;
+    table.attach_lm_likelihood(lm_likelihood::features(&scores, &item_rows))?;
     let place = gold_place(&scores, &item_rows);
     af_core::atomic::write(
         cache.join("gold-place.json"),
@@ -645,24 +619,22 @@ mod tests {
                     assignment.distractors[i][o - 1]
                 };
                 let row = pool.row(i, c) as usize;
-                assert!(
-                    (logprob[0] - scores.logprob[row]).abs() < 1e-4,
-                    "{} option {o}: af eval {}, the member {}",
-                    q.id,
-                    logprob[0],
-                    scores.logprob[row]
-                );
-                assert_eq!(tokens[0] as i64, scores.tokens[row]);
                 assert_eq!(q.norm_chars[o][0] as i64, scores.chars[row]);
-                // The ending alone: af eval's choices-only condition.
-                assert!(
-                    (logprob[2] - scores.choices_only[row]).abs() < 1e-4,
-                    "{} option {o} alone: af eval {}, the member {}",
-                    q.id,
-                    logprob[2],
-                    scores.choices_only[row]
-                );
-                assert_eq!(tokens[2] as i64, scores.choices_only_tokens[row]);
+                // af eval's full condition (0) and the ending alone, its choices-only (2).
+                let conditions = [
+                    (0, &scores.logprob, &scores.tokens),
+                    (2, &scores.choices_only, &scores.choices_only_tokens),
+                ];
+                for (condition, member, member_tokens) in conditions {
+                    assert!(
+                        (logprob[condition] - member[row]).abs() < 1e-4,
+                        "{} option {o}, condition {condition}: af eval {}, the member {}",
+                        q.id,
+                        logprob[condition],
+                        member[row]
+                    );
+                    assert_eq!(tokens[condition] as i64, member_tokens[row]);
+                }
                 compared += 1;
             }
         }

@@ -38,17 +38,8 @@ use crate::NnError;
 
 pub const NAME: &str = "lm-likelihood";
 
-/// The readings of a candidate's scores [`features`] takes, raw and then centred per item.
-const READINGS: [&str; 6] = [
-    "logprob",
-    "logprob_per_char",
-    "logprob_per_token",
-    "choices_only_per_char",
-    "context_gain_per_token",
-    "characters_per_token",
-];
-
-/// The columns of [`features`], in order: [`READINGS`] raw, then each centred on its item.
+/// The columns of [`features`], in order: each reading of a candidate's scores raw, then each
+/// centred on its item (the same name and `_centred`, in the same order).
 pub const FEATURES: [&str; 12] = [
     "logprob",
     "logprob_per_char",
@@ -64,19 +55,22 @@ pub const FEATURES: [&str; 12] = [
     "characters_per_token_centred",
 ];
 
+/// Readings of a candidate's scores: [`FEATURES`]' first half.
+const READINGS: usize = FEATURES.len() / 2;
+
 /// A pool's LM scores, one entry per row (`af eval`'s full and choices-only conditions).
-#[derive(Clone, Copy, Debug)]
-pub struct PoolLmScores<'a> {
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolScores {
     /// Summed log-probability of the ending after its context (natural log).
-    pub logprob: &'a [f64],
+    pub logprob: Vec<f64>,
     /// The ending's tokens after its context.
-    pub tokens: &'a [i64],
+    pub tokens: Vec<i64>,
     /// Summed log-probability of the ending alone, after the BOS token.
-    pub choices_only: &'a [f64],
+    pub choices_only: Vec<f64>,
     /// The ending's tokens on its own.
-    pub choices_only_tokens: &'a [i64],
+    pub choices_only_tokens: Vec<i64>,
     /// The ending's characters (`acc_norm`'s divisor).
-    pub chars: &'a [i64],
+    pub chars: Vec<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -165,7 +159,7 @@ impl LmLikelihoodSettings {
 /// rows (a column that does not vary is centred only).
 /// # Shapes
 /// -> [rows, 12] f32 on the CPU
-pub fn features(scores: PoolLmScores, item_rows: &[usize]) -> Tensor {
+pub fn features(scores: &PoolScores, item_rows: &[usize]) -> Tensor {
     let n = scores.logprob.len();
     for len in [
         scores.tokens.len(),
@@ -181,7 +175,7 @@ pub fn features(scores: PoolLmScores, item_rows: &[usize]) -> Tensor {
         "the items cover the rows"
     );
     let per = |x: f64, by: i64| x / by.max(1) as f64;
-    let raw: [Vec<f64>; READINGS.len()] = [
+    let raw: [Vec<f64>; READINGS] = [
         scores.logprob.to_vec(),
         (0..n)
             .map(|r| per(scores.logprob[r], scores.chars[r]))
@@ -319,16 +313,24 @@ mod tests {
     use tch::Device;
 
     #[test]
+    fn the_centred_columns_follow_the_raw_ones_name_for_name() {
+        let (raw, centred) = FEATURES.split_at(READINGS);
+        for (r, c) in raw.iter().zip(centred) {
+            assert_eq!(format!("{r}_centred"), *c);
+        }
+    }
+
+    #[test]
     fn features_are_standardised_and_centred_per_item() {
         // Two items: 3 and 2 rows.
-        let scores = PoolLmScores {
-            logprob: &[-10.0, -20.0, -30.0, -5.0, -7.0],
-            tokens: &[5, 5, 10, 1, 7],
-            choices_only: &[-20.0, -20.0, -60.0, -5.0, -21.0],
-            choices_only_tokens: &[5, 4, 10, 2, 7],
-            chars: &[10, 10, 30, 5, 14],
+        let scores = PoolScores {
+            logprob: vec![-10.0, -20.0, -30.0, -5.0, -7.0],
+            tokens: vec![5, 5, 10, 1, 7],
+            choices_only: vec![-20.0, -20.0, -60.0, -5.0, -21.0],
+            choices_only_tokens: vec![5, 4, 10, 2, 7],
+            chars: vec![10, 10, 30, 5, 14],
         };
-        let f = features(scores, &[3, 2]);
+        let f = features(&scores, &[3, 2]);
         assert_eq!(f.size(), [5, FEATURES.len() as i64]);
         let col = |name: &str| {
             let c = FEATURES.iter().position(|f| *f == name).unwrap() as i64;
@@ -380,14 +382,14 @@ mod tests {
             );
         }
         // A constant column is left at zero rather than divided by zero.
-        let constant = PoolLmScores {
-            logprob: &[-3.0, -3.0],
-            tokens: &[2, 2],
-            choices_only: &[-5.0, -5.0],
-            choices_only_tokens: &[3, 3],
-            chars: &[6, 6],
+        let constant = PoolScores {
+            logprob: vec![-3.0, -3.0],
+            tokens: vec![2, 2],
+            choices_only: vec![-5.0, -5.0],
+            choices_only_tokens: vec![3, 3],
+            chars: vec![6, 6],
         };
-        let same = features(constant, &[2]);
+        let same = features(&constant, &[2]);
         assert_eq!(
             Vec::<f32>::try_from(same.flatten(0, -1)).unwrap(),
             [0.0; 2 * FEATURES.len()]
@@ -448,17 +450,16 @@ mod tests {
                 logprob.push(level - 5.0 + bonus);
             }
         }
-        let (level, chars) = (vec![-30.0; logprob.len()], vec![20; logprob.len()]);
-        let tokens = vec![5; logprob.len()];
-        let scores = PoolLmScores {
-            logprob: &logprob,
-            tokens: &tokens,
-            choices_only: &level,
-            choices_only_tokens: &tokens,
-            chars: &chars,
+        let rows = logprob.len();
+        let scores = PoolScores {
+            logprob,
+            tokens: vec![5; rows],
+            choices_only: vec![-30.0; rows],
+            choices_only_tokens: vec![5; rows],
+            chars: vec![20; rows],
         };
         table
-            .attach_lm_likelihood(features(scores, &vec![4; items]))
+            .attach_lm_likelihood(features(&scores, &vec![4; items]))
             .unwrap();
         table
     }
